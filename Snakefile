@@ -1,0 +1,83 @@
+# learnwin: the learnability window of gated RNNs (Livi, arXiv:2512.05790).
+# Thin entry point: config, validation, stage rules, targets. All logic lives in learnwin/.
+from snakemake.utils import min_version, validate
+
+min_version("9.19")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/snapshot.smk"
+include: "workflow/rules/stats.smk"
+include: "workflow/rules/figures.smk"
+include: "workflow/rules/report.smk"
+
+
+report: "workflow/report/workflow.rst"
+
+
+# ---- targets: `snakemake <stage> --cores N` runs everything up to that stage ----
+rule all:
+    default_target: True
+    input:
+        FIGURE_TARGETS,
+        REPORT_TARGETS,
+
+
+rule data:
+    input:
+        DATA_TARGETS,
+
+
+rule train:
+    input:
+        TRAIN_TARGETS,
+
+
+rule snapshot:
+    input:
+        SNAPSHOT_TARGETS,
+
+
+rule alpha:
+    input:
+        ALPHA_TARGETS,
+
+
+rule decay:
+    input:
+        DECAY_TARGETS,
+
+
+rule window:
+    input:
+        WINDOW_TARGETS,
+
+
+rule figures:
+    input:
+        FIGURE_TARGETS,
+
+
+rule summary:
+    input:
+        REPORT_TARGETS,
+
+
+localrules:
+    all,
+    data,
+    train,
+    snapshot,
+    alpha,
+    decay,
+    window,
+    figures,
+    summary,

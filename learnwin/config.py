@@ -1,0 +1,64 @@
+"""Cross-field config checks that a JSON schema cannot express.
+
+The schema (``workflow/schemas/config.schema.yaml``) checks keys, types, enums and ranges and
+fills in defaults; :func:`check` then checks how keys relate (METHOD §1, §3-§7). Both run when
+the Snakefile is parsed, so a bad config fails before any job starts.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+
+class ConfigError(ValueError):
+    """A config value is invalid; the message names the key and what is allowed."""
+
+
+def lag_grid(snapshot: Mapping) -> list[int]:
+    """Diagnostic lags ``lag_start..lag_stop`` (inclusive) in steps of ``lag_step`` (METHOD §4)."""
+    return list(range(snapshot["lag_start"], snapshot["lag_stop"] + 1, snapshot["lag_step"]))
+
+
+def check(config: Mapping) -> None:
+    """Raise :class:`ConfigError` on the first cross-field violation."""
+    task, train, snap = config["task"], config["train"], config["snapshot"]
+    T = task["T"]
+    if len(task["lags"]) != len(task["coefs"]):
+        raise ConfigError(
+            f"task.lags has {len(task['lags'])} entries but task.coefs has "
+            f"{len(task['coefs'])}: give one coefficient per task lag"
+        )
+    bad = [lag for lag in task["lags"] if lag >= T]
+    if bad:
+        raise ConfigError(f"task.lags {bad} must be < task.T = {T}")
+    if train["batch_size"] > task["n_train"]:
+        raise ConfigError(
+            f"train.batch_size = {train['batch_size']} must be <= task.n_train = {task['n_train']}"
+        )
+    late = [e for e in train["snapshot_epochs"] if isinstance(e, int) and e > train["epochs"]]
+    if late:
+        raise ConfigError(
+            f"train.snapshot_epochs {late} exceed train.epochs = {train['epochs']}; allowed: "
+            f"integers 0..{train['epochs']}, 'best', 'final'"
+        )
+    if snap["lag_start"] > snap["lag_stop"]:
+        raise ConfigError(
+            f"snapshot.lag_start = {snap['lag_start']} must be <= snapshot.lag_stop = "
+            f"{snap['lag_stop']}"
+        )
+    if snap["lag_stop"] >= T:
+        raise ConfigError(f"snapshot.lag_stop = {snap['lag_stop']} must be < task.T = {T}")
+    grid = config["window"]["N_grid"]
+    if any(b <= a for a, b in zip(grid, grid[1:])):
+        raise ConfigError(f"window.N_grid = {grid} must be strictly increasing")
+    fig_epoch = config["figures"]["epoch"]
+    if fig_epoch not in train["snapshot_epochs"]:
+        raise ConfigError(
+            f"figures.epoch = {fig_epoch!r} must be one of train.snapshot_epochs = "
+            f"{train['snapshot_epochs']}"
+        )
+    if config["device"] == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("device = 'cuda' but no CUDA device is visible; allowed: auto, cpu")

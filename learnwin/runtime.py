@@ -1,0 +1,63 @@
+"""Process set-up shared by the workflow adapters: logging, threads, device, determinism."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+
+def setup(log_path: str | None, threads: int = 1) -> logging.Logger:
+    """Send logging (and stderr) to ``log_path`` and cap numeric threads at ``threads``.
+
+    Torch is only configured when it is already imported or needed by the caller's module,
+    so the numpy-only statistics stages stay torch-free.
+    """
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)]
+    if log_path:
+        os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+        stream = open(log_path, "a", buffering=1)
+        sys.stderr = stream
+        handlers = [logging.StreamHandler(stream)]
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=handlers,
+        force=True,
+    )
+    if "torch" in sys.modules:
+        set_torch_threads(threads)
+    return logging.getLogger("learnwin")
+
+
+def set_torch_threads(threads: int) -> None:
+    """``torch.set_num_threads`` (and one inter-op thread) so parallel jobs do not oversubscribe."""
+    import torch
+
+    torch.set_num_threads(max(1, int(threads)))
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set once in this process
+        pass
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when available, else ``cpu`` (config key ``device``)."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device 'cuda' requested but no CUDA device is visible")
+    return device
+
+
+def deterministic() -> None:
+    """Torch flags for bitwise-reproducible runs on one device (docs/reliability.md)."""
+    import torch
+
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.benchmark = False
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
