@@ -64,3 +64,38 @@ def section(*keys):
 
 def optimizer_hparams(wildcards):
     return section("optim", wildcards.optimizer)
+
+
+# ---- resources: functions of the config size (defaults for SLURM; override with set-resources) ----
+def _mb(n_bytes, base=600):
+    return int(base + n_bytes / 2**20)
+
+
+def data_mem_mb():
+    t = config["task"]
+    largest = max(t["n_train"], t["n_val"], t["n_diag"])
+    return _mb(3 * largest * t["T"] * (t["D"] + 1) * 4)
+
+
+def train_mem_mb():
+    """Train + val splits resident, plus autograd activations of one batch."""
+    t, h, b = config["task"], config["model"]["hidden"], config["train"]["batch_size"]
+    data = (t["n_train"] + t["n_val"]) * t["T"] * (t["D"] + 1) * 4
+    activations = 40 * b * t["T"] * h * 4
+    return _mb(data + activations, base=1200)
+
+
+def train_runtime_min():
+    """Rough wall time: 0.6 ms per time step of a batch (CPU, H=32, B=64), scaled by H*B."""
+    t, tr, h = config["task"], config["train"], config["model"]["hidden"]
+    steps = tr["epochs"] * max(1, t["n_train"] // tr["batch_size"])
+    per_step_ms = 0.6 * t["T"] * max(1.0, (h * tr["batch_size"]) / (32 * 64)) ** 0.5
+    return max(10, int(2 * steps * per_step_ms / 60000))
+
+
+def snapshot_mem_mb():
+    """One diag batch: K tangents plus a lag chunk of float64 (B, L, T, H) work arrays."""
+    t, s, h = config["task"], config["snapshot"], config["model"]["hidden"]
+    batch = min(s["batch_size"], t["n_diag"])
+    tangents = (s["directions"] + 2) * batch * t["T"] * h * 4
+    return _mb(tangents + 8 * 8 * (1 << 22), base=1200)

@@ -1,0 +1,341 @@
+"""The five gated recurrent cells of METHOD §2 behind one small interface.
+
+Interface (what :mod:`learnwin.envelope` and :mod:`learnwin.detect` use; a user's own cell
+that implements it can be probed too):
+
+* ``hidden_size`` (int) and ``input_size`` (int);
+* ``forward(x) -> (hidden, transported)``: states for inputs ``x`` of shape (B, T, D), each of
+  shape (B, T, H). ``transported`` is the state along which gradients are transported: the
+  hidden state, or the cell state for the LSTM;
+* ``trace(x) -> Trace``: the same pass with the per-step diagonal Jacobian terms of METHOD §4
+  (leak, correction, receiving-end factor), the candidate and the pre-synaptic state;
+* ``recurrent_weights() -> list[str]``: names of the H x H recurrent matrices whose adaptive
+  rates make the base rate Lambda (METHOD §4).
+
+Indexing: step t = 0..T-1 consumes x_t and produces h_t from h_{t-1} (h_{-1} = 0). The
+one-step Jacobian diagonal of step t is ``leak[:, t] + correction[:, t]``.
+
+Choices (METHOD §2 silent): LayerNorm has learnable affine parameters (nn.LayerNorm
+defaults); gate layers not pinned by the spec (GRU reset, LSTM input and output gates) keep
+PyTorch's default uniform(+-1/sqrt(fan_in)) weights with zero biases. Speed: all input
+projections are one matmul over the whole sequence, and the recurrent matmuls of a step are
+fused into one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+MODELS = ("const", "shared", "diag", "gru", "lstm")
+
+
+@dataclass
+class Trace:
+    """Per-step internals of one pass, each (B, T, H) (METHOD §4)."""
+
+    hidden: Tensor  # h_t
+    transported: Tensor  # h_t, or c_t for the LSTM
+    leak: Tensor  # lambda_t
+    correction: Tensor  # r_t
+    receive: Tensor  # factor at the receiving end of Gamma0 (e_t for the LSTM, else 1)
+    candidate: Tensor  # candidate g~_t (post-tanh)
+
+    @property
+    def presynaptic(self) -> Tensor:
+        """h_{t-1} (zeros at t = 0): the state the recurrent weights act on at step t."""
+        return F.pad(self.hidden, (0, 0, 1, 0))[:, :-1]
+
+
+def _logit(p: float) -> float:
+    return math.log(p / (1.0 - p))
+
+
+def _orthogonal(rows: int, cols: int) -> nn.Parameter:
+    w = torch.empty(rows, cols)
+    nn.init.orthogonal_(w)
+    return nn.Parameter(w)
+
+
+def _uniform(rows: int, cols: int) -> nn.Parameter:
+    bound = 1.0 / math.sqrt(cols)
+    return nn.Parameter(torch.empty(rows, cols).uniform_(-bound, bound))
+
+
+def _zeros(*shape: int) -> nn.Parameter:
+    return nn.Parameter(torch.zeros(*shape))
+
+
+def _full(value: float, *shape: int) -> nn.Parameter:
+    return nn.Parameter(torch.full(shape, value))
+
+
+class GatedCell(nn.Module):
+    """Common scan: precomputed input projections, one fused recurrent matmul per step.
+
+    Subclasses define ``_input_weights()`` / ``_input_biases()`` (the blocks of the fused input
+    projection), ``_recurrent()`` (the fused matrix applied to the state each step) and
+    ``_step(xp, hp, state, trace)``.
+    """
+
+    transported_name = "hidden"
+
+    def __init__(self, input_size: int, hidden_size: int, layer_norm: bool = True):
+        super().__init__()
+        self.input_size, self.hidden_size = input_size, hidden_size
+        self.norm = nn.LayerNorm(hidden_size) if layer_norm else nn.Identity()
+
+    # -- hooks --------------------------------------------------------------------------
+    def _input_weights(self) -> list[Tensor]:
+        raise NotImplementedError
+
+    def _input_biases(self) -> list[Tensor]:
+        raise NotImplementedError
+
+    def _recurrent(self) -> Tensor:
+        raise NotImplementedError
+
+    def _step(self, xp: Tensor, hp: Tensor, state: tuple, trace: bool):
+        raise NotImplementedError
+
+    def recurrent_weights(self) -> list[str]:
+        raise NotImplementedError
+
+    def _init_state(self, x: Tensor) -> tuple:
+        return (x.new_zeros(x.shape[0], self.hidden_size),)
+
+    # -- scan ---------------------------------------------------------------------------
+    def _scan(self, x: Tensor, trace: bool):
+        w_in = torch.cat(self._input_weights(), 0)
+        b_in = torch.cat(self._input_biases(), 0)
+        xproj = F.linear(x, w_in, b_in).unbind(1)  # T x (B, G*H)
+        u_rec = self._recurrent()
+        state = self._init_state(x)
+        outs = []
+        for xp in xproj:
+            state, out = self._step(xp, state[0] @ u_rec.T, state, trace)
+            outs.append(out)
+        return [torch.stack(parts, 1) for parts in zip(*outs)]
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        outs = self._scan(x, trace=False)
+        return outs[0], outs[-1]
+
+    @torch.no_grad()
+    def trace(self, x: Tensor) -> Trace:
+        return Trace(*self._scan(x, trace=True))
+
+
+class ConstGate(GatedCell):
+    """h_t = (1 - s) h_{t-1} + s tanh(LN(W_x x_t + b_x + W_h h_{t-1})), s fixed (METHOD §2)."""
+
+    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
+        super().__init__(input_size, hidden_size, layer_norm)
+        self.register_buffer("s", torch.tensor(float(const_s)))
+        self.W_x = _orthogonal(hidden_size, input_size)
+        self.b_x = _zeros(hidden_size)
+        self.W_h = _orthogonal(hidden_size, hidden_size)
+
+    def _input_weights(self):
+        return [self.W_x]
+
+    def _input_biases(self):
+        return [self.b_x]
+
+    def _recurrent(self):
+        return self.W_h
+
+    def recurrent_weights(self):
+        return ["W_h"]
+
+    def _candidate(self, pre: Tensor) -> Tensor:
+        return torch.tanh(self.norm(pre))
+
+    def _step(self, xp, hp, state, trace):
+        h_prev = state[0]
+        g = self._candidate(xp + hp)
+        s = self.s
+        h = h_prev + s * (g - h_prev)
+        if not trace:
+            return (h,), (h,)
+        leak = (1 - s).expand_as(h)
+        corr = s * (1 - g * g) * torch.diagonal(self.W_h)
+        return (h,), (h, h, leak, corr, torch.ones_like(h), g)
+
+
+class SharedGate(ConstGate):
+    """ConstGate with one learned scalar gate per step, s_t = sigmoid(w_s.x_t + b_s + u_s.h)."""
+
+    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
+        super().__init__(input_size, hidden_size, layer_norm, const_s)
+        self.w_s = _zeros(1, input_size)
+        self.b_s = _full(_logit(const_s), 1)
+        self.u_s = _zeros(1, hidden_size)
+
+    def _input_weights(self):
+        return [self.W_x, self.w_s]
+
+    def _input_biases(self):
+        return [self.b_x, self.b_s]
+
+    def _recurrent(self):
+        return torch.cat([self.W_h, self.u_s], 0)
+
+    def _gate_diag(self) -> Tensor:
+        return self.u_s[0]
+
+    def _step(self, xp, hp, state, trace):
+        H = self.hidden_size
+        h_prev = state[0]
+        g = self._candidate(xp[:, :H] + hp[:, :H])
+        s = torch.sigmoid(xp[:, H:] + hp[:, H:])
+        h = h_prev + s * (g - h_prev)
+        if not trace:
+            return (h,), (h,)
+        ds = s * (1 - s)
+        leak = (1 - s).expand_as(h)
+        corr = (g - h_prev) * ds * self._gate_diag() + s * (1 - g * g) * torch.diagonal(self.W_h)
+        return (h,), (h, h, leak, corr, torch.ones_like(h), g)
+
+
+class DiagGate(SharedGate):
+    """One gate per unit: s_t = sigmoid(W_s x_t + b_s + U_s h_{t-1}) in R^H (METHOD §2)."""
+
+    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
+        ConstGate.__init__(self, input_size, hidden_size, layer_norm, const_s)
+        self.W_s = _zeros(hidden_size, input_size)
+        self.b_s = _full(_logit(const_s), hidden_size)
+        self.U_s = _zeros(hidden_size, hidden_size)
+
+    def _input_weights(self):
+        return [self.W_x, self.W_s]
+
+    def _recurrent(self):
+        return torch.cat([self.W_h, self.U_s], 0)
+
+    def recurrent_weights(self):
+        return ["W_h", "U_s"]
+
+    def _gate_diag(self) -> Tensor:
+        return torch.diagonal(self.U_s)
+
+
+class GRU(GatedCell):
+    """GRU cell with LN on the candidate; update gate z starts at gru_init_update (METHOD §2)."""
+
+    def __init__(self, input_size, hidden_size, layer_norm=True, gru_init_update=0.05, **_):
+        super().__init__(input_size, hidden_size, layer_norm)
+        H, D = hidden_size, input_size
+        self.W_z, self.U_z = _zeros(H, D), _zeros(H, H)
+        self.b_z = _full(_logit(gru_init_update), H)
+        self.W_r, self.U_r, self.b_r = _uniform(H, D), _uniform(H, H), _zeros(H)
+        self.W_h, self.U_h, self.b_h = _orthogonal(H, D), _orthogonal(H, H), _zeros(H)
+
+    def _input_weights(self):
+        return [self.W_z, self.W_r, self.W_h]
+
+    def _input_biases(self):
+        return [self.b_z, self.b_r, self.b_h]
+
+    def _recurrent(self):
+        return torch.cat([self.U_z, self.U_r], 0)
+
+    def recurrent_weights(self):
+        return ["U_z", "U_r", "U_h"]
+
+    def _step(self, xp, hp, state, trace):
+        H = self.hidden_size
+        h_prev = state[0]
+        z = torch.sigmoid(xp[:, :H] + hp[:, :H])
+        r = torch.sigmoid(xp[:, H:2 * H] + hp[:, H:])
+        g = torch.tanh(self.norm(xp[:, 2 * H:] + (r * h_prev) @ self.U_h.T))
+        h = h_prev + z * (g - h_prev)
+        if not trace:
+            return (h,), (h,)
+        corr = (g - h_prev) * z * (1 - z) * torch.diagonal(self.U_z) + z * (1 - g * g) * torch.diagonal(
+            self.U_h
+        ) * (r + h_prev * r * (1 - r) * torch.diagonal(self.U_r))
+        return (h,), (h, h, 1 - z, corr, torch.ones_like(h), g)
+
+
+class LSTM(GatedCell):
+    """LSTM cell with LN on the candidate; forget gate starts at lstm_init_forget (METHOD §2).
+
+    Gradients are transported along the cell state c (METHOD §4, LSTM row).
+    """
+
+    transported_name = "cell"
+
+    def __init__(self, input_size, hidden_size, layer_norm=True, lstm_init_forget=0.5, **_):
+        super().__init__(input_size, hidden_size, layer_norm)
+        H, D = hidden_size, input_size
+        self.W_i, self.U_i, self.b_i = _uniform(H, D), _uniform(H, H), _zeros(H)
+        self.W_f, self.U_f = _zeros(H, D), _zeros(H, H)
+        self.b_f = _full(_logit(lstm_init_forget), H)
+        self.W_o, self.U_o, self.b_o = _uniform(H, D), _uniform(H, H), _zeros(H)
+        self.W_g, self.U_g, self.b_g = _orthogonal(H, D), _orthogonal(H, H), _zeros(H)
+
+    def _input_weights(self):
+        return [self.W_i, self.W_f, self.W_o, self.W_g]
+
+    def _input_biases(self):
+        return [self.b_i, self.b_f, self.b_o, self.b_g]
+
+    def _recurrent(self):
+        return torch.cat([self.U_i, self.U_f, self.U_o, self.U_g], 0)
+
+    def recurrent_weights(self):
+        return ["U_i", "U_f", "U_o", "U_g"]
+
+    def _init_state(self, x):
+        zero = x.new_zeros(x.shape[0], self.hidden_size)
+        return (zero, zero, zero)  # h, c, e = o (1 - tanh^2 c) of the previous step
+
+    def _step(self, xp, hp, state, trace):
+        H = self.hidden_size
+        _, c_prev, e_prev = state
+        pre = xp + hp
+        i = torch.sigmoid(pre[:, :H])
+        f = torch.sigmoid(pre[:, H:2 * H])
+        o = torch.sigmoid(pre[:, 2 * H:3 * H])
+        g = torch.tanh(self.norm(pre[:, 3 * H:]))
+        c = f * c_prev + i * g
+        tc = torch.tanh(c)
+        h = o * tc
+        if not trace:
+            return (h, c, e_prev), (h, c)
+        e = o * (1 - tc * tc)
+        corr = (
+            c_prev * f * (1 - f) * torch.diagonal(self.U_f)
+            + i * (1 - g * g) * torch.diagonal(self.U_g)
+            + g * i * (1 - i) * torch.diagonal(self.U_i)
+        ) * e_prev
+        return (h, c, e), (h, c, f, corr, e, g)
+
+
+CELLS = {"const": ConstGate, "shared": SharedGate, "diag": DiagGate, "gru": GRU, "lstm": LSTM}
+
+
+class GatedRNN(nn.Module):
+    """A cell plus the scalar readout y_hat_t = W_out h_t + b_out (METHOD §2)."""
+
+    def __init__(self, cell: nn.Module):
+        super().__init__()
+        self.cell = cell
+        self.W_out = _orthogonal(1, cell.hidden_size)
+        self.b_out = _zeros(1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        hidden, _ = self.cell(x)
+        return (hidden @ self.W_out.T + self.b_out).squeeze(-1)
+
+
+def build_model(cell: str, input_size: int, hidden: int, layer_norm: bool = True, **gates) -> GatedRNN:
+    """Build a :class:`GatedRNN` from the ``model`` config section and the cell name."""
+    if cell not in CELLS:
+        raise ValueError(f"unknown model {cell!r}; allowed: {', '.join(MODELS)}")
+    return GatedRNN(CELLS[cell](input_size, hidden, layer_norm, **gates))

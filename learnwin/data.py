@@ -1,0 +1,68 @@
+"""Synthetic multi-lag delayed regression task (METHOD §1).
+
+y_t = sum_k c_k (u . x_{t-l_k}) 1[t >= l_k] + eps_t with x_t ~ N(0, I_D) and a unit vector u
+drawn once per seed. Each split (train, val, diag) has its own seeded stream derived from
+(seed, split), and each sequence is drawn whole (inputs and noise together), so the first n
+sequences of a split are the same whatever its size: changing n_train changes neither val nor
+diag, nor the first sequences of train.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from learnwin import io
+
+SPLITS = ("train", "val", "diag")
+_STREAM = {"u": 0, "train": 1, "val": 2, "diag": 3}
+
+
+def task_vector(seed: int, D: int) -> np.ndarray:
+    """The unit vector u of a seed (METHOD §1), shared by all splits."""
+    u = np.random.default_rng([seed, _STREAM["u"]]).standard_normal(D)
+    return (u / np.linalg.norm(u)).astype(np.float32)
+
+
+def targets(x: np.ndarray, u: np.ndarray, lags: Sequence[int], coefs: Sequence[float]) -> np.ndarray:
+    """Noise-free targets sum_k c_k (u . x_{t-l_k}) 1[t >= l_k] for x of shape (N, T, D)."""
+    proj = x @ u  # (N, T)
+    y = np.zeros_like(proj)
+    for lag, coef in zip(lags, coefs):  # a handful of task lags, not the diagnostic lag grid
+        y[:, lag:] += coef * proj[:, :-lag]
+    return y
+
+
+def make_split(
+    seed: int, split: str, n: int, T: int, D: int, lags, coefs, noise_std: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs (n, T, D) and targets (n, T), float32, for one split of one seed."""
+    rng = np.random.default_rng([seed, _STREAM[split]])
+    draw = rng.standard_normal((n, T, D + 1)).astype(np.float32)
+    x, noise = draw[..., :D], draw[..., D]
+    y = targets(x, task_vector(seed, D), lags, coefs) + noise_std * noise
+    return np.ascontiguousarray(x), y.astype(np.float32)
+
+
+def write_splits(seed: int, task: dict, out_dir: str | Path) -> None:
+    """Write ``{split}_x.npy``, ``{split}_y.npy`` for every split and ``task.json``."""
+    out_dir = Path(out_dir)
+    sizes = {"train": task["n_train"], "val": task["n_val"], "diag": task["n_diag"]}
+    for split in SPLITS:
+        x, y = make_split(
+            seed, split, sizes[split], task["T"], task["D"], task["lags"], task["coefs"],
+            task["noise_std"],
+        )
+        io.save_array(x, out_dir / f"{split}_x.npy")
+        io.save_array(y, out_dir / f"{split}_y.npy")
+    io.write_json({"seed": seed, "task": dict(task), "u": task_vector(seed, task["D"]).tolist()},
+                  out_dir / "task.json")
+
+
+def load_split(data_dir: str | Path, split: str, mmap: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs and targets of one split (memory-mapped by default)."""
+    data_dir = Path(data_dir)
+    return (io.load_array(data_dir / f"{split}_x.npy", mmap),
+            io.load_array(data_dir / f"{split}_y.npy", mmap))

@@ -1,0 +1,67 @@
+"""Detection statistic psi_n(l) (METHOD §5).
+
+delta_t = (y_hat_t - y_t) W_out^T is the output error seen by the hidden units. For K seeded
+random directions w_k (unit norm jointly over all parameters of the model), the tangent
+v_k = d(state)/d(theta)[w_k] comes from forward-mode AD (``torch.func.jvp``; the LSTM's
+transported state is its cell state), all K directions in one vmapped pass. The tangent is
+linear in the direction, so when only the mean over directions is kept, one JVP along the
+mean direction gives it exactly (K times cheaper). Then
+
+    psi_t(l) = sum_q mu_{t,l}^(q) delta_t^(q) v_{t-l}^(q),   t = l..T-1,
+
+averaged over t and over the K directions (psi is linear in v, so the direction mean is
+taken on v first) gives one sample psi_n(l) per diag sequence and lag.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.func import functional_call, jvp, vmap
+
+
+def random_directions(model: torch.nn.Module, K: int, seed: int) -> dict[str, Tensor]:
+    """K directions over all parameters of ``model``, unit norm jointly: name -> (K, *shape)."""
+    gen = torch.Generator().manual_seed(seed)
+    params = dict(model.named_parameters())
+    draws = {n: torch.randn((K, *p.shape), generator=gen, dtype=torch.float32) for n, p in params.items()}
+    norm = torch.sqrt(sum(d.flatten(1).pow(2).sum(1) for d in draws.values()))
+    return {n: (d / norm.view(-1, *[1] * (d.dim() - 1))).to(params[n].device) for n, d in draws.items()}
+
+
+def tangents(cell: torch.nn.Module, x: Tensor, directions: dict[str, Tensor]) -> Tensor:
+    """(K, B, T, H) tangents of the transported state along each direction.
+
+    ``directions`` maps the cell's parameter names to (K, *shape) tensors; parameters of the
+    cell that have no entry get a zero tangent.
+    """
+    params = {n: p.detach() for n, p in cell.named_parameters()}
+    K = next(iter(directions.values())).shape[0]
+    dirs = {n: directions.get(n, torch.zeros((K, *p.shape), dtype=p.dtype, device=p.device))
+            for n, p in params.items()}
+
+    def transported(p):
+        return functional_call(cell, p, (x,))[1]
+
+    def along(d):
+        return jvp(transported, (params,), (d,))[1]
+
+    return vmap(along)(dirs)
+
+
+def output_error(y_hat: Tensor, y: Tensor, w_out: Tensor) -> Tensor:
+    """delta_t = (y_hat_t - y_t) W_out^T, shape (B, T, H) for a (1, H) readout weight."""
+    return (y_hat - y)[..., None] * w_out.reshape(1, 1, -1)
+
+
+def psi_chunk(mu: Tensor, delta: Tensor, v: Tensor, t: Tensor, k: Tensor, mask: Tensor) -> Tensor:
+    """psi for one lag chunk: mu (B, L, W, H), delta (B, T, H), v (..., B, T, H) -> (..., B, L).
+
+    ``t``, ``k`` and ``mask`` (L, W) are the receiving times, the perturbation times t - l and
+    their validity (:func:`learnwin.envelope.receiving_times`); the mean runs over the valid
+    receiving times of each lag.
+    """
+    weighted = mu * delta.double()[:, t]  # (B, L, W, H)
+    shifted = v.double()[..., k, :]  # (..., B, L, W, H)
+    total = (weighted * shifted).sum((-1, -2))
+    return total / mask.sum(-1).clamp_min(1)

@@ -1,0 +1,201 @@
+"""Effective learning rates and the envelope f(l) (METHOD §4).
+
+For unit q, the one-step Jacobian diagonal of step j is leak + correction, lambda_j + r_j.
+The transport factor over the steps j = k+1..k+l is
+
+    Gamma_{k,l} = Gamma0 (1 + sum_j r_j / lambda_j),   Gamma0 = e_{k+l} prod_j lambda_j
+
+(order 0: Gamma0 alone; e = 1 except for the LSTM's receiving end). Every lag comes from
+one pass: prefix sums over time of log lambda (float64, lambda clamped to [1e-12, 1]) and of
+r / lambda, so Gamma_{t-l,l} for all lags is a difference of two gathered prefix sums. Lags are
+processed in chunks only to bound memory; there is no loop over single lags or time steps.
+
+The adaptive base rate Lambda^(q)(n, k) is the Rayleigh quotient of the per-parameter rate
+matrix (averaged over the cell's H x H recurrent matrices) at the pre-synaptic state h_{k-1};
+Lambda = lr for SGD. Choice (METHOD silent): a snapshot taken before the first optimizer step
+(epoch 0) has no second-moment state, so Lambda = lr there for every optimizer.
+
+mu_{t,l} = Lambda(n, t-l) Gamma_{t-l,l}; f(l) = mean over sequences and receiving times
+t = l..T-1 of sum_q |mu|. The geometric envelope is exp(mean log sum_q |mu|) over the same
+(n, t) pairs.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+from learnwin.cells import Trace
+
+LEAK_FLOOR = 1e-12
+_TINY = 1e-300
+ADAPTIVE = {"adam": "exp_avg_sq", "adamw": "exp_avg_sq", "rmsprop": "square_avg"}
+
+
+def rate_matrix(model: torch.nn.Module, recurrent: Sequence[str], optimizer: str,
+                optimizer_state: dict, hparams: dict) -> Tensor | None:
+    """Per-parameter rates lr / (sqrt(v_hat) + 1e-8) averaged over the recurrent matrices.
+
+    ``recurrent`` names parameters of ``model`` (as in ``named_parameters``); returns an H x H
+    float64 matrix, or None when Lambda is the plain lr (SGD, or no optimizer state yet).
+    """
+    key = ADAPTIVE.get(optimizer)
+    if key is None:
+        return None
+    names = [name for name, _ in model.named_parameters()]
+    state = optimizer_state.get("state", {})
+    lr = hparams["lr"]
+    rates = []
+    for name in recurrent:
+        entry = state.get(names.index(name))
+        if not entry or key not in entry:
+            return None
+        v = entry[key].double()
+        if optimizer in ("adam", "adamw"):
+            beta2 = optimizer_state["param_groups"][0]["betas"][1]
+            v = v / (1 - beta2 ** float(entry["step"]))
+        rates.append(lr / (v.sqrt() + 1e-8))
+    return torch.stack(rates).mean(0)
+
+
+def base_rate(presynaptic: Tensor, rates: Tensor | None, lr: float) -> Tensor:
+    """Lambda^(q)(n, k) (B, T, H): Rayleigh quotient of ``rates`` at h_{k-1} (METHOD §4)."""
+    if rates is None:
+        return torch.full_like(presynaptic, lr, dtype=torch.float64)
+    h2 = presynaptic.double() ** 2
+    norm = h2.sum(-1, keepdim=True)
+    quotient = (h2 @ rates.T) / norm.clamp_min(_TINY)
+    return torch.where(norm > 0, quotient, rates.mean(1).expand_as(quotient))
+
+
+class Transport:
+    """Prefix sums of one trace, from which Gamma at any set of lags is gathered."""
+
+    def __init__(self, trace: Trace, order: int = 1):
+        leak = trace.leak.double().clamp(LEAK_FLOOR, 1.0)
+        self.log_leak = torch.cumsum(torch.log(leak), 1)  # (B, T, H)
+        self.ratio = torch.cumsum(trace.correction.double() / leak, 1) if order >= 1 else None
+        self.receive = trace.receive.double()
+
+    def gamma(self, t: Tensor, k: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Gamma0 and Gamma (order 0 or 1) at receiving times ``t`` and perturbation times ``k``.
+
+        ``t``, ``k`` and ``mask`` are (L, W) index tensors from :func:`receiving_times`;
+        results are (B, L, W, H) and zero where ``mask`` is False.
+        """
+        g0 = torch.exp(self.log_leak[:, t] - self.log_leak[:, k]) * self.receive[:, t]
+        g0 = g0 * mask[None, :, :, None]
+        if self.ratio is None:
+            return g0, g0
+        return g0, g0 * (1 + self.ratio[:, t] - self.ratio[:, k])
+
+
+def receiving_times(lags: Tensor, T: int, windows: int = 0) -> tuple[Tensor, Tensor, Tensor]:
+    """Receiving times t, perturbation times k = t - l and a validity mask, each (L, W).
+
+    ``windows = 0`` uses every t = l..T-1 (W = T). Otherwise each lag uses ``min(windows, T - l)``
+    evenly spaced receiving times in [l, T-1] (W = windows): the "windows t" of METHOD §4, which
+    bound the cost at long sequences.
+    """
+    lags = lags.long()
+    n_valid = T - lags  # receiving times available per lag
+    if windows <= 0:
+        t = torch.arange(T, device=lags.device)[None, :].expand(len(lags), T)
+        mask = t >= lags[:, None]
+    else:
+        n = torch.clamp(n_valid, max=windows)
+        i = torch.arange(windows, device=lags.device)[None, :]
+        t = lags[:, None] + torch.div(i * n_valid[:, None], n[:, None], rounding_mode="floor")
+        mask = i < n[:, None]
+    t = torch.where(mask, t, lags[:, None])  # masked slots point at a valid index
+    return t, t - lags[:, None], mask
+
+
+def lag_chunks(lags: Sequence[int], per_lag: int, budget: int = 1 << 22) -> list[list[int]]:
+    """Split the lag grid so one chunk holds at most ``budget`` float64 elements."""
+    size = max(1, budget // max(1, per_lag))
+    lags = list(lags)
+    return [lags[i:i + size] for i in range(0, len(lags), size)]
+
+
+class EnvelopeAccumulator:
+    """Streams batches of diag sequences into the per-lag envelope and per-unit sums."""
+
+    def __init__(self, lags: Sequence[int], hidden: int, lr: float):
+        self.lags = np.asarray(lags, dtype=np.int64)
+        self.lr = lr
+        L = len(self.lags)
+        z = lambda *s: np.zeros(s, dtype=np.float64)  # noqa: E731
+        self.count = z(L)
+        self.f0, self.f1, self.logf, self.gates = z(L), z(L), z(L), z(L)
+        self.lam, self.lam2, self.lam_n = z(L), z(L), z(L)
+        self.units = z(L, hidden)
+
+    def add(self, idx: slice, g0: Tensor, g: Tensor, lam_k: Tensor, mask: Tensor, order: int) -> Tensor:
+        """Accumulate one lag chunk of one batch; return mu (B, L, T, H) of the chosen order."""
+        mu0 = lam_k * g0
+        mu = lam_k * g if order >= 1 else mu0
+        absmu = mu.abs()
+        per_t = absmu.sum(-1)  # (B, L, T)
+        m = mask[None].to(per_t.dtype)
+        n_valid = m.sum((0, 2)).cpu().numpy() * per_t.shape[0]
+        self.count[idx] += n_valid
+        self.f1[idx] += per_t.sum((0, 2)).cpu().numpy()
+        self.f0[idx] += mu0.abs().sum(-1).sum((0, 2)).cpu().numpy()
+        self.logf[idx] += (torch.log(per_t.clamp_min(_TINY)) * m).sum((0, 2)).cpu().numpy()
+        self.gates[idx] += self.lr * g0.abs().sum(-1).sum((0, 2)).cpu().numpy()
+        self.units[idx] += absmu.sum((0, 2)).cpu().numpy()
+        lam_masked = lam_k * mask[None, :, :, None]
+        self.lam[idx] += lam_masked.sum((0, 2, 3)).cpu().numpy()
+        self.lam2[idx] += (lam_masked ** 2).sum((0, 2, 3)).cpu().numpy()
+        self.lam_n[idx] += n_valid * lam_k.shape[-1]
+        return mu
+
+    def tables(self, order: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """(envelope rows per lag, unit rows per (unit, lag)) without run keys."""
+        n = np.maximum(self.count, 1)
+        f0, f1 = self.f0 / n, self.f1 / n
+        f = f1 if order >= 1 else f0
+        gates = self.gates / n
+        lam_mean = self.lam / np.maximum(self.lam_n, 1)
+        lam_var = np.maximum(self.lam2 / np.maximum(self.lam_n, 1) - lam_mean ** 2, 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(gates > 0, f / gates, np.nan)
+        env = pd.DataFrame({
+            "lag": self.lags, "f": f, "f_geo": np.exp(self.logf / n), "f_gates": gates,
+            "f_order0": f0, "f_order1": f1 if order >= 1 else np.full_like(f0, np.nan),
+            "ratio": ratio, "lambda_mean": lam_mean, "lambda_std": np.sqrt(lam_var),
+        })
+        mu_abs = self.units / n[:, None]  # (L, H)
+        tau = unit_timescales(self.lags, mu_abs)
+        L, H = mu_abs.shape
+        units = pd.DataFrame({
+            "unit": np.tile(np.arange(H), L), "lag": np.repeat(self.lags, H),
+            "mu_abs": mu_abs.ravel(), "tau": np.tile(tau, L),
+        })
+        return env, units
+
+
+def unit_timescales(lags: np.ndarray, mu_abs: np.ndarray, min_points: int = 5) -> np.ndarray:
+    """tau_q = -1 / slope of the OLS of log mean|mu^(q)(l)| on l (METHOD §4); inf if slope >= 0.
+
+    Vectorised over units; lags with non-positive or non-finite values are left out per unit,
+    and a unit with fewer than ``min_points`` usable lags gets NaN.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.log(mu_abs)
+    ok = np.isfinite(y)
+    x = np.broadcast_to(np.asarray(lags, dtype=np.float64)[:, None], y.shape)
+    n = ok.sum(0)
+    xs, ys = np.where(ok, x, 0.0), np.where(ok, y, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        xm, ym = xs.sum(0) / n, ys.sum(0) / n
+        sxx = (np.where(ok, (x - xm) ** 2, 0.0)).sum(0)
+        sxy = (np.where(ok, (x - xm) * (y - ym), 0.0)).sum(0)
+        slope = sxy / sxx
+        tau = np.where(slope < 0, -1.0 / slope, np.inf)
+    return np.where((n >= min_points) & (sxx > 0), tau, np.nan)

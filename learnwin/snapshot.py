@@ -1,0 +1,147 @@
+"""Gradient snapshot of one checkpoint: envelope, per-unit rates and psi (METHOD §4-5).
+
+:func:`probe` works on any cell that implements the interface of :mod:`learnwin.cells`
+(``trace``, ``forward -> (hidden, transported)``, ``hidden_size``) plus a readout weight, so a
+user's own gated cell can be measured without the workflow. :func:`snapshot_checkpoint` is the
+workflow stage: it rebuilds a trained model and its optimizer state from a checkpoint and
+streams the diag split through :func:`probe` in batches, so memory is bounded by the batch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+from learnwin import io
+from learnwin.cells import build_model
+from learnwin.data import load_split
+from learnwin.detect import output_error, psi_chunk, random_directions, tangents
+from learnwin.envelope import (
+    EnvelopeAccumulator, Transport, base_rate, lag_chunks, rate_matrix, receiving_times)
+
+
+def probe(
+    cell: torch.nn.Module,
+    w_out: Tensor,
+    batches: Iterable[tuple[Tensor, Tensor, Tensor]],
+    lags: Sequence[int],
+    *,
+    lr: float,
+    rates: Tensor | None = None,
+    order: int = 1,
+    windows: int = 0,
+    directions: dict[str, Tensor] | None = None,
+    keep_directions: bool = False,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Envelope (per lag), units (per unit and lag) and psi (per lag and sequence) tables.
+
+    ``batches`` yields (x (B, T, D), y (B, T), y_hat (B, T)); ``rates`` is the H x H
+    per-parameter rate matrix of an adaptive optimizer (None: Lambda = lr); ``windows`` is
+    the number of receiving times per lag (0: all); ``directions`` maps cell parameter names
+    to (K, *shape) tangent directions (None: no psi).
+    """
+    if directions is not None and not keep_directions:  # tangents are linear in the direction
+        directions = {n: d.mean(0, keepdim=True) for n, d in directions.items()}
+    lag_t = torch.as_tensor(list(lags), dtype=torch.long)
+    acc = EnvelopeAccumulator(lags, cell.hidden_size, lr)
+    psi_rows, offset = [], 0
+    for x, y, y_hat in batches:
+        trace = cell.trace(x)
+        lam = base_rate(trace.presynaptic, rates, lr)
+        transport = Transport(trace, order)
+        delta = output_error(y_hat, y, w_out) if directions is not None else None
+        v = tangents(cell, x, directions) if directions is not None else None
+        if v is not None and not keep_directions:
+            v = v[0]
+        B, T, H = lam.shape
+        t_all, k_all, mask_all = receiving_times(lag_t.to(x.device), T, windows)
+        per_lag = B * t_all.shape[1] * H * (v.shape[0] if v is not None and v.dim() == 4 else 1)
+        batch_psi = []
+        start = 0
+        for chunk in lag_chunks(lags, per_lag):
+            idx = slice(start, start + len(chunk))
+            start += len(chunk)
+            t, k, mask = t_all[idx], k_all[idx], mask_all[idx]
+            g0, g = transport.gamma(t, k, mask)
+            mu = acc.add(idx, g0, g, lam[:, k], mask, order)
+            if v is not None:
+                batch_psi.append(psi_chunk(mu, delta, v, t, k, mask))
+        if v is not None:
+            psi = torch.cat(batch_psi, -1).cpu().numpy()  # (B, L) or (K, B, L)
+            psi_rows.append(_psi_frame(psi, lags, offset))
+        offset += x.shape[0]
+    env, units = acc.tables(order)
+    psi_df = pd.concat(psi_rows, ignore_index=True) if psi_rows else pd.DataFrame(
+        {"lag": [], "sequence": [], "psi": []})
+    return env, units, psi_df
+
+
+def _psi_frame(psi: np.ndarray, lags: Sequence[int], offset: int) -> pd.DataFrame:
+    """Long rows (lag, sequence[, direction], psi) from a (B, L) or (K, B, L) array."""
+    lags = np.asarray(lags, dtype=np.int64)
+    if psi.ndim == 2:
+        B, L = psi.shape
+        return pd.DataFrame({"lag": np.tile(lags, B), "sequence": np.repeat(np.arange(B) + offset, L),
+                             "psi": psi.ravel()})
+    K, B, L = psi.shape
+    return pd.DataFrame({
+        "lag": np.tile(lags, K * B),
+        "sequence": np.tile(np.repeat(np.arange(B) + offset, L), K),
+        "direction": np.repeat(np.arange(K), B * L),
+        "psi": psi.ravel(),
+    })
+
+
+def _sorted(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    return df.sort_values(keys, kind="stable").reset_index(drop=True)
+
+
+def snapshot_checkpoint(
+    *,
+    checkpoint: str | Path,
+    data_dir: str | Path,
+    lags: Sequence[int],
+    order: int,
+    windows: int,
+    directions: int,
+    batch_size: int,
+    keep_directions: bool,
+    keys: dict,
+    device: str = "cpu",
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Envelope, units and psi tables of one checkpoint on the diag split, with run keys."""
+    state = io.load_checkpoint(checkpoint, map_location=device)
+    model = build_model(state["cell"], **state["model_config"]).to(device)
+    model.load_state_dict(state["model"])
+    model.eval()
+    cell = model.cell
+    recurrent = [f"cell.{name}" for name in cell.recurrent_weights()]
+    rates = rate_matrix(model, recurrent, state["optimizer_name"], state["optimizer"], state["hparams"])
+    dirs = random_directions(model, directions, seed=int(keys["seed"]))
+    cell_dirs = {n.removeprefix("cell."): d for n, d in dirs.items() if n.startswith("cell.")}
+    x_all, y_all = load_split(data_dir, "diag")
+
+    def batches():
+        for i in range(0, x_all.shape[0], batch_size):
+            x = torch.from_numpy(np.array(x_all[i:i + batch_size])).to(device)
+            y = torch.from_numpy(np.array(y_all[i:i + batch_size])).to(device)
+            with torch.no_grad():
+                y_hat = model(x)
+            yield x, y, y_hat
+
+    env, units, psi = probe(cell, model.W_out.detach(), batches(), lags, lr=state["hparams"]["lr"],
+                            rates=rates, order=order, windows=windows, directions=cell_dirs,
+                            keep_directions=keep_directions)
+    frames = []
+    for df in (env, units, psi):
+        for col, value in reversed(list(keys.items())):
+            df.insert(0, col, value)
+        frames.append(df)
+    env, units, psi = frames
+    return (_sorted(env, ["lag"]), _sorted(units, ["unit", "lag"]),
+            _sorted(psi, [c for c in ("lag", "sequence", "direction") if c in psi.columns]))

@@ -1,0 +1,190 @@
+"""Training with checkpoints, snapshots and resume (METHOD §3).
+
+One call trains one (model, optimizer, seed). Loss: MSE over all T outputs. Each epoch
+reshuffles with a generator seeded by (seed, epoch), so an epoch's batches do not depend on
+what ran before it, and a resumed run is bitwise identical to an uninterrupted one on CPU.
+
+Resume: after every epoch the full state (model, optimizer, best-so-far, learning curve) is
+written atomically to ``<out_dir>/.resume/state.pt``, and snapshot checkpoints are written to
+``.resume/`` first. Only when training finishes are the declared outputs (snapshot
+checkpoints, ``best.pt``, ``final.pt``, ``curve.parquet``) moved into ``out_dir``. A killed job
+that is re-run (Snakemake deletes the declared outputs of an incomplete job, not ``.resume/``)
+continues from its last finished epoch. The resume state carries a fingerprint of the
+settings and is ignored when they changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import shutil
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from learnwin import io
+from learnwin.cells import build_model
+from learnwin.data import load_split
+
+log = logging.getLogger(__name__)
+
+OPTIMIZERS = ("adamw", "adam", "sgd", "sgd_momentum", "rmsprop")
+
+
+class DivergenceError(RuntimeError):
+    """The training loss became NaN or infinite."""
+
+
+def make_optimizer(name: str, params, hparams: dict) -> torch.optim.Optimizer:
+    """The optimizers of METHOD §3 from their config section (lr, weight_decay, ...)."""
+    lr, wd = hparams["lr"], hparams.get("weight_decay", 0.0)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=wd)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=wd)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, weight_decay=wd)
+    if name == "sgd_momentum":
+        return torch.optim.SGD(params, lr=lr, weight_decay=wd, momentum=hparams.get("momentum", 0.9))
+    if name == "rmsprop":
+        return torch.optim.RMSprop(params, lr=lr, weight_decay=wd, alpha=hparams.get("alpha", 0.99))
+    raise ValueError(f"unknown optimizer {name!r}; allowed: {', '.join(OPTIMIZERS)}")
+
+
+def r2_score(mse: float, y_var: float) -> float:
+    """R^2 = 1 - MSE / Var(y) (variance pooled over sequences and steps)."""
+    return 1.0 - mse / y_var if y_var > 0 else float("nan")
+
+
+@torch.no_grad()
+def evaluate(model, x: torch.Tensor, y: torch.Tensor, batch: int) -> float:
+    """Mean squared error over all outputs of a split, in batches."""
+    total = 0.0
+    for i in range(0, x.shape[0], batch):
+        total += torch.sum((model(x[i:i + batch]) - y[i:i + batch]) ** 2).item()
+    return total / y.numel()
+
+
+def _fingerprint(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _ckpt(model, opt, epoch, meta, val_mse) -> dict:
+    return {**meta, "model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch,
+            "val_mse": val_mse}
+
+
+def train_run(
+    *,
+    data_dir: str | Path,
+    out_dir: str | Path,
+    model: str,
+    optimizer: str,
+    seed: int,
+    model_config: dict,
+    optim_config: dict,
+    train_config: dict,
+    snapshot_epochs: Sequence[int | str],
+    device: str = "cpu",
+) -> pd.DataFrame:
+    """Train one run; write snapshot checkpoints, ``best.pt``, ``final.pt`` and ``curve.parquet``.
+
+    Returns the learning curve. Raises :class:`DivergenceError` naming the run and epoch when
+    the loss stops being finite.
+    """
+    out_dir = Path(out_dir)
+    work = out_dir / ".resume"
+    epochs, bs, clip = train_config["epochs"], train_config["batch_size"], train_config["grad_clip"]
+    int_epochs = sorted({int(e) for e in snapshot_epochs if str(e).isdigit()})
+    run_name = f"model={model} optimizer={optimizer} seed={seed}"
+
+    xtr, ytr = (torch.from_numpy(np.array(a)).to(device) for a in load_split(data_dir, "train"))
+    xva, yva = (torch.from_numpy(np.array(a)).to(device) for a in load_split(data_dir, "val"))
+    n_r2 = min(train_config["r2_subset"], xtr.shape[0])
+    var_tr, var_va = ytr[:n_r2].var(unbiased=False).item(), yva.var(unbiased=False).item()
+
+    torch.manual_seed(seed)
+    net = build_model(model, xtr.shape[-1], **model_config).to(device)
+    opt = make_optimizer(optimizer, net.parameters(), optim_config)
+    meta = {"cell": model, "optimizer_name": optimizer, "hparams": dict(optim_config),
+            "model_config": {"input_size": xtr.shape[-1], **model_config}, "seed": seed}
+    fingerprint = _fingerprint(model, optimizer, seed, model_config, optim_config, train_config,
+                               int_epochs, xtr.shape, float(ytr.sum()))
+
+    state_path = work / "state.pt"
+    start, curve, best = 0, [], None
+    if state_path.exists():
+        state = io.load_checkpoint(state_path, map_location=device)
+        if state.get("fingerprint") == fingerprint:
+            net.load_state_dict(state["model"])
+            opt.load_state_dict(state["optimizer"])
+            start, curve, best = state["epoch"], state["curve"], state["best"]
+            log.info("%s: resuming after epoch %d from %s", run_name, start, state_path)
+        else:
+            log.info("%s: settings changed, ignoring stale resume state %s", run_name, state_path)
+
+    def record(epoch: int, seconds: float) -> dict:
+        net.eval()
+        tr = evaluate(net, xtr[:n_r2], ytr[:n_r2], bs)
+        va = evaluate(net, xva, yva, bs)
+        net.train()
+        return {"epoch": epoch, "train_mse": tr, "train_r2": r2_score(tr, var_tr),
+                "val_mse": va, "val_r2": r2_score(va, var_va), "seconds": seconds}
+
+    if start == 0:
+        curve = [record(0, 0.0)]
+        best = _ckpt(net, opt, 0, meta, curve[0]["val_mse"])
+        if 0 in int_epochs:
+            io.save_checkpoint(_ckpt(net, opt, 0, meta, curve[0]["val_mse"]), work / "epoch0.pt")
+
+    n = xtr.shape[0]
+    for epoch in range(start + 1, epochs + 1):
+        t0 = time.perf_counter()
+        gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+        order = torch.randperm(n, generator=gen).to(device)
+        for i in range(0, n - bs + 1, bs):  # full batches only: every step sees `bs` sequences
+            idx = order[i:i + bs]
+            opt.zero_grad(set_to_none=True)
+            loss = torch.mean((net(xtr[idx]) - ytr[idx]) ** 2)
+            if not math.isfinite(loss.item()):
+                raise DivergenceError(
+                    f"{run_name}: training loss became {loss.item()} at epoch {epoch}; lower "
+                    f"optim.{optimizer}.lr (now {optim_config['lr']}) or set train.grad_clip"
+                )
+            loss.backward()
+            if clip > 0:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
+            opt.step()
+        row = record(epoch, time.perf_counter() - t0)
+        curve.append(row)
+        if row["val_mse"] < best["val_mse"]:
+            best = _ckpt(net, opt, epoch, meta, row["val_mse"])
+        if epoch in int_epochs:
+            io.save_checkpoint(_ckpt(net, opt, epoch, meta, row["val_mse"]), work / f"epoch{epoch}.pt")
+        io.save_checkpoint({"fingerprint": fingerprint, "epoch": epoch, "curve": curve,
+                            "best": best, "model": net.state_dict(), "optimizer": opt.state_dict()},
+                           state_path)
+        eta = sum(r["seconds"] for r in curve) / epoch * (epochs - epoch)
+        log.info("%s epoch %d/%d train_mse %.4f train_r2 %.3f val_mse %.4f val_r2 %.3f "
+                 "%.2fs eta %.0fs", run_name, epoch, epochs, row["train_mse"], row["train_r2"],
+                 row["val_mse"], row["val_r2"], row["seconds"], eta)
+
+    final = _ckpt(net, opt, epochs, meta, curve[-1]["val_mse"])
+    for epoch in int_epochs:  # copy, not move: a kill here must leave the resume state whole
+        with io.atomic_path(out_dir / f"epoch{epoch}.pt") as tmp:
+            shutil.copyfile(work / f"epoch{epoch}.pt", tmp)
+    io.save_checkpoint(best, out_dir / "best.pt")
+    io.save_checkpoint(final, out_dir / "final.pt")
+    df = pd.DataFrame(curve)
+    df.insert(0, "seed", seed)
+    df.insert(0, "optimizer", optimizer)
+    df.insert(0, "model", model)
+    io.write_table(df, out_dir / "curve.parquet", "curve")
+    shutil.rmtree(work)
+    return df

@@ -1,0 +1,43 @@
+import numpy as np
+
+from learnwin.data import make_split, task_vector, write_splits, load_split
+
+TASK = dict(T=20, D=3, lags=[2, 5], coefs=[0.6, 0.4], noise_std=0.0)
+
+
+def test_targets_follow_the_task_formula():
+    x, y = make_split(7, "val", 4, **TASK)
+    u = task_vector(7, 3)
+    assert np.isclose(np.linalg.norm(u), 1.0, atol=1e-6)
+    proj = x @ u
+    expected = np.zeros_like(proj)
+    for t in range(20):
+        for lag, c in zip(TASK["lags"], TASK["coefs"]):
+            if t >= lag:
+                expected[:, t] += c * proj[:, t - lag]
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_deterministic_per_seed_and_different_across_seeds():
+    a = make_split(3, "train", 8, **TASK)
+    b = make_split(3, "train", 8, **TASK)
+    c = make_split(4, "train", 8, **TASK)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert not np.allclose(a[0], c[0])
+
+
+def test_splits_independent_of_n_train(tmp_path):
+    base = dict(TASK, noise_std=0.3, n_val=5, n_diag=6)
+    write_splits(2, dict(base, n_train=10), tmp_path / "small")
+    write_splits(2, dict(base, n_train=40), tmp_path / "large")
+    for split in ("val", "diag"):
+        for a, b in zip(load_split(tmp_path / "small", split), load_split(tmp_path / "large", split)):
+            np.testing.assert_array_equal(a, b)
+    xs, ys = load_split(tmp_path / "small", "train")
+    xl, yl = load_split(tmp_path / "large", "train")
+    assert xl.shape == (40, 20, 3) and xs.dtype == np.float32
+    np.testing.assert_array_equal(xs, xl[:10])  # a larger train split extends the smaller one
+    np.testing.assert_array_equal(ys, yl[:10])
+    # train, val and diag draw from different streams
+    assert not np.allclose(load_split(tmp_path / "small", "val")[0][:5], xs[:5])

@@ -1,0 +1,23 @@
+# Stage data (METHOD §1): seeded train / val / diag splits per seed, shared by every model.
+
+
+rule make_data:
+    output:
+        x=expand(f"{DATA}/{{split}}_x.npy", split=["train", "val", "diag"], allow_missing=True),
+        y=expand(f"{DATA}/{{split}}_y.npy", split=["train", "val", "diag"], allow_missing=True),
+        task=f"{DATA}/task.json",
+    params:
+        task=section("task"),
+    log:
+        f"{LOGS}/make_data/seed{{seed}}.log",
+    benchmark:
+        f"{BENCH}/make_data/seed{{seed}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda wc: data_mem_mb(),
+        runtime=10,
+    script:
+        "../scripts/make_data.py"
+
+
+DATA_TARGETS = expand(f"{DATA}/task.json", seed=SEEDS)

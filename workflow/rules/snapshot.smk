@@ -1,0 +1,30 @@
+# Stage snapshot (METHOD §4-5): one job per (model, optimizer, seed, snapshot epoch). Streams
+# the diag split in batches and writes envelope, units and psi tables.
+
+
+rule take_snapshot:
+    input:
+        checkpoint=snapshot_checkpoint,
+        x=f"{DATA}/diag_x.npy",
+        y=f"{DATA}/diag_y.npy",
+    output:
+        envelope=f"{SNAP}/envelope.parquet",
+        units=f"{SNAP}/units.parquet",
+        psi=f"{SNAP}/psi.parquet",
+    params:
+        snapshot=section("snapshot"),
+        device=config["device"],
+    log:
+        f"{LOGS}/take_snapshot/{{optimizer}}/{{model}}/seed{{seed}}/epoch{{epoch}}.log",
+    benchmark:
+        f"{BENCH}/take_snapshot/{{optimizer}}/{{model}}/seed{{seed}}/epoch{{epoch}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda wc: snapshot_mem_mb(),
+        runtime=lambda wc: max(10, train_runtime_min() // 4),
+        gpu=0,
+    script:
+        "../scripts/take_snapshot.py"
+
+
+SNAPSHOT_TARGETS = snapshots("psi.parquet")

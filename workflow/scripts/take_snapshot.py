@@ -1,0 +1,31 @@
+"""Adapter: stage snapshot -> learnwin.snapshot.snapshot_checkpoint."""
+from pathlib import Path
+
+from learnwin import runtime
+
+log = runtime.setup(snakemake.log[0], snakemake.threads)
+runtime.set_torch_threads(snakemake.threads)
+runtime.deterministic()
+
+from learnwin import io  # noqa: E402  (after the thread caps)
+from learnwin.config import lag_grid  # noqa: E402
+from learnwin.snapshot import snapshot_checkpoint  # noqa: E402
+
+wc, cfg = snakemake.wildcards, snakemake.params.snapshot
+keys = {"model": wc.model, "optimizer": wc.optimizer, "seed": int(wc.seed), "epoch": wc.epoch}
+envelope, units, psi = snapshot_checkpoint(
+    checkpoint=snakemake.input.checkpoint,
+    data_dir=Path(snakemake.input.x).parent,
+    lags=lag_grid(cfg),
+    order=cfg["order"],
+    windows=cfg["windows"],
+    directions=cfg["directions"],
+    batch_size=cfg["batch_size"],
+    keep_directions=cfg["keep_directions"],
+    keys=keys,
+    device=runtime.resolve_device(snakemake.params.device),
+)
+io.write_table(envelope, snakemake.output.envelope, "envelope")
+io.write_table(units, snakemake.output.units, "units")
+io.write_table(psi, snakemake.output.psi, "psi")
+log.info("snapshot %s: %d lags, %d psi rows", keys, len(envelope), len(psi))

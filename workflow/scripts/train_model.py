@@ -1,0 +1,24 @@
+"""Adapter: stage train -> learnwin.train.train_run."""
+from pathlib import Path
+
+from learnwin import runtime
+
+log = runtime.setup(snakemake.log[0], snakemake.threads)
+runtime.set_torch_threads(snakemake.threads)
+runtime.deterministic()
+
+from learnwin.train import train_run  # noqa: E402  (after the thread caps)
+
+wc, params = snakemake.wildcards, snakemake.params
+train_run(
+    data_dir=Path(snakemake.input.x).parent,
+    out_dir=Path(snakemake.output.final).parent,
+    model=wc.model,
+    optimizer=wc.optimizer,
+    seed=int(wc.seed),
+    model_config=params.model,
+    optim_config=params.optim,
+    train_config={k: v for k, v in params.train.items() if k != "snapshot_epochs"},
+    snapshot_epochs=params.train["snapshot_epochs"],
+    device=runtime.resolve_device(params.device),
+)
