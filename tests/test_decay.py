@@ -1,0 +1,117 @@
+"""METHOD §8: decay-class regression of the envelope and the predicted window (learnwin.decay)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from learnwin import decay as D
+from learnwin.io import read_table, write_table
+
+LAG = np.arange(4, 65, 4.0)  # the default diagnostic lag grid (16 points)
+TRUE = {
+    "exp": lambda l: np.exp(-l / 12),
+    "power": lambda l: l**-1.5,
+    "log": lambda l: np.log1p(l) ** -3,
+    "tempered": lambda l: l**-0.5 * np.exp(-l / 20),
+    "exp_floor": lambda l: np.exp(-l / 8) + 1e-3,
+    "power_floor": lambda l: l**-2.0 + 5e-4,
+    "log_floor": lambda l: np.log1p(l) ** -6 + 3e-4,
+}
+EXCUSED = {("log", "power_floor"), ("power_floor", "log")}  # the known confusable pair
+
+
+def noisy(law, draw):
+    rng = np.random.default_rng([11, draw])
+    return TRUE[law](LAG) * np.exp(0.05 * rng.standard_normal(LAG.size))
+
+
+def test_recovery_confusion():
+    confusion = pd.DataFrame(0, index=list(TRUE), columns=D.LAWS)
+    for law in TRUE:
+        for draw in range(50):
+            fit = D.fit_curve(LAG, noisy(law, draw), min_points=8, bootstrap=10, block=5, seed=draw)
+            confusion.loc[law, fit.loc[fit["selected"], "law"].item()] += 1
+    print("\nselected law (columns) per true law (rows), 50 draws:\n" + confusion.to_string())
+    for law in TRUE:
+        wrong = sum(confusion.loc[law, c] for c in D.LAWS if c != law and (law, c) not in EXCUSED)
+        assert wrong <= 5, (law, confusion.loc[law].to_dict())
+    assert confusion.loc["log", "log"] >= 40 and confusion.loc["power_floor", "power_floor"] >= 40
+
+
+@pytest.mark.parametrize(
+    "law, scale, extra",
+    [("exp", 12.0, np.nan), ("power", 1.5, np.nan), ("log", 3.0, np.nan), ("power_floor", 2.0, 5e-4)],
+)
+def test_exact_curve_parameters(law, scale, extra):
+    fit = D.fit_curve(LAG, TRUE[law](LAG), bootstrap=50, seed=0).set_index("law")
+    row = fit.loc[law]
+    assert row["selected"] and not row["ambiguous"] and row["weight"] > 0.99
+    assert row["A"] == pytest.approx(1.0, rel=1e-6) and row["scale"] == pytest.approx(scale, rel=1e-6)
+    assert row["r2"] == pytest.approx(1.0, abs=1e-9)
+    assert row["lag_min"] == 4 and row["lag_max"] == 64
+    if np.isfinite(extra):
+        assert row["extra"] == pytest.approx(extra, rel=1e-4)
+
+
+def test_block_bootstrap_ci_covers_truth():
+    fit = D.fit_curve(LAG, noisy("exp", 3), bootstrap=200, block=5, seed=1).set_index("law")
+    lo, hi = fit.loc["exp", ["scale_lo", "scale_hi"]]
+    assert lo < 12.0 < hi and hi - lo < 3.0
+
+
+def test_window_and_trim():
+    f = TRUE["power"](LAG)
+    f[[0, 5]] = [np.nan, 0.0]
+    fit = D.fit_curve(LAG, f, trim=1, min_points=8, bootstrap=10)
+    assert fit["lag_min"].iloc[0] == 12 and fit["lag_max"].iloc[0] == 60
+    short = D.fit_curve(LAG[:6], TRUE["exp"](LAG[:6]), min_points=8, bootstrap=10)
+    assert not short["selected"].any() and short["flag"].str.contains("min_points").all()
+
+
+def row(law, A=1.0, scale=1.0, extra=np.nan, k=np.nan, lag_min=1.0, lag_max=64.0):
+    return pd.Series(dict(law=law, A=A, scale=scale, extra=extra, k=k, lag_min=lag_min, lag_max=lag_max))
+
+
+def test_predict_window_closed_forms():
+    N = np.array([16.0, 256.0, 4096.0])
+    alpha, sigma, c, eps = 1.5, 0.02, 2.0, 20.0
+    theta = eps * sigma / c * N ** (-1 / 3)
+    np.testing.assert_allclose(D.predict_window(row("exp", scale=10.0), alpha, sigma, c, eps, N), 10 * -np.log(theta))
+    np.testing.assert_allclose(
+        D.predict_window(row("power", scale=0.5), alpha, sigma, c, eps, N), theta ** (-1 / 0.5)
+    )
+    np.testing.assert_allclose(
+        D.predict_window(row("log", scale=2.0), alpha, sigma, c, eps, N), np.exp(theta ** (-1 / 2.0)) - 1
+    )
+    floor = D.predict_window(row("exp_floor", scale=10.0, extra=theta[1]), alpha, sigma, c, eps, N)
+    assert floor[0] == pytest.approx(10 * -np.log(theta[0] - theta[1])) and np.isinf(floor[1:]).all()
+    tempered = row("tempered", scale=0.5, extra=30.0, k=1.0)
+    got = D.predict_window(tempered, alpha, sigma, c, eps, N)
+    np.testing.assert_allclose(D.law_f(tempered, got), theta, rtol=2e-3)
+    # theta above f at the first lag -> 0; alpha = 1 (kappa = inf) -> theta constant in N.
+    assert (D.predict_window(row("exp", scale=10.0), alpha, 10.0, c, eps, N) == 0).all()
+    flat = D.predict_window(row("power", scale=0.5), 1.0, sigma, c, eps, N)
+    assert np.ptp(flat) == 0 and flat[0] == pytest.approx((eps * sigma / c) ** -2)
+
+
+def test_fit_envelopes_scopes_and_round_trip(tmp_path):
+    rng = np.random.default_rng(4)
+    env = pd.concat(
+        [
+            pd.DataFrame({"lag": LAG.astype(np.int64), "f": TRUE["exp"](LAG) * np.exp(0.05 * rng.standard_normal(LAG.size))}).assign(seed=s)
+            for s in (2, 12)
+        ]
+    ).assign(model="gru", optimizer="adamw", epoch="best")
+    out = D.fit_envelopes(env, min_points=8, trim=0, bootstrap=20, block=5, seed=7)
+    assert sorted(out["scope"].unique()) == ["mean", "seed12", "seed2"]
+    assert (out.groupby("scope")["selected"].sum() == 1).all()
+    sel = out[out["selected"]].set_index("scope")
+    assert (sel["law"] == "exp").all() and sel.loc["mean", "scale"] == pytest.approx(12, rel=0.1)
+    np.testing.assert_allclose(out.groupby("scope")["weight"].sum(), 1.0)
+    pd.testing.assert_frame_equal(out, D.fit_envelopes(env, min_points=8, trim=0, bootstrap=20, block=5, seed=7))
+    path = tmp_path / "decay.parquet"
+    write_table(out, path, "decay")
+    back = read_table(path, "decay")
+    assert list(back.columns) == list(out.columns)
+    assert back["aic"].dtype == np.float32 and back["n_params"].dtype == np.int64
+    assert back["selected"].dtype == bool and back["law"].tolist() == out["law"].tolist()

@@ -1,0 +1,112 @@
+# Statistics stage (METHOD §6-§8): alpha-stable tail fits per snapshot, the learnability window per
+# snapshot, envelope decay classes per (optimizer, model, epoch), and the cross-run aggregates.
+# Each rule's params hold only the config section(s) it reads.
+
+
+localrules:
+    fit_decay,
+    aggregate_window,
+
+
+rule fit_alpha:
+    input:
+        psi=f"{SNAP}/psi.parquet",
+    output:
+        alpha=f"{SNAP}/alpha.parquet",
+    params:
+        alpha=section("alpha"),
+    log:
+        f"{LOGS}/fit_alpha/{{optimizer}}/{{model}}/seed{{seed}}/epoch{{epoch}}.log",
+    benchmark:
+        f"{BENCH}/fit_alpha/{{optimizer}}/{{model}}/seed{{seed}}/epoch{{epoch}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=15,
+    script:
+        "../scripts/fit_alpha.py"
+
+
+rule compute_window:
+    input:
+        psi=f"{SNAP}/psi.parquet",
+        alpha=f"{SNAP}/alpha.parquet",
+        envelope=f"{SNAP}/envelope.parquet",
+    output:
+        window=f"{SNAP}/window.parquet",
+        H_N=f"{SNAP}/H_N.parquet",
+        master=f"{SNAP}/master.parquet",
+    params:
+        window=section("window"),
+    log:
+        f"{LOGS}/compute_window/{{optimizer}}/{{model}}/seed{{seed}}/epoch{{epoch}}.log",
+    benchmark:
+        f"{BENCH}/compute_window/{{optimizer}}/{{model}}/seed{{seed}}/epoch{{epoch}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../scripts/compute_window.py"
+
+
+rule fit_decay:
+    input:
+        envelopes=expand(
+            "results/snapshots/{{optimizer}}/{{model}}/seed{seed}/epoch{{epoch}}/envelope.parquet",
+            seed=SEEDS,
+        ),
+    output:
+        decay="results/decay/{optimizer}/{model}/epoch{epoch}.parquet",
+    params:
+        decay=section("decay"),
+    log:
+        f"{LOGS}/fit_decay/{{optimizer}}/{{model}}/epoch{{epoch}}.log",
+    benchmark:
+        f"{BENCH}/fit_decay/{{optimizer}}/{{model}}/epoch{{epoch}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    script:
+        "../scripts/fit_decay.py"
+
+
+DECAY_TARGETS = expand(
+    "results/decay/{optimizer}/{model}/epoch{epoch}.parquet",
+    optimizer=OPTIMIZERS,
+    model=MODELS,
+    epoch=SNAPSHOT_EPOCHS,
+)
+
+
+rule aggregate_window:
+    input:
+        H_N=snapshots("H_N.parquet"),
+        window=snapshots("window.parquet"),
+        master=snapshots("master.parquet"),
+        decay=DECAY_TARGETS,
+    output:
+        H_N="results/stats/H_N.parquet",
+        H_N_agg="results/stats/H_N_agg.parquet",
+        master="results/stats/master.parquet",
+    params:
+        window=section("window"),
+    log:
+        f"{LOGS}/aggregate_window/aggregate_window.log",
+    benchmark:
+        f"{BENCH}/aggregate_window/aggregate_window.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/aggregate_window.py"
+
+
+ALPHA_TARGETS = snapshots("alpha.parquet")
+WINDOW_TARGETS = [
+    "results/stats/H_N.parquet",
+    "results/stats/H_N_agg.parquet",
+    "results/stats/master.parquet",
+]
