@@ -71,6 +71,39 @@ def evaluate(model, x: torch.Tensor, y: torch.Tensor, batch: int) -> float:
     return total / y.numel()
 
 
+def train_epoch(
+    net, opt, x: torch.Tensor, y: torch.Tensor, *, seed: int, epoch: int, batch_size: int,
+    grad_clip: float, run_name: str, lr_key: str, max_steps: int | None = None,
+) -> int:
+    """One epoch of the METHOD §3 recipe; returns the number of gradient steps taken.
+
+    Reshuffles with a generator seeded by (seed, epoch), takes full batches only (every step
+    sees ``batch_size`` sequences), MSE over all outputs, global-norm clip when
+    ``grad_clip > 0``. Stops early after ``max_steps`` steps. Raises :class:`DivergenceError`
+    naming ``run_name``, the epoch and the config key ``lr_key`` when the loss is not finite.
+    """
+    n = x.shape[0]
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    order = torch.randperm(n, generator=gen).to(x.device)
+    starts = range(0, n - batch_size + 1, batch_size)
+    if max_steps is not None:
+        starts = starts[:max_steps]
+    for i in starts:
+        idx = order[i:i + batch_size]
+        opt.zero_grad(set_to_none=True)
+        loss = torch.mean((net(x[idx]) - y[idx]) ** 2)
+        if not math.isfinite(loss.item()):
+            raise DivergenceError(
+                f"{run_name}: training loss became {loss.item()} at epoch {epoch}; lower "
+                f"{lr_key} (now {opt.param_groups[0]['lr']}) or set train.grad_clip"
+            )
+        loss.backward()
+        if grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
+        opt.step()
+    return len(starts)
+
+
 def _fingerprint(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -129,40 +162,27 @@ def train_run(
         else:
             log.info("%s: settings changed, ignoring stale resume state %s", run_name, state_path)
 
-    def record(epoch: int, seconds: float) -> dict:
+    def record(epoch: int) -> dict:
         net.eval()
         tr = evaluate(net, xtr[:n_r2], ytr[:n_r2], bs)
         va = evaluate(net, xva, yva, bs)
         net.train()
         return {"epoch": epoch, "train_mse": tr, "train_r2": r2_score(tr, var_tr),
-                "val_mse": va, "val_r2": r2_score(va, var_va), "seconds": seconds}
+                "val_mse": va, "val_r2": r2_score(va, var_va)}
 
     if start == 0:
-        curve = [record(0, 0.0)]
+        curve = [record(0)]
         best = _ckpt(net, opt, 0, meta, curve[0]["val_mse"])
         if 0 in int_epochs:
             io.save_checkpoint(_ckpt(net, opt, 0, meta, curve[0]["val_mse"]), work / "epoch0.pt")
 
-    n = xtr.shape[0]
     for epoch in range(start + 1, epochs + 1):
         t0 = time.perf_counter()
-        gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
-        order = torch.randperm(n, generator=gen).to(device)
-        for i in range(0, n - bs + 1, bs):  # full batches only: every step sees `bs` sequences
-            idx = order[i:i + bs]
-            opt.zero_grad(set_to_none=True)
-            loss = torch.mean((net(xtr[idx]) - ytr[idx]) ** 2)
-            if not math.isfinite(loss.item()):
-                raise DivergenceError(
-                    f"{run_name}: training loss became {loss.item()} at epoch {epoch}; lower "
-                    f"optim.{optimizer}.lr (now {optim_config['lr']}) or set train.grad_clip"
-                )
-            loss.backward()
-            if clip > 0:
-                torch.nn.utils.clip_grad_norm_(net.parameters(), clip)
-            opt.step()
-        row = record(epoch, time.perf_counter() - t0)
+        train_epoch(net, opt, xtr, ytr, seed=seed, epoch=epoch, batch_size=bs, grad_clip=clip,
+                    run_name=run_name, lr_key=f"optim.{optimizer}.lr")
+        row = record(epoch)
         curve.append(row)
+        seconds = time.perf_counter() - t0
         if row["val_mse"] < best["val_mse"]:
             best = _ckpt(net, opt, epoch, meta, row["val_mse"])
         if epoch in int_epochs:
@@ -170,10 +190,9 @@ def train_run(
         io.save_checkpoint({"fingerprint": fingerprint, "epoch": epoch, "curve": curve,
                             "best": best, "model": net.state_dict(), "optimizer": opt.state_dict()},
                            state_path)
-        eta = sum(r["seconds"] for r in curve) / epoch * (epochs - epoch)
         log.info("%s epoch %d/%d train_mse %.4f train_r2 %.3f val_mse %.4f val_r2 %.3f "
                  "%.2fs eta %.0fs", run_name, epoch, epochs, row["train_mse"], row["train_r2"],
-                 row["val_mse"], row["val_r2"], row["seconds"], eta)
+                 row["val_mse"], row["val_r2"], seconds, seconds * (epochs - epoch))
 
     final = _ckpt(net, opt, epochs, meta, curve[-1]["val_mse"])
     for epoch in int_epochs:  # copy, not move: a kill here must leave the resume state whole

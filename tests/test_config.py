@@ -1,0 +1,104 @@
+"""Bad configs fail before any job runs, naming the key and what is allowed."""
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from learnwin.config import ConfigError, check, lag_grid
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def resolve(cfg):
+    """What the Snakefile does at parse time: schema (with defaults), then cross-field checks."""
+    validate(cfg, str(SCHEMA), set_default=True)
+    check(cfg)
+    return cfg
+
+
+def _set(path, value):
+    def mutate(cfg):
+        node = cfg
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+    return mutate
+
+
+BAD = {
+    "unknown model": (_set(["models"], ["const", "rnn"]), r"'rnn' is not one of \['const'"),
+    "unknown optimizer": (_set(["optimizers"], ["adamw", "lbfgs"]), r"'lbfgs' is not one of"),
+    "unknown top-level key": (_set(["epochs"], 3), r"'epochs' was unexpected"),
+    "unknown nested key": (_set(["task", "lag"], [3]), r"'lag' was unexpected"),
+    "wrong type": (_set(["task", "T"], "long"), r"'long' is not of type 'integer'[\s\S]*\['task'\]\['T'\]"),
+    "negative size": (_set(["model", "hidden"], -4), r"-4 is less than the minimum of 1[\s\S]*\['hidden'\]"),
+    "zero size": (_set(["task", "n_diag"], 0), r"0 is less than the minimum of 1[\s\S]*\['n_diag'\]"),
+    "task lag >= T": (_set(["task", "lags"], [8, 16, 32, 48, 200]), r"task.lags \[200\] must be < task.T = 128"),
+    "lags vs coefs": (_set(["task", "coefs"], [0.5]), r"task.lags has 5 entries but task.coefs has 1"),
+    "empty seeds": (_set(["seeds"], []), r"\[\] should be non-empty[\s\S]*\['seeds'\]"),
+    "eps <= 0": (_set(["window", "eps"], 0), r"0 is less than or equal to the minimum of 0[\s\S]*\['eps'\]"),
+    "N grid not increasing": (_set(["window", "N_grid"], [64, 32, 128]), r"window.N_grid .* strictly increasing"),
+    "snapshot epoch > epochs": (_set(["train", "snapshot_epochs"], [0, 99, "best"]),
+                                r"train.snapshot_epochs \[99\] exceed train.epochs = 40"),
+    "snapshot epoch name": (_set(["train", "snapshot_epochs"], [0, "last"]), r"'last' is not valid"),
+    "batch > n_train": (_set(["train", "batch_size"], 4096), r"train.batch_size = 4096 must be <= task.n_train = 512"),
+    "K < 1": (_set(["snapshot", "directions"], 0), r"0 is less than the minimum of 1[\s\S]*\['directions'\]"),
+    "diagnostic lag >= T": (_set(["snapshot", "lag_stop"], 128), r"snapshot.lag_stop = 128 must be < task.T"),
+    "transport order": (_set(["snapshot", "order"], 2), r"2 is not one of \[0, 1\]"),
+    "bad device": (_set(["device"], "tpu"), r"'tpu' is not one of \['auto', 'cpu', 'cuda'\]"),
+    "leak out of range": (_set(["model", "const_s"], 1.5), r"1.5 is greater than or equal to the maximum of 1"),
+    "figure epoch not a snapshot": (_set(["figures", "epoch"], 5), r"figures.epoch = 5 must be one of"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_config_is_rejected_with_the_key(case):
+    mutate, message = BAD[case]
+    cfg = copy.deepcopy(DEFAULT)
+    mutate(cfg)
+    with pytest.raises((WorkflowError, ConfigError), match=message):
+        resolve(cfg)
+
+
+def test_cuda_without_gpu_is_rejected():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible here")
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["device"] = "cuda"
+    with pytest.raises(ConfigError, match="device = 'cuda' but no CUDA device is visible"):
+        resolve(cfg)
+
+
+def test_defaults_fill_missing_sections():
+    cfg = resolve({"seeds": [1]})
+    assert cfg["task"]["T"] == 128 and cfg["snapshot"]["directions"] == 8
+    assert cfg["optim"]["adamw"]["lr"] == 0.002 and cfg["models"][-1] == "lstm"
+    assert lag_grid(cfg["snapshot"]) == list(range(4, 65, 4))
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "smoke.yaml", "paper.yaml"])
+def test_shipped_configs_are_valid(name):
+    resolve(yaml.safe_load((ROOT / "config" / name).read_text()))
+
+
+def test_snakemake_rejects_before_any_job(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"task": {"lags": [8, 16], "coefs": [0.5]}}))
+    out = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--configfile", str(bad),
+         "--directory", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "task.lags has 2 entries but task.coefs has 1" in out.stdout + out.stderr
+    assert "Job stats" not in out.stdout + out.stderr
+    assert not (tmp_path / "results").exists()

@@ -1,0 +1,31 @@
+"""The README's library example runs and recovers the analytic time scales tau = -1/log(a)."""
+
+import contextlib
+import io
+import math
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_first_lines_give_the_two_commands():
+    head = README.read_text().splitlines()[:15]
+    commands = [line for line in head if line.startswith("python3 -m venv")]
+    assert len(commands) == 2
+    assert commands[0].endswith("snakemake --cores 2") and "torch==2.13.0" in commands[0]
+    assert commands[1].endswith("pytest") and "'.[test]'" in commands[1]
+
+
+def test_readme_library_example():
+    text = README.read_text()
+    code = re.search(r"<!-- readme-example -->\n```python\n(.*?)```", text, re.S).group(1)
+    scope: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        exec(compile(code, "README.md", "exec"), scope)
+    units, env = scope["units"], scope["env"]
+    a = scope["cell"].a.double().numpy()
+    taus = units.groupby("unit").tau.first().to_numpy()
+    assert all(math.isclose(t, -1 / math.log(ai), rel_tol=1e-4) for t, ai in zip(taus, a))
+    assert env["f"].is_monotonic_decreasing and len(scope["psi"]) == 32 * 13
+    assert "lag" in out.getvalue()

@@ -1,0 +1,50 @@
+"""Shared helpers for the tests that run Snakemake on a copy of the workflow."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles")
+
+
+def copy_workflow(dest: Path) -> Path:
+    """Copy what a run needs (Snakefile, workflow/, config/, profiles/) into ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for item in WORKFLOW_FILES:
+        src = ROOT / item
+        if src.is_dir():
+            shutil.copytree(src, dest / item, dirs_exist_ok=True)
+        else:
+            shutil.copy2(src, dest / item)
+    return dest
+
+
+def snakemake(work: Path, *args: str, timeout: int = 3600, check: bool = True,
+              **popen) -> subprocess.CompletedProcess:
+    """Run Snakemake in ``work``; on failure show the end of its output."""
+    proc = subprocess.run([*SNAKEMAKE, *args], cwd=work, capture_output=True, text=True,
+                          timeout=timeout, **popen)
+    if check:
+        assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return proc
+
+
+def parquet_tables(results: Path) -> dict[str, object]:
+    """Every Parquet file under ``results`` as a pyarrow Table, keyed by relative path."""
+    return {str(p.relative_to(results)): pq.read_table(p) for p in sorted(results.rglob("*.parquet"))}
+
+
+def assert_same_tables(a: Path, b: Path) -> int:
+    """The two result trees hold the same Parquet files with identical contents."""
+    left, right = parquet_tables(a), parquet_tables(b)
+    assert sorted(left) == sorted(right)
+    for name, table in left.items():
+        assert table.equals(right[name]), f"{name} differs"
+    return len(left)
