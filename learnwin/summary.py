@@ -1,0 +1,171 @@
+"""The results summary table and its one-paragraph reading (METHOD §3, §6-§8).
+
+:func:`build_summary` joins the stored per-run results into one row per
+(model, optimizer, seed) at the figure epoch: final validation R^2, median tail index over
+reliable lags, the decay class selected for that seed's envelope with its parameters, and
+H_N at the smallest, middle and largest budget of the grid. :func:`reading` states, in rst,
+the decay class of each seed-mean envelope and H_N at the largest budget. Pure pandas.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from learnwin.io import atomic_path, write_table
+
+KEYS = ["model", "optimizer", "seed"]
+#: Columns of the selected decay law copied into the summary, as ``decay_<column>``.
+DECAY_COLUMNS = ["law", "A", "scale", "scale_lo", "scale_hi", "extra", "k", "r2", "ambiguous"]
+#: Name of the scale parameter of each decay law (METHOD §8).
+SCALE_NAME = {
+    "exp": "τ",
+    "power": "β",
+    "log": "γ",
+    "tempered": "β",
+    "exp_floor": "τ",
+    "power_floor": "β",
+    "log_floor": "γ",
+}
+
+
+def _at(df: pd.DataFrame, epoch) -> pd.DataFrame:
+    return df[df["epoch"].astype(str) == str(epoch)]
+
+
+def budgets(H_N: pd.DataFrame) -> list[int]:
+    """Smallest, middle and largest N of the grid stored in the H_N table (deduplicated)."""
+    grid = sorted(int(n) for n in pd.unique(H_N["N"]))
+    if not grid:
+        return []
+    return sorted({grid[0], grid[len(grid) // 2], grid[-1]})
+
+
+def build_summary(
+    curve: pd.DataFrame, alpha: pd.DataFrame, decay: pd.DataFrame, H_N: pd.DataFrame, *, epoch
+) -> pd.DataFrame:
+    """One row per (model, optimizer, seed) found in any input, at snapshot ``epoch``.
+
+    Columns: model, optimizer, seed, epoch, val_r2 (last epoch of the learning curve),
+    alpha_median (median alpha over reliable lags), decay_<law, A, scale, ...> (the selected
+    law of scope ``seed{S}``), H_N_<N> for the three budgets of :func:`budgets`.
+    Missing inputs give NaN, never a missing row.
+    """
+    last = curve.sort_values("epoch").groupby(KEYS, as_index=False).last()
+    parts = [last[KEYS + ["val_r2"]]]
+
+    tails = _at(alpha, epoch)
+    tails = tails[tails["reliable"].astype(bool) & np.isfinite(tails["alpha"].astype(float))]
+    parts.append(
+        tails.groupby(KEYS, as_index=False)["alpha"]
+        .median()
+        .rename(columns={"alpha": "alpha_median"})
+    )
+
+    chosen = _at(decay, epoch)
+    chosen = chosen[chosen["selected"].astype(bool) & chosen["scope"].str.fullmatch(r"seed\d+")]
+    chosen = chosen.assign(seed=chosen["scope"].str.removeprefix("seed").astype("int64"))
+    parts.append(
+        chosen[KEYS + DECAY_COLUMNS].rename(columns={c: f"decay_{c}" for c in DECAY_COLUMNS})
+    )
+
+    windows = _at(H_N, epoch)
+    grid = budgets(windows)
+    wide = windows[windows["N"].isin(grid)].pivot_table(
+        index=KEYS, columns="N", values="H_N", aggfunc="first"
+    )
+    wide = wide.reindex(columns=grid)
+    wide.columns = [f"H_N_{n}" for n in grid]
+    parts.append(wide.reset_index())
+
+    parts = [part.astype({"seed": "int64"}) for part in parts]
+    table = functools.reduce(lambda a, b: a.merge(b, on=KEYS, how="outer"), parts)
+    for col in table.columns:
+        if col.startswith("H_N_"):
+            table[col] = table[col].astype("Int64")
+    table.insert(3, "epoch", str(epoch))
+    return table.sort_values(KEYS, ignore_index=True)
+
+
+def reading(
+    decay: pd.DataFrame,
+    H_N_agg: pd.DataFrame,
+    *,
+    epoch,
+    models: Sequence[str],
+    optimizers: Sequence[str],
+) -> str:
+    """An rst paragraph per optimizer: the decay class selected for each model's seed-mean
+    envelope (with its scale and 95 % CI) and H_N (mean ± std over seeds) at the largest N."""
+    decay, agg = _at(decay, epoch), _at(H_N_agg, epoch)
+    n_max = int(agg["N"].max()) if len(agg) else None
+    lines = [
+        f"Reading of the results at snapshot epoch **{epoch}**"
+        + (f" and the largest budget N = {n_max}." if n_max else " (no H_N results).")
+    ]
+    for opt in optimizers:
+        classes, windows = [], []
+        for model in models:
+            sel = decay[
+                (decay["optimizer"] == opt)
+                & (decay["model"] == model)
+                & (decay["scope"] == "mean")
+                & decay["selected"].astype(bool)
+            ]
+            if sel.empty:
+                classes.append(f"{model}: no fit")
+            else:
+                r = sel.iloc[0]
+                name = SCALE_NAME.get(r["law"], "scale")
+                flag = ", ambiguous" if bool(r["ambiguous"]) else ""
+                classes.append(
+                    f"{model}: {r['law']} ({name} = {fmt(r['scale'])}, 95 % CI "
+                    f"[{fmt(r['scale_lo'])}, {fmt(r['scale_hi'])}]{flag})"
+                )
+            row = agg[(agg["optimizer"] == opt) & (agg["model"] == model) & (agg["N"] == n_max)]
+            if row.empty:
+                windows.append(f"{model}: no data")
+            else:
+                r = row.iloc[0]
+                spread = f" ± {fmt(r['std'])}" if math.isfinite(float(r["std"])) else ""
+                windows.append(
+                    f"{model} {fmt(r['mean'])}{spread} (predicted {fmt(r['predicted'])})"
+                )
+        lines.append(
+            f"\n**{opt}.** Decay class of the seed-mean envelope (METHOD §8): {'; '.join(classes)}. "
+            f"Learnability window H_N at N = {n_max} in lags, mean ± std over seeds: {'; '.join(windows)}."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def fmt(value, digits: int = 3, missing: str = "n/a") -> str:
+    """``value`` to ``digits`` significant digits; ``missing`` when NaN or infinite."""
+    value = float(value)
+    return missing if not math.isfinite(value) else f"{value:.{digits}g}"
+
+
+def write(
+    table: pd.DataFrame,
+    text: str,
+    *,
+    parquet: str | os.PathLike,
+    csv: str | os.PathLike,
+    html: str | os.PathLike,
+    rst: str | os.PathLike,
+) -> None:
+    """Write the summary as Parquet (``summary:1``), CSV and an HTML table, and the reading
+    as rst, each atomically."""
+    write_table(table, parquet, "summary")
+    with atomic_path(csv) as tmp:
+        table.to_csv(tmp, index=False)
+    with atomic_path(html) as tmp:
+        tmp.write_text(
+            table.to_html(index=False, na_rep="–", float_format=lambda v: f"{v:.4g}", border=0)
+        )
+    with atomic_path(rst) as tmp:
+        tmp.write_text(text)

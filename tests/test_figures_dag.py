@@ -1,0 +1,170 @@
+"""Workflow-level checks of the figures and report stages (slow: they run Snakemake).
+
+* On synthetic artifacts (tests/synthetic.py) with only common/figures/report rules: every
+  figure, the summary and provenance are made, and the report embeds them all.
+* On the smoke config with the whole workflow (needs every upstream stage): changing only
+  ``figures.dpi`` re-schedules figure jobs (and provenance) and nothing upstream, and
+  ``snakemake --report`` builds a report that contains every figure.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+import synthetic as S
+from learnwin.plots import FIGURES
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+FIGURE_RULES = {f"plot_{name}" for name in FIGURES}
+# Rules allowed to re-run when only the figures section changes: the figures, provenance
+# (it records the config) and the target rules.
+FIGURE_ONLY = FIGURE_RULES | {"write_provenance", "all", "figures", "summary"}
+
+pytestmark = pytest.mark.slow
+
+
+def _snakemake(work: Path, *args: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [*SNAKEMAKE, *args], cwd=work, capture_output=True, text=True, timeout=3600
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def _copy_workflow(work: Path) -> None:
+    for item in ("Snakefile", "workflow", "config", "profiles"):
+        src = ROOT / item
+        if src.is_dir():
+            shutil.copytree(src, work / item)
+        elif src.exists():
+            shutil.copy2(src, work / item)
+
+
+def _scheduled(work: Path, *args: str) -> dict[str, int]:
+    """Rule -> job count of a dry run (the "Job stats" table)."""
+    out = _snakemake(work, "-n", "--cores", "2", *args).stdout
+    table = out.split("Job stats:", 1)[1] if "Job stats:" in out else ""
+    return {
+        m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "total"
+    }
+
+
+def _with_figures(work: Path, base: str, **figures) -> str:
+    """Write a copy of config ``base`` with the figures section updated; return its path."""
+    config = yaml.safe_load((work / base).read_text())
+    config["figures"] = {**config.get("figures", {}), **figures}
+    path = work / "config" / "changed.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path.relative_to(work))
+
+
+def _report_has_every_figure(work: Path, *args: str) -> None:
+    report = work / "report.html"
+    _snakemake(work, "--report", str(report), *args)
+    html = report.read_text()
+    for rule in FIGURE_RULES:
+        assert f"{rule.removeprefix('plot_')}.png" in html, rule
+    assert "summary.html" in html
+    assert "Reading of the results" in html  # results/reading.rst, included by workflow.rst
+    assert "system-message" not in html  # no rst error in the landing page or captions
+
+
+def _assert_figure_only(jobs: dict[str, int]) -> None:
+    assert FIGURE_RULES <= set(jobs), f"figure jobs missing: {FIGURE_RULES - set(jobs)}"
+    assert set(jobs) <= FIGURE_ONLY, f"upstream jobs scheduled: {set(jobs) - FIGURE_ONLY}"
+
+
+# ------------------------------------------------ synthetic artifacts, own rules only ----
+
+HARNESS = """\
+from snakemake.utils import validate
+
+configfile: "config/synthetic.yaml"
+validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/figures.smk"
+include: "workflow/rules/report.smk"
+
+report: "workflow/report/workflow.rst"
+
+rule all:
+    input:
+        FIGURE_TARGETS,
+        REPORT_TARGETS,
+"""
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("synthetic_workflow")
+    _copy_workflow(work)
+    (work / "Snakefile").write_text(HARNESS)
+    (work / "config" / "synthetic.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "seeds": list(S.SEEDS),
+                "models": list(S.MODELS),
+                "optimizers": list(S.OPTIMIZERS),
+                "train": {"snapshot_epochs": [0, "best"]},
+                "figures": {"epoch": "best"},
+            }
+        )
+    )
+    S.write_artifacts(work)
+    _snakemake(work, "--cores", "2", "--workflow-profile", "none")
+    return work
+
+
+def test_synthetic_workflow_outputs(synthetic_run):
+    res = synthetic_run / "results"
+    for name in (rule.removeprefix("plot_") for rule in FIGURE_RULES):
+        assert (res / "figures" / f"{name}.png").stat().st_size > 5000
+        assert (res / "figures" / f"{name}.pdf").stat().st_size > 1000
+    prov = yaml.safe_load((res / "provenance.yaml").read_text())
+    assert prov["config"]["models"] == list(S.MODELS)
+    assert prov["config"]["window"]["eps"] == 20  # schema default filled in
+    assert prov["threads"] == 2
+    summary = (res / "summary.csv").read_text().splitlines()
+    assert len(summary) == 1 + len(S.MODELS) * len(S.OPTIMIZERS) * len(S.SEEDS)
+
+
+def test_synthetic_dpi_change_reruns_figures_only(synthetic_run):
+    assert _scheduled(synthetic_run, "--workflow-profile", "none") == {}
+    changed = _with_figures(synthetic_run, "config/synthetic.yaml", dpi=80)
+    _assert_figure_only(
+        _scheduled(synthetic_run, "--workflow-profile", "none", "--configfile", changed)
+    )
+
+
+def test_synthetic_report(synthetic_run):
+    _report_has_every_figure(synthetic_run, "--workflow-profile", "none")
+
+
+# ------------------------------------------------------ whole workflow, smoke config ----
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("smoke_workflow")
+    _copy_workflow(work)
+    _snakemake(work, "--cores", "2", "--configfile", "config/smoke.yaml")
+    return work
+
+
+def test_smoke_dpi_change_reruns_figures_only(smoke_run):
+    assert _scheduled(smoke_run, "--configfile", "config/smoke.yaml") == {}
+    changed = _with_figures(smoke_run, "config/smoke.yaml", dpi=80)
+    _assert_figure_only(_scheduled(smoke_run, "--configfile", changed))
+
+
+def test_smoke_report_contains_every_figure(smoke_run):
+    _report_has_every_figure(smoke_run, "--configfile", "config/smoke.yaml")

@@ -1,0 +1,83 @@
+"""Atomic writes and clear errors for unreadable or outdated artifacts (docs/reliability.md)."""
+
+import os
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from learnwin import io
+
+
+def _frame():
+    return pd.DataFrame({"model": ["gru", "gru"], "seed": [2, 2], "lag": [4, 8], "f": [0.5, 0.25]})
+
+
+def test_write_table_is_float32_zstd_and_versioned(tmp_path):
+    path = tmp_path / "a" / "envelope.parquet"
+    io.write_table(_frame(), path, "envelope")
+    meta = pq.ParquetFile(path).metadata
+    assert meta.row_group(0).column(3).compression == "ZSTD"
+    table = pq.read_table(path)
+    assert table.schema.field("f").type == pa.float32()
+    assert table.schema.metadata[b"learnwin.schema"] == b"envelope:1"
+    back = io.read_table(path, "envelope")
+    np.testing.assert_array_equal(back["f"], np.float32([0.5, 0.25]))
+    assert [p.name for p in path.parent.iterdir()] == ["envelope.parquet"]  # no temp left
+
+
+def test_failed_write_leaves_no_file(tmp_path):
+    path = tmp_path / "psi.parquet"
+    with pytest.raises(RuntimeError):
+        with io.atomic_path(path) as tmp:
+            tmp.write_bytes(b"half a file")
+            raise RuntimeError("killed mid-write")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_truncated_parquet_names_the_file(tmp_path):
+    path = tmp_path / "psi.parquet"
+    io.write_table(_frame(), path, "psi")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(io.ArtifactError, match=rf"{path}: unreadable or truncated Parquet"):
+        io.read_table(path, "psi")
+
+
+def test_missing_artifact_names_the_file(tmp_path):
+    with pytest.raises(io.ArtifactError, match="nothere.parquet: missing input artifact"):
+        io.read_table(tmp_path / "nothere.parquet", "psi")
+
+
+def test_schema_version_mismatch_says_rerun(tmp_path, monkeypatch):
+    path = tmp_path / "alpha.parquet"
+    io.write_table(_frame(), path, "alpha")
+    monkeypatch.setitem(io.SCHEMA_VERSIONS, "alpha", 2)
+    with pytest.raises(io.ArtifactError, match=r"schema 'alpha:1', expected 'alpha:2'; re-run the stage"):
+        io.read_table(path, "alpha")
+    with pytest.raises(io.ArtifactError, match=r"schema 'alpha:1', expected 'psi:1'"):
+        io.read_table(path, "psi")
+
+
+def test_truncated_checkpoint_names_the_file(tmp_path):
+    import torch
+
+    path = tmp_path / "best.pt"
+    io.save_checkpoint({"model": {"w": torch.ones(100)}, "epoch": 3}, path)
+    assert io.load_checkpoint(path)["epoch"] == 3
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 3])
+    with pytest.raises(io.ArtifactError, match=rf"{path}: unreadable or truncated checkpoint"):
+        io.load_checkpoint(path)
+
+
+def test_corrupt_data_file_names_the_file(tmp_path):
+    path = tmp_path / "diag_x.npy"
+    io.save_array(np.ones((3, 4), dtype=np.float32), path)
+    np.testing.assert_array_equal(io.load_array(path), 1)
+    path.write_bytes(b"\x93NUMPY garbage")
+    with pytest.raises(io.ArtifactError, match=rf"{path}: unreadable data file"):
+        io.load_array(path)
+    assert not os.path.exists(tmp_path / "other.npy")

@@ -1,0 +1,269 @@
+"""Figures of METHOD §9 on synthetic artifacts with known values (tests/synthetic.py)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.image import imread
+
+import synthetic as S
+from learnwin import plots
+from learnwin.io import read_table
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS, OPTIMIZERS = list(S.MODELS), list(S.OPTIMIZERS)
+
+
+def _load(root: Path, artifact: str, pattern: str) -> pd.DataFrame:
+    files = sorted((root / "results").glob(pattern))
+    assert files, pattern
+    return pd.concat([read_table(f, artifact) for f in files], ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory) -> dict[str, pd.DataFrame]:
+    """The synthetic artifacts written to disk and read back through learnwin.io."""
+    root = tmp_path_factory.mktemp("artifacts")
+    S.write_artifacts(root)
+    snap = "snapshots/*/*/seed*/epoch{}/{}.parquet"
+    out = {
+        name: _load(root, name, snap.format("best", name))
+        for name in ("envelope", "units", "alpha", "window")
+    }
+    out["decay"] = _load(root, "decay", "decay/*/*/epochbest.parquet")
+    out["curve"] = _load(root, "curve", "train/*/*/seed*/curve.parquet")
+    out["H_N_agg"] = _load(root, "H_N", "stats/H_N_agg.parquet")
+    out["master"] = _load(root, "master", "stats/master.parquet")
+    out["envelope_all"] = _load(root, "envelope", snap.format("*", "envelope"))
+    out["alpha_all"] = _load(root, "alpha", snap.format("*", "alpha"))
+    return out
+
+
+def _calls(t: dict, models=MODELS, optimizers=OPTIMIZERS) -> dict:
+    """Arguments of each figure function."""
+    common = dict(models=models, optimizers=optimizers)
+    return {
+        "H_N": dict(H_N_agg=t["H_N_agg"], epoch="best", **common),
+        "envelope": dict(envelope=t["envelope"], decay=t["decay"], **common),
+        "envelope_decomposition": dict(envelope=t["envelope"], **common),
+        "tau_spectra": dict(units=t["units"], **common),
+        "N_hat_vs_f": dict(window=t["window"], master=t["master"], epoch="best", **common),
+        "alpha": dict(alpha=t["alpha"], **common),
+        "eps_th": dict(window=t["window"], budgets=[300, 50000], **common),
+        "learning_curves": dict(curve=t["curve"], **common),
+        "master_law": dict(window=t["window"], master=t["master"], epoch="best", **common),
+        "optimizers": dict(envelope=t["envelope"], units=t["units"], **common),
+        "decay_table": dict(decay=t["decay"], **common),
+        "epochs": dict(
+            envelope=t["envelope_all"], alpha=t["alpha_all"], epochs=list(S.EPOCHS), **common
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
+def drawn(tables, tmp_path_factory) -> dict:
+    """Every figure drawn once: name -> (figure, png path, pdf path)."""
+    out = tmp_path_factory.mktemp("figures")
+    result = {}
+    for name, kwargs in _calls(tables).items():
+        png, pdf = out / f"{name}.png", out / f"{name}.pdf"
+        result[name] = (plots.FIGURES[name](**kwargs, png=png, pdf=pdf, dpi=100), png, pdf)
+    return result
+
+
+def _lines(fig, ax_index=0):
+    return fig.axes[ax_index].get_lines()
+
+
+def _texts(fig) -> str:
+    parts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    parts += [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    parts += [
+        t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()
+    ]
+    parts += [ax.get_title() for ax in fig.axes]
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("name", list(plots.FIGURES))
+def test_figure_files_are_real_images(drawn, name):
+    _, png, pdf = drawn[name]
+    image = imread(png)
+    assert image.shape[0] > 200 and image.shape[1] > 200
+    assert image[..., :3].std() > 0.05, "blank image"
+    assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 1000
+    assert not list(png.parent.glob(f".{name}.*")), "temp files left behind"
+
+
+def test_figure_registry_matches_rules():
+    """Every figure has a plot_<name> rule and a caption; every rule has a figure function."""
+    smk = (ROOT / "workflow/rules/figures.smk").read_text()
+    assert set(re.findall(r"^rule plot_(\w+):", smk, re.M)) == set(plots.FIGURES)
+    for name in plots.FIGURES:
+        assert (ROOT / f"workflow/report/{name}.rst").exists()
+
+
+def test_seed_band_mean_std_over_seeds():
+    df = pd.DataFrame({"lag": [1, 1, 2, 2, 3], "f": [1.0, 3.0, 2.0, np.inf, 5.0]})
+    band = plots.seed_band(df, "lag", "f")
+    assert band["lag"].tolist() == [1, 2, 3]
+    assert band["mean"].tolist() == [2.0, 2.0, 5.0]
+    assert band["std"].tolist() == pytest.approx([np.sqrt(2.0), 0.0, 0.0])
+    assert band["n"].tolist() == [2, 1, 1]
+    assert plots.seed_band(df.iloc[:0], "lag", "f").empty
+
+
+def test_envelope_draws_seed_mean_and_stored_fits(drawn):
+    fig = drawn["envelope"][0]
+    tau = [S.tau_of("const", s, "best") for s in S.SEEDS]
+    expected = np.mean([np.exp(-S.LAGS / t) for t in tau], axis=0)
+    const = _lines(fig, 0)[0]
+    assert const.get_color() == "tab:blue"
+    np.testing.assert_allclose(const.get_ydata(), expected, rtol=1e-5)
+    semilog = fig.axes[1]
+    assert semilog.get_yscale() == "log" and fig.axes[2].get_xscale() == "log"
+    fit = [
+        ln
+        for ln in semilog.get_lines()
+        if ln.get_linestyle() == "--" and ln.get_color() == "tab:blue"
+    ][0]
+    x = fit.get_xdata()
+    np.testing.assert_allclose(fit.get_ydata(), np.exp(-x / np.mean(tau)), rtol=1e-5)
+
+
+def test_H_N_draws_mean_and_predicted(drawn, tables):
+    fig = drawn["H_N"][0]
+    agg = tables["H_N_agg"]
+    rows = agg[
+        (agg.model == "gru") & (agg.optimizer == "adamw") & (agg.epoch == "best")
+    ].sort_values("N")
+    lines = [ln for ln in _lines(fig, 0) if ln.get_color() == "tab:red"]
+    solid = [ln for ln in lines if ln.get_linestyle() == "-"][0]
+    dashed = [ln for ln in lines if ln.get_linestyle() == "--"][0]
+    np.testing.assert_allclose(solid.get_xdata(), S.N_GRID)
+    np.testing.assert_allclose(solid.get_ydata(), rows["mean"], rtol=1e-6)
+    np.testing.assert_allclose(dashed.get_ydata(), rows["predicted"], rtol=1e-6)
+    assert fig.axes[0].get_xscale() == "log"
+
+
+def test_tau_spectra_ccdf_of_finite_values(drawn):
+    fig = drawn["tau_spectra"][0]
+    ccdf = _lines(fig, 1)[0]  # const, adamw
+    taus = sorted(
+        S.tau_of("const", s, "best") * (0.5 + 0.5 * u) for s in S.SEEDS for u in range(S.UNITS - 1)
+    )
+    np.testing.assert_allclose(ccdf.get_xdata(), taus, rtol=1e-5)
+    assert ccdf.get_ydata()[0] == 1.0
+    assert "const (2 inf)" in _texts(fig)
+    assert fig.axes[1].get_xscale() == fig.axes[1].get_yscale() == "log"
+
+
+def test_master_law_points_and_stored_fit(drawn, tables):
+    fig = drawn["master_law"][0]
+    ax = fig.axes[0]  # const, adamw
+    x, y = ax.collections[0].get_offsets().T  # seed 1
+    w = tables["window"]
+    w = w[(w.model == "const") & (w.optimizer == "adamw") & (w.seed == 1)].drop_duplicates("lag")
+    w = w[np.isfinite(w["N_hat"])]
+    np.testing.assert_allclose(np.sort(x), np.sort(-w["kappa"] * np.log(w["f"])), rtol=1e-4)
+    np.testing.assert_allclose(np.sort(y), np.sort(np.log(w["N_hat"])), rtol=1e-5)
+    fit = ax.get_lines()[0]
+    np.testing.assert_allclose(fit.get_ydata(), np.log(S.C) + fit.get_xdata(), rtol=1e-5)
+    assert "slope 1.00" in _texts(fig)
+
+
+def test_N_hat_vs_f_uses_minus_log_f(drawn, tables):
+    x, _ = drawn["N_hat_vs_f"][0].axes[0].collections[0].get_offsets().T
+    w = tables["window"]
+    w = w[(w.model == "const") & (w.optimizer == "adamw") & (w.seed == 1)].drop_duplicates("lag")
+    np.testing.assert_allclose(
+        np.sort(x), np.sort(-np.log(w.loc[np.isfinite(w["N_hat"]), "f"])), rtol=1e-4
+    )
+
+
+def test_alpha_reliable_only(drawn):
+    fig = drawn["alpha"][0]
+    reliable_lags = len(S.LAGS) - 1
+    assert f"n={reliable_lags * len(S.SEEDS)}" in "\n".join(
+        t.get_text() for t in fig.axes[1].get_xticklabels()
+    )
+    const = _lines(fig, 0)[0]
+    np.testing.assert_allclose(const.get_xdata(), S.LAGS[:-1])
+    np.testing.assert_allclose(
+        const.get_ydata(), S.ALPHA["const"] + 0.005 * (S.LAGS[:-1] - 8), rtol=1e-5
+    )
+
+
+def test_eps_th_nearest_budgets(drawn):
+    text = _texts(drawn["eps_th"][0])
+    assert "$N$=256" in text and "$N$=65536" in text and "$N$=4096" not in text
+
+
+def test_learning_curve_final_val_r2(drawn):
+    val = _lines(drawn["learning_curves"][0], 1)[0]
+    assert val.get_ydata()[-1] == pytest.approx(
+        np.mean([S.final_val_r2(s) for s in S.SEEDS]), rel=1e-6
+    )
+
+
+def test_decay_table_lists_selected_class(drawn):
+    table = drawn["decay_table"][0].axes[0].tables[0]
+    cells = {c.get_text().get_text() for c in table.get_celld().values()}
+    assert "exp" in cells
+    assert f"τ = {np.mean([S.tau_of('gru', s, 'best') for s in S.SEEDS]):.3g} [7.56, 9.24]" in cells
+
+
+def test_epochs_one_colour_per_epoch(drawn):
+    labels = [ln.get_label() for ln in _lines(drawn["epochs"][0], 0)]
+    assert labels == ["epoch 0", "epoch best"]
+
+
+def test_optimizers_line_style_per_optimizer(drawn):
+    styles = [ln.get_linestyle() for ln in _lines(drawn["optimizers"][0], 0)]
+    assert styles == ["-", "--"]
+
+
+def _degenerate(t: dict) -> dict:
+    """const missing entirely; gru with all-NaN envelope, alpha and eps_th, no detectable lag
+    (N_hat NaN), H_N all 0 and every tau_q infinite."""
+    out = {}
+    for key, df in t.items():
+        df = df[df["model"] != "const"].copy()
+        for col in ("f", "f_gates", "ratio", "eps_th", "N_hat", "alpha", "predicted"):
+            if col in df:
+                df[col] = np.nan
+        for col in ("H_N", "mean", "std", "median", "q25", "q75"):
+            if col in df:
+                df[col] = 0
+        if "tau" in df:
+            df["tau"] = np.inf
+        out[key] = df
+    return out
+
+
+@pytest.mark.parametrize("case", ["empty", "degenerate"])
+def test_figures_survive_missing_and_degenerate_inputs(tables, tmp_path, case):
+    if case == "empty":  # one panel per figure keeps this test fast
+        calls = _calls(
+            {k: v.iloc[:0] for k, v in tables.items()}, models=["gru"], optimizers=["adamw"]
+        )
+    else:
+        calls = _calls(_degenerate(tables), optimizers=["adamw"])
+    for name, kwargs in calls.items():
+        png = tmp_path / f"{name}.png"
+        fig = plots.FIGURES[name](**kwargs, png=png, pdf=tmp_path / f"{name}.pdf", dpi=50)
+        assert imread(png).shape[0] > 100
+        if name == "decay_table":
+            text = "\n".join(
+                c.get_text().get_text() for c in fig.axes[0].tables[0].get_celld().values()
+            )
+        else:
+            text = _texts(fig)
+        drawn_anyway = case == "degenerate" and name in ("H_N", "learning_curves")
+        assert ("no data" in text) != drawn_anyway, name
+        if drawn_anyway and name == "H_N":  # H_N = 0 everywhere is drawn as zeros, not skipped
+            np.testing.assert_array_equal(fig.axes[0].get_lines()[0].get_ydata(), 0)

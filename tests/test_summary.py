@@ -1,0 +1,126 @@
+"""Summary table, its reading and provenance on synthetic artifacts (tests/synthetic.py)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+import synthetic as S
+from learnwin import provenance, summary
+from learnwin.io import read_table
+
+
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory) -> dict[str, pd.DataFrame]:
+    return S.write_artifacts(tmp_path_factory.mktemp("artifacts"))
+
+
+@pytest.fixture(scope="module")
+def table(tables) -> pd.DataFrame:
+    return summary.build_summary(
+        tables["curve"], tables["alpha"], tables["decay"], tables["H_N"], epoch="best"
+    )
+
+
+def test_one_row_per_run_at_the_figure_epoch(table):
+    assert len(table) == len(S.MODELS) * len(S.OPTIMIZERS) * len(S.SEEDS)
+    assert not table.duplicated(["model", "optimizer", "seed"]).any()
+    assert set(table["epoch"]) == {"best"}
+    assert table["seed"].dtype == np.int64
+
+
+def test_values_match_the_synthetic_truth(table, tables):
+    for row in table.itertuples():
+        assert row.val_r2 == pytest.approx(S.final_val_r2(row.seed))
+        assert row.alpha_median == pytest.approx(S.ALPHA[row.model])  # unreliable last lag excluded
+        assert row.decay_law == "exp"
+        assert row.decay_scale == pytest.approx(S.tau_of(row.model, row.seed, "best"))
+        assert row.decay_A == pytest.approx(S.AMP[row.optimizer])
+
+
+def test_H_N_at_smallest_middle_largest_budget(table, tables):
+    assert [c for c in table.columns if c.startswith("H_N_")] == ["H_N_16", "H_N_4096", "H_N_65536"]
+    h = tables["H_N"]
+    h = h[h["epoch"] == "best"].set_index(["model", "optimizer", "seed", "N"])["H_N"]
+    for row in table.itertuples():
+        for n in (16, 4096, 65536):
+            assert getattr(row, f"H_N_{n}") == h[(row.model, row.optimizer, row.seed, n)]
+    assert table["H_N_4096"].tolist() != table["H_N_65536"].tolist()  # the columns differ
+
+
+def test_missing_inputs_give_nan_not_missing_rows(tables):
+    alpha = tables["alpha"][tables["alpha"]["model"] != "gru"]
+    out = summary.build_summary(
+        tables["curve"], alpha, tables["decay"].iloc[:0], tables["H_N"], epoch="best"
+    )
+    assert len(out) == 8
+    assert out.loc[out["model"] == "gru", "alpha_median"].isna().all()
+    assert out["decay_law"].isna().all()
+
+
+def test_reading_states_class_and_largest_window(tables):
+    text = summary.reading(
+        tables["decay"], tables["H_N_agg"], epoch="best", models=S.MODELS, optimizers=S.OPTIMIZERS
+    )
+    tau = np.mean([S.tau_of("gru", s, "best") for s in S.SEEDS])
+    assert "N = 65536" in text
+    assert f"gru: exp (τ = {tau:.3g}" in text
+    agg = tables["H_N_agg"]
+    row = agg[
+        (agg.model == "const") & (agg.optimizer == "sgd") & (agg.epoch == "best") & (agg.N == 65536)
+    ].iloc[0]
+    assert f"const {row['mean']:.3g} ± {row['std']:.3g}" in text
+    assert text.count("**adamw.**") == 1 and text.count("**sgd.**") == 1
+
+
+def test_write_outputs(table, tmp_path):
+    paths = {
+        k: tmp_path / f"summary.{ext}"
+        for k, ext in (("parquet", "parquet"), ("csv", "csv"), ("html", "html"), ("rst", "rst"))
+    }
+    summary.write(table, "reading\n", **paths)
+    back = read_table(paths["parquet"], "summary")
+    assert back["H_N_65536"].tolist() == table["H_N_65536"].tolist()
+    csv = pd.read_csv(paths["csv"])
+    assert list(csv.columns) == list(table.columns)
+    assert csv["val_r2"].tolist() == pytest.approx(table["val_r2"].tolist())
+    assert paths["html"].read_text().count("<tr") == len(table) + 1
+    assert paths["rst"].read_text() == "reading\n"
+
+
+def test_provenance_records_versions_and_resolved_config(tmp_path):
+    config = {"seeds": [1, 2], "device": "cpu", "figures": {"dpi": 150, "budgets": (256, 16384)}}
+    record = provenance.collect(config, threads=2)
+    assert record["config"] == {
+        "seeds": [1, 2],
+        "device": "cpu",
+        "figures": {"dpi": 150, "budgets": [256, 16384]},
+    }
+    for pkg in ("python", "torch", "numpy", "scipy", "pyarrow", "pandas", "snakemake"):
+        assert record["versions"][pkg] not in ("", None)
+    assert record["versions"]["numpy"] == np.__version__
+    assert record["learnwin"]["version"] == provenance.version("learnwin") != "not installed"
+    assert record["device"] == "cpu" and record["threads"] == 2
+    assert record["timestamp_utc"].endswith("+00:00")
+    assert yaml.safe_load(yaml.safe_dump(record)) == record
+
+
+def test_git_commit_of_checkout_and_outside(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    repo = tmp_path / "repo"
+    (repo / "f").write_text("x")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "f"], check=True)
+    subprocess.run([*git, "commit", "-qm", "m"], check=True)
+    head = subprocess.run(
+        [*git, "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    assert provenance.git_commit(repo) == head
+    (repo / "f").write_text("y")
+    assert provenance.git_commit(repo) == head + "-dirty"
+    (tmp_path / "plain").mkdir()
+    assert provenance.git_commit(tmp_path / "plain") == "unknown"

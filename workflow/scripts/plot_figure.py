@@ -1,0 +1,28 @@
+"""Adapter: every plot_<name> rule -> learnwin.plots.FIGURES[<name>] (METHOD §9).
+
+Each named input is a list of Parquet files of one artifact (the name, except H_N_agg, which
+is an H_N table); they are read, stacked and passed by name with the rule's params.
+"""
+
+import logging
+
+import pandas as pd
+
+from learnwin import plots, runtime
+from learnwin.io import read_table
+
+log = runtime.setup(snakemake.log[0], snakemake.threads)
+logging.getLogger("fontTools").setLevel(logging.WARNING)  # PDF font subsetting chatter
+
+ARTIFACT = {"H_N_agg": "H_N"}
+name = snakemake.rule.removeprefix("plot_")
+tables = {}
+for key, paths in snakemake.input.items():
+    paths = [paths] if isinstance(paths, str) else list(paths)
+    tables[key] = pd.concat(
+        [read_table(p, ARTIFACT.get(key, key)) for p in paths], ignore_index=True
+    )
+plots.FIGURES[name](
+    **tables, **dict(snakemake.params.items()), png=snakemake.output.png, pdf=snakemake.output.pdf
+)
+log.info("figure %s: %s", name, {key: len(df) for key, df in tables.items()})

@@ -1,0 +1,21 @@
+"""Adapter: rule write_summary -> learnwin.summary (summary table and its reading)."""
+
+import pandas as pd
+
+from learnwin import runtime, summary
+from learnwin.io import read_table
+
+log = runtime.setup(snakemake.log[0], snakemake.threads)
+
+inp, par, out = snakemake.input, snakemake.params, snakemake.output
+curve = pd.concat([read_table(p, "curve") for p in inp.curve], ignore_index=True)
+alpha = pd.concat([read_table(p, "alpha") for p in inp.alpha], ignore_index=True)
+decay = pd.concat([read_table(p, "decay") for p in inp.decay], ignore_index=True)
+H_N, H_N_agg = read_table(inp.H_N, "H_N"), read_table(inp.H_N_agg, "H_N")
+
+table = summary.build_summary(curve, alpha, decay, H_N, epoch=par.epoch)
+text = summary.reading(
+    decay, H_N_agg, epoch=par.epoch, models=par.models, optimizers=par.optimizers
+)
+summary.write(table, text, parquet=out.parquet, csv=out.csv, html=out.html, rst=out.reading)
+log.info("summary: %d rows, columns %s", len(table), list(table.columns))
