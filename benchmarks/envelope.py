@@ -8,6 +8,8 @@ Every receiving time (windows = 0) in all implementations, so they do the same w
 - naive: a Python loop over lags and receiving times t, each multiplying its l one-step
   factors (the direct transcription of METHOD §4-5; vectorised over sequences and units);
 - per-lag: a Python loop over lags only, vectorised over t (a stronger baseline).
+The loops run in float64 (the reference); the package path keeps float64 prefix sums and does
+the (B, L, W, H) work in float32 (see learnwin.envelope.Transport).
 Prints seconds, the speed-up ratios (target >= 20x against naive), the largest relative
 difference between the implementations, and peak memory.
 """
@@ -23,7 +25,7 @@ from learnwin.cells import build_model
 from learnwin.config import lag_grid
 from learnwin.detect import output_error, psi_chunk, random_directions, tangents
 from learnwin.envelope import (
-    EnvelopeAccumulator, Transport, base_rate, lag_chunks, receiving_times)
+    EnvelopeAccumulator, Transport, base_rate, lag_chunks, receiving_times, take_times)
 
 
 def naive(trace, lam, delta, v, lags):
@@ -69,6 +71,7 @@ def per_lag(trace, lam, delta, v, lags):
 def vectorised(trace, lam, delta, v, lags, lr):
     """The package path: prefix sums, all lags gathered at once (in cache-sized lag chunks)."""
     lag_t = torch.as_tensor(lags)
+    lam, delta, v = lam.float(), delta.float(), v.float()
     transport = Transport(trace, order=1)
     acc = EnvelopeAccumulator(lags, lam.shape[-1], lr)
     t_all, k_all, mask_all = receiving_times(lag_t, lam.shape[1])
@@ -78,7 +81,7 @@ def vectorised(trace, lam, delta, v, lags, lr):
         start += len(chunk)
         t, k, mask = t_all[idx], k_all[idx], mask_all[idx]
         g0, g = transport.gamma(t, k, mask)
-        psi.append(psi_chunk(acc.add(idx, g0, g, lam[:, k], mask, 1), delta, v, t, k, mask))
+        psi.append(psi_chunk(acc.add(idx, g0, g, take_times(lam, k), mask, 1), delta, v, t, k, mask))
     env, _ = acc.tables(order=1)
     return torch.tensor(env["f"].to_numpy()), torch.cat(psi, -1)
 

@@ -19,6 +19,8 @@ import torch
 from torch import Tensor
 from torch.func import functional_call, jvp, vmap
 
+from learnwin.envelope import take_times
+
 
 def random_directions(model: torch.nn.Module, K: int, seed: int) -> dict[str, Tensor]:
     """K directions over all parameters of ``model``, unit norm jointly: name -> (K, *shape)."""
@@ -61,9 +63,9 @@ def psi_chunk(mu: Tensor, delta: Tensor, v: Tensor, t: Tensor, k: Tensor, mask: 
 
     ``t``, ``k`` and ``mask`` (L, W) are the receiving times, the perturbation times t - l and
     their validity (:func:`learnwin.envelope.receiving_times`); the mean runs over the valid
-    receiving times of each lag.
+    receiving times of each lag. ``delta`` and ``v`` must have ``mu``'s dtype.
     """
-    weighted = mu * delta.double()[:, t]  # (B, L, W, H)
-    shifted = v.double()[..., k, :]  # (..., B, L, W, H)
-    total = (weighted * shifted).sum((-1, -2))
+    weighted = mu * take_times(delta, t)  # (B, L, W, H)
+    shifted = take_times(v, k)  # (..., B, L, W, H)
+    total = (weighted * shifted).sum(-1).double().sum(-1)
     return total / mask.sum(-1).clamp_min(1)

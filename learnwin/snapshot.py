@@ -22,7 +22,7 @@ from learnwin.cells import build_model
 from learnwin.data import load_split
 from learnwin.detect import output_error, psi_chunk, random_directions, tangents
 from learnwin.envelope import (
-    EnvelopeAccumulator, Transport, base_rate, lag_chunks, rate_matrix, receiving_times)
+    EnvelopeAccumulator, Transport, base_rate, lag_chunks, rate_matrix, receiving_times, take_times)
 
 
 def probe(
@@ -52,10 +52,10 @@ def probe(
     psi_rows, offset = [], 0
     for x, y, y_hat in batches:
         trace = cell.trace(x)
-        lam = base_rate(trace.presynaptic, rates, lr)
+        lam = base_rate(trace.presynaptic, rates, lr).float()
         transport = Transport(trace, order)
-        delta = output_error(y_hat, y, w_out) if directions is not None else None
-        v = tangents(cell, x, directions) if directions is not None else None
+        delta = output_error(y_hat, y, w_out).float() if directions is not None else None
+        v = tangents(cell, x, directions).float() if directions is not None else None
         if v is not None and not keep_directions:
             v = v[0]
         B, T, H = lam.shape
@@ -68,7 +68,7 @@ def probe(
             start += len(chunk)
             t, k, mask = t_all[idx], k_all[idx], mask_all[idx]
             g0, g = transport.gamma(t, k, mask)
-            mu = acc.add(idx, g0, g, lam[:, k], mask, order)
+            mu = acc.add(idx, g0, g, take_times(lam, k), mask, order)
             if v is not None:
                 batch_psi.append(psi_chunk(mu, delta, v, t, k, mask))
         if v is not None:

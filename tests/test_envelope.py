@@ -47,7 +47,7 @@ def test_vectorised_gamma_equals_naive_product_loop(name):
     trace = model.cell.trace(x)
     lags = torch.arange(1, 9)
     t, k, mask = receiving_times(lags, 9)
-    g0, g1 = Transport(trace, order=1).gamma(t, k, mask)
+    g0, g1 = Transport(trace, order=1, dtype=F64).gamma(t, k, mask)
     leak = trace.leak.clamp(1e-12, 1.0)
     for i, lag in enumerate(lags.tolist()):
         for tt in range(lag, 9):
@@ -100,7 +100,7 @@ def test_first_order_gamma_tracks_exact_jacobian(name, seed):
     trace = model.cell.trace(x)
     exact = _exact_jacobian_diagonals(model.cell, x)[1:]  # lags 1..15 from k = 0
     t = torch.arange(1, 16)[None, :]
-    g0, g1 = Transport(trace, order=1).gamma(t, torch.zeros_like(t), torch.ones_like(t, dtype=torch.bool))
+    g0, g1 = Transport(trace, order=1, dtype=F64).gamma(t, torch.zeros_like(t), torch.ones_like(t, dtype=torch.bool))
     g0, g1 = g0[0, 0], g1[0, 0]  # (lags, H)
     for q in range(3):
         assert spearmanr(g1[:, q].numpy(), exact[:, q].numpy()).statistic >= 0.99
@@ -184,12 +184,12 @@ def test_psi_zero_when_output_error_zero_and_linear_in_error():
     _, _, psi1 = probe(model.cell, w, [(x, y_hat - 1, y_hat)], [1, 2, 4], lr=0.1, directions=dirs)
     _, _, psi2 = probe(model.cell, w, [(x, y_hat - 2, y_hat)], [1, 2, 4], lr=0.1, directions=dirs)
     assert np.abs(psi1["psi"]).min() > 0
-    np.testing.assert_allclose(psi2["psi"], 2 * psi1["psi"], rtol=1e-10)
+    np.testing.assert_allclose(psi2["psi"], 2 * psi1["psi"], rtol=1e-5)  # float32 work arrays
     # the direction mean of psi equals psi of the mean direction (tangents are linear)
     _, _, per_dir = probe(model.cell, w, [(x, y_hat - 1, y_hat)], [1, 2, 4], lr=0.1, directions=dirs,
                           keep_directions=True)
     mean = per_dir.groupby(["lag", "sequence"])["psi"].mean().to_numpy()
-    np.testing.assert_allclose(mean, psi1.sort_values(["lag", "sequence"])["psi"], rtol=1e-9)
+    np.testing.assert_allclose(mean, psi1.sort_values(["lag", "sequence"])["psi"], rtol=1e-5)
 
 
 def test_windows_subsample_receiving_times():

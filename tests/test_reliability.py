@@ -62,6 +62,8 @@ def _resume_state_epoch(work: Path) -> int:
 
 
 def _same_as_reference(work: Path, reference: Path) -> None:
+    """Re-run as a user would after a hard kill (unlock, then the same command) and compare."""
+    snakemake(work, "--unlock", "--configfile", _config(work))
     snakemake(work, "--cores", "2", "--configfile", _config(work))
     assert assert_same_tables(reference / "results", work / "results") > 10
     for name in ("final.pt", "best.pt", "epoch0.pt"):
