@@ -9,10 +9,6 @@
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,41 +16,14 @@ import yaml
 
 import synthetic as S
 from learnwin.plots import FIGURES
+from workflow_helpers import copy_workflow, scheduled, snakemake
 
-ROOT = Path(__file__).resolve().parents[1]
-SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 FIGURE_RULES = {f"plot_{name}" for name in FIGURES}
 # Rules allowed to re-run when only the figures section changes: the figures, provenance
 # (it records the config) and the target rules.
 FIGURE_ONLY = FIGURE_RULES | {"write_provenance", "all", "figures", "summary"}
 
 pytestmark = pytest.mark.slow
-
-
-def _snakemake(work: Path, *args: str) -> subprocess.CompletedProcess:
-    proc = subprocess.run(
-        [*SNAKEMAKE, *args], cwd=work, capture_output=True, text=True, timeout=3600
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
-
-
-def _copy_workflow(work: Path) -> None:
-    for item in ("Snakefile", "workflow", "config", "profiles"):
-        src = ROOT / item
-        if src.is_dir():
-            shutil.copytree(src, work / item)
-        elif src.exists():
-            shutil.copy2(src, work / item)
-
-
-def _scheduled(work: Path, *args: str) -> dict[str, int]:
-    """Rule -> job count of a dry run (the "Job stats" table)."""
-    out = _snakemake(work, "-n", "--cores", "2", *args).stdout
-    table = out.split("Job stats:", 1)[1] if "Job stats:" in out else ""
-    return {
-        m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "total"
-    }
 
 
 def _with_figures(work: Path, base: str, **figures) -> str:
@@ -68,7 +37,7 @@ def _with_figures(work: Path, base: str, **figures) -> str:
 
 def _report_has_every_figure(work: Path, *args: str) -> None:
     report = work / "report.html"
-    _snakemake(work, "--report", str(report), *args)
+    snakemake(work, "--report", str(report), *args)
     html = report.read_text()
     for rule in FIGURE_RULES:
         assert f"{rule.removeprefix('plot_')}.png" in html, rule
@@ -106,7 +75,7 @@ rule all:
 @pytest.fixture(scope="module")
 def synthetic_run(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("synthetic_workflow")
-    _copy_workflow(work)
+    copy_workflow(work)
     (work / "Snakefile").write_text(HARNESS)
     (work / "config" / "synthetic.yaml").write_text(
         yaml.safe_dump(
@@ -120,7 +89,7 @@ def synthetic_run(tmp_path_factory) -> Path:
         )
     )
     S.write_artifacts(work)
-    _snakemake(work, "--cores", "2", "--workflow-profile", "none")
+    snakemake(work, "--cores", "2", "--workflow-profile", "none")
     return work
 
 
@@ -138,10 +107,10 @@ def test_synthetic_workflow_outputs(synthetic_run):
 
 
 def test_synthetic_dpi_change_reruns_figures_only(synthetic_run):
-    assert _scheduled(synthetic_run, "--workflow-profile", "none") == {}
+    assert scheduled(synthetic_run, "--workflow-profile", "none") == {}
     changed = _with_figures(synthetic_run, "config/synthetic.yaml", dpi=80)
     _assert_figure_only(
-        _scheduled(synthetic_run, "--workflow-profile", "none", "--configfile", changed)
+        scheduled(synthetic_run, "--workflow-profile", "none", "--configfile", changed)
     )
 
 
@@ -152,18 +121,10 @@ def test_synthetic_report(synthetic_run):
 # ------------------------------------------------------ whole workflow, smoke config ----
 
 
-@pytest.fixture(scope="module")
-def smoke_run(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("smoke_workflow")
-    _copy_workflow(work)
-    _snakemake(work, "--cores", "2", "--configfile", "config/smoke.yaml")
-    return work
-
-
 def test_smoke_dpi_change_reruns_figures_only(smoke_run):
-    assert _scheduled(smoke_run, "--configfile", "config/smoke.yaml") == {}
+    assert scheduled(smoke_run, "--configfile", "config/smoke.yaml") == {}
     changed = _with_figures(smoke_run, "config/smoke.yaml", dpi=80)
-    _assert_figure_only(_scheduled(smoke_run, "--configfile", changed))
+    _assert_figure_only(scheduled(smoke_run, "--configfile", changed))
 
 
 def test_smoke_report_contains_every_figure(smoke_run):

@@ -35,9 +35,10 @@ import pandas as pd
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+from workflow_helpers import ROOT, copy_workflow
+
+REPO = ROOT
 CLUSTER_SH = REPO / "tests" / "slurm" / "cluster.sh"
-WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles", "docs")
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 # Columns that measure wall time, so legitimately differ between two runs of the same DAG.
 TIMING_COLUMNS = {"seconds"}
@@ -69,19 +70,6 @@ def _say(capsys, text: str) -> None:
     """Write straight to the terminal (not captured), so CI logs show it even on success."""
     with capsys.disabled():
         sys.stderr.write(text if text.endswith("\n") else text + "\n")
-
-
-def _copy_workflow(dest: Path) -> Path:
-    """A fresh copy of the workflow (no results/, no .snakemake/) to run in isolation."""
-    dest.mkdir(parents=True, exist_ok=True)
-    ignore = shutil.ignore_patterns("results", ".snakemake", "__pycache__", "*.pyc")
-    for name in WORKFLOW_FILES:
-        src = REPO / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=ignore)
-        elif src.exists():
-            shutil.copy2(src, dest / name)
-    return dest
 
 
 def _merged_config(*files: str | dict) -> dict:
@@ -166,7 +154,7 @@ def expected_job_counts(config: dict) -> dict[str, int]:
 def test_paper_dag_resources(tmp_path):
     """The paper DAG through profiles/slurm: job counts from the config, GPUs where asked."""
     _require_plugin()
-    work = _copy_workflow(tmp_path / "paper")
+    work = copy_workflow(tmp_path / "paper")
     proc = _run(
         SNAKEMAKE + ["-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml"],
         cwd=work,
@@ -256,8 +244,8 @@ def test_smoke_dag_through_slurm(slurm_cluster, tmp_path, capsys):
     smoke = ["--configfile", "config/smoke.yaml", "slice.yaml"]
     cpus = _node_cpus()
 
-    local = _copy_workflow(tmp_path / "local")
-    remote = _copy_workflow(tmp_path / "slurm")
+    local = copy_workflow(tmp_path / "local")
+    remote = copy_workflow(tmp_path / "slurm")
     for work in (local, remote):
         (work / "slice.yaml").write_text(yaml.safe_dump(narrowing))
     proc = _run(SNAKEMAKE + ["--cores", str(cpus)] + smoke, cwd=local, timeout=1800)

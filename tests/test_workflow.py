@@ -1,7 +1,5 @@
 """End to end: the smoke config through Snakemake, its artifacts, determinism and rule scoping."""
 
-import re
-
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
@@ -10,7 +8,7 @@ import yaml
 
 from learnwin.config import lag_grid
 from learnwin.io import read_table
-from workflow_helpers import assert_same_tables, copy_workflow, snakemake
+from workflow_helpers import assert_same_tables, copy_workflow, scheduled, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -75,19 +73,13 @@ def test_two_runs_give_identical_parquet(smoke_run, tmp_path):
     assert assert_same_tables(smoke_run / "results", work / "results") > 100
 
 
-def _scheduled(work, *extra):
-    out = snakemake(work, "-n", "--cores", "2", "--configfile", "config/smoke.yaml", *extra).stdout
-    table = out.split("Job stats:", 1)[1] if "Job stats:" in out else ""
-    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "total"}
-
-
 @pytest.mark.parametrize("change, allowed", [
     ("alpha={'bootstrap': 60}", {"fit_alpha", "compute_window", "aggregate_window"}),
     ("optim={'sgd': {'lr': 0.02}}", {"train_model", "take_snapshot", "fit_alpha", "compute_window",
                                      "fit_decay", "aggregate_window"}),
 ])
 def test_changing_a_section_reruns_only_what_depends_on_it(smoke_run, change, allowed):
-    jobs = _scheduled(smoke_run, "--config", change)
+    jobs = scheduled(smoke_run, "--configfile", "config/smoke.yaml", "--config", change)
     upstream = set(jobs) - allowed - {"all", "write_provenance", "write_summary"} - {
         j for j in jobs if j.startswith("plot_")}
     assert not upstream, jobs

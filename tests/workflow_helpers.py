@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -17,10 +18,11 @@ WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles")
 def copy_workflow(dest: Path) -> Path:
     """Copy what a run needs (Snakefile, workflow/, config/, profiles/) into ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
+    ignore = shutil.ignore_patterns("results", ".snakemake", "__pycache__", "*.pyc")
     for item in WORKFLOW_FILES:
         src = ROOT / item
         if src.is_dir():
-            shutil.copytree(src, dest / item, dirs_exist_ok=True)
+            shutil.copytree(src, dest / item, ignore=ignore, dirs_exist_ok=True)
         else:
             shutil.copy2(src, dest / item)
     return dest
@@ -34,6 +36,13 @@ def snakemake(work: Path, *args: str, timeout: int = 3600, check: bool = True,
     if check:
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return proc
+
+
+def scheduled(work: Path, *args: str) -> dict[str, int]:
+    """Rule -> job count of a dry run (Snakemake's "Job stats" table); {} when nothing to do."""
+    out = snakemake(work, "-n", "--cores", "2", *args).stdout
+    table = out.split("Job stats:", 1)[1] if "Job stats:" in out else ""
+    return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "total"}
 
 
 def parquet_tables(results: Path) -> dict[str, object]:
