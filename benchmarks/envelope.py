@@ -28,12 +28,15 @@ from learnwin.envelope import (
     EnvelopeAccumulator, Transport, base_rate, lag_chunks, receiving_times, take_times)
 
 
+def _factors(trace):
+    """float64 one-step factors of the reference loops: leak, r / leak, receiving factor, T."""
+    leak = trace.leak.double().clamp(1e-12, 1)
+    return leak, trace.correction.double() / leak, trace.receive.double(), leak.shape[1]
+
+
 def naive(trace, lam, delta, v, lags):
     """Loop over lags and receiving times; each Gamma re-multiplies its l one-step factors."""
-    leak = trace.leak.double().clamp(1e-12, 1)
-    ratio = trace.correction.double() / leak
-    receive = trace.receive.double()
-    T = leak.shape[1]
+    leak, ratio, receive, T = _factors(trace)
     f, psi = [], []
     for lag in lags:
         f_l, psi_l = 0.0, 0.0
@@ -51,10 +54,7 @@ def naive(trace, lam, delta, v, lags):
 
 def per_lag(trace, lam, delta, v, lags):
     """Loop over lags only: shifted slices give every receiving time of one lag at once."""
-    leak = trace.leak.double().clamp(1e-12, 1)
-    ratio = trace.correction.double() / leak
-    receive = trace.receive.double()
-    T = leak.shape[1]
+    leak, ratio, receive, T = _factors(trace)
     f, psi = [], []
     for lag in lags:
         g0 = torch.ones_like(leak[:, lag:])

@@ -144,6 +144,16 @@ def _drawn(fig_fn: Callable) -> Callable:
     return wrapper
 
 
+def _finish_loglog(ax, drawn: bool) -> None:
+    """Log-log axes and a legend on a panel that holds data; "no data" otherwise."""
+    if drawn:
+        _log_ok(ax, "x")
+        _log_ok(ax, "y")
+        ax.legend(loc="best", frameon=False)
+    else:
+        _no_data(ax)
+
+
 def _log_ok(ax, axis: str = "y") -> None:
     """Log scale on ``axis`` only when the panel holds positive data (else keep linear).
 
@@ -350,12 +360,7 @@ def plot_tau_spectra(units, *, models, optimizers) -> Figure:
             _ccdf(ccdf_ax, tau, color, label)
             drawn = True
         for ax, ylabel in ((dens_ax, r"density of $\tau_q$"), (ccdf_ax, r"$P(\tau_q > \tau)$")):
-            if drawn:
-                _log_ok(ax, "x")
-                _log_ok(ax, "y")
-                ax.legend(loc="best", frameon=False)
-            else:
-                _no_data(ax)
+            _finish_loglog(ax, drawn)
             ax.set_xlabel(r"time scale $\tau$ (lags)")
             ax.set_ylabel(ylabel)
             ax.set_title(f"{opt}: {'density' if ax is dens_ax else 'CCDF'}")
@@ -579,12 +584,7 @@ def plot_optimizers(envelope, units, *, models, optimizers) -> Figure:
             env_ax.legend(loc="best", frameon=False)
         else:
             _no_data(env_ax)
-        if tau_drawn:
-            _log_ok(tau_ax, "x")
-            _log_ok(tau_ax, "y")
-            tau_ax.legend(loc="best", frameon=False)
-        else:
-            _no_data(tau_ax)
+        _finish_loglog(tau_ax, tau_drawn)
         env_ax.set(xlabel="lag $l$", ylabel="envelope $f(l)$", title=f"{model}: envelope")
         tau_ax.set(
             xlabel=r"time scale $\tau$ (lags)",
