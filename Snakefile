@@ -18,6 +18,7 @@ include: "workflow/rules/snapshot.smk"
 include: "workflow/rules/stats.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/recovery.smk"
 
 
 report: "workflow/report/workflow.rst"
@@ -71,6 +72,12 @@ rule summary:
         REPORT_TARGETS,
 
 
+# direct measurement of the window (beyond the paper); not part of `all`
+rule recovery:
+    input:
+        RECOVERY_TARGETS,
+
+
 localrules:
     all,
     data,
@@ -81,3 +88,4 @@ localrules:
     window,
     figures,
     summary,
+    recovery,

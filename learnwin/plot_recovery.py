@@ -1,0 +1,77 @@
+"""Figure of the direct measurement: H_N_emp against N next to the predicted H_N.
+
+One panel per (optimizer, model), model colours of METHOD §9 (:data:`learnwin.plots.MODEL_COLORS`),
+log-x N axis. Solid with band: H_N_emp, seed mean ± 1 std (learnwin/recovery.py). Dashed: H_N
+of the snapshot statistics (METHOD §7, seed mean); dotted: closed-form prediction of the selected
+decay class (METHOD §8); both from the snapshot epoch ``epoch``. The panel title carries the
+Spearman correlation of the optimizer's points. Computes nothing: it draws stored tables.
+"""
+
+from __future__ import annotations
+
+import matplotlib as mpl
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import NullLocator
+
+from learnwin.io import atomic_path
+from learnwin.plots import MODEL_COLORS
+
+
+def plot_recovery(comparison: pd.DataFrame, agreement: pd.DataFrame, *, epoch: str, png, pdf,
+                  dpi: int = 150) -> Figure:
+    """Write the recovery figure as PNG and PDF (atomically) and return it."""
+    with mpl.rc_context({"font.size": 8, "axes.titlesize": 9, "legend.fontsize": 8}):
+        return _draw(comparison, agreement, epoch=epoch, png=png, pdf=pdf, dpi=dpi)
+
+
+def _draw(comparison, agreement, *, epoch, png, pdf, dpi) -> Figure:
+    comp = comparison[comparison["epoch"].astype(str) == str(epoch)]
+    emp_only = comparison.drop_duplicates(["model", "optimizer", "N"])  # drawn even without a prediction
+    optimizers = list(dict.fromkeys(emp_only["optimizer"]))
+    models = [m for m in MODEL_COLORS if m in set(emp_only["model"])]
+    fig = Figure(figsize=(2.6 * max(len(models), 1), 2.4 * max(len(optimizers), 1)),
+                 layout="constrained")
+    axes = fig.subplots(max(len(optimizers), 1), max(len(models), 1), squeeze=False, sharey=True)
+    for r, opt in enumerate(optimizers):
+        agree = agreement[(agreement["optimizer"] == opt) & (agreement["epoch"].astype(str) == str(epoch))]
+        rho = {row.source: row.spearman for row in agree.itertuples()}
+        for c, model in enumerate(models):
+            ax, color = axes[r, c], MODEL_COLORS[model]
+            emp = emp_only[(emp_only["optimizer"] == opt) & (emp_only["model"] == model)].sort_values("N")
+            std = emp["emp_std"].fillna(0.0)
+            ax.plot(emp["N"], emp["emp_mean"], color=color, marker="o", ms=3, lw=1.4)
+            ax.fill_between(emp["N"], emp["emp_mean"] - std, emp["emp_mean"] + std, color=color,
+                            alpha=0.2, lw=0)
+            pred = comp[(comp["optimizer"] == opt) & (comp["model"] == model)].sort_values("N")
+            ax.plot(pred["N"], pred["H_N_snapshot"], color=color, ls="--", lw=1)
+            ax.plot(pred["N"], pred["H_N_decay"], color=color, ls=":", lw=1.2)
+            ax.set_xscale("log")
+            ax.set_xticks(emp["N"], [str(n) for n in emp["N"]])
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xlabel("training sequences $N$")
+            ax.set_title(f"{opt} / {model}")
+            if c == 0:
+                ax.set_ylabel("window $H_N$ (lags)")
+        axes[r, 0].annotate(
+            f"Spearman: snapshot {_fmt(rho.get('snapshot'))}, decay {_fmt(rho.get('decay'))}",
+            xy=(0.02, 0.98), xycoords="axes fraction", va="top", fontsize=7)
+    handles = [
+        Line2D([], [], color="k", marker="o", ms=3, label="measured $H_N^{emp}$ (mean ± std)"),
+        Line2D([], [], color="k", ls="--", label=f"snapshot $H_N$ (epoch {epoch})"),
+        Line2D([], [], color="k", ls=":", label="decay-class prediction"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3 if len(models) > 2 else 1,
+               frameon=False)
+    with atomic_path(png, suffix=".png") as tmp:
+        fig.savefig(tmp, format="png", dpi=dpi)
+    fig.set_layout_engine("none")
+    with atomic_path(pdf, suffix=".pdf") as tmp:
+        fig.savefig(tmp, format="pdf")
+    return fig
+
+
+def _fmt(value) -> str:
+    return "n/a" if value is None or not np.isfinite(value) else f"{value:+.2f}"

@@ -1,0 +1,17 @@
+"""Adapter: recovery rows + results/stats/H_N_agg.parquet -> learned, window, comparison, agreement."""
+import pandas as pd
+
+from learnwin import io, recovery, runtime
+
+log = runtime.setup(snakemake.log[0], snakemake.threads)
+rows = pd.concat([io.read_table(p, "recovery") for p in snakemake.input.rows], ignore_index=True)
+table = recovery.learned(rows, snakemake.params.threshold)
+window = recovery.empirical_window(table)
+comparison = recovery.compare(recovery.aggregate_window(window),
+                              io.read_table(snakemake.input.H_N_agg, "H_N"))
+agreement = recovery.agreement(comparison)
+log.info("agreement:\n%s", agreement.to_string())
+io.write_table(table, snakemake.output.table, "recovery")
+io.write_table(window, snakemake.output.window, "recovery")
+io.write_table(comparison, snakemake.output.comparison, "recovery")
+io.write_table(agreement, snakemake.output.agreement, "recovery")
