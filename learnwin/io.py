@@ -35,6 +35,8 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "recovery": 1,
 }
 _META_KEY = b"learnwin.schema"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)
 
 
 class ArtifactError(RuntimeError):
@@ -53,6 +55,7 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[
     tmp = Path(tmp)
     try:
         yield tmp
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the usual file mode
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

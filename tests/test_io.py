@@ -26,6 +26,7 @@ def test_write_table_is_float32_zstd_and_versioned(tmp_path):
     back = io.read_table(path, "envelope")
     np.testing.assert_array_equal(back["f"], np.float32([0.5, 0.25]))
     assert [p.name for p in path.parent.iterdir()] == ["envelope.parquet"]  # no temp left
+    assert path.stat().st_mode & 0o777 == 0o666 & ~io._UMASK  # the usual mode, not mkstemp's 0600
 
 
 def test_failed_write_leaves_no_file(tmp_path):
