@@ -368,16 +368,21 @@ def plot_tau_spectra(units, *, models, optimizers) -> Figure:
 
 
 def _nhat_panels(window, master, models, optimizers, epoch, with_kappa: bool) -> Figure:
-    """Scatter of log N_hat(l) against -log f(l) (or -kappa log f(l)) with the stored
-    master-law fit of each seed evaluated at the plotted points (figures 5 and 9)."""
+    """Scatter of the sample complexity against -log f(l) (or -kappa log f(l)) with the stored
+    master-law fit of each seed evaluated at the plotted points (figures 5 and 9).
+
+    Filled markers are log N*(l), the continuous sample complexity the master law regresses
+    (METHOD §7); hollow markers are the grid value log N_hat(l), for reference.
+    """
     points = _finite(
         window.drop_duplicates(["optimizer", "model", "seed", "epoch", "lag"]),
-        "N_hat",
+        "N_star",
         "f",
         positive=True,
     )
     points = points.assign(
         minus_log_f=-np.log(points["f"].astype(float)),
+        log_nstar=np.log(points["N_star"].astype(float)),
         log_nhat=np.log(points["N_hat"].astype(float)),
     )
     points = points.assign(x_master=points["kappa"].astype(float) * points["minus_log_f"])
@@ -390,14 +395,11 @@ def _nhat_panels(window, master, models, optimizers, epoch, with_kappa: bool) ->
             ax, color = axes[row, col], MODEL_COLORS.get(model, "k")
             sub = _finite(_sel(points, optimizer=opt, model=model), x)
             for i, (seed, run) in enumerate(sub.groupby("seed")):
-                ax.scatter(
-                    run[x],
-                    run["log_nhat"],
-                    s=10,
-                    color=color,
-                    marker=markers[i % len(markers)],
-                    label=f"seed {seed}",
-                )
+                marker = markers[i % len(markers)]
+                ax.scatter(run[x], run["log_nstar"], s=10, color=color, marker=marker,
+                           label=f"seed {seed}")
+                ax.scatter(run[x], run["log_nhat"], s=10, facecolors="none", edgecolors=color,
+                           marker=marker, linewidths=0.6)
                 fit = _finite(
                     _sel(fits, optimizer=opt, model=model, seed=seed), "slope", "intercept"
                 )
@@ -429,7 +431,7 @@ def _nhat_panels(window, master, models, optimizers, epoch, with_kappa: bool) ->
             elif sub["seed"].nunique() > 1:
                 ax.legend(loc="lower right", frameon=False)
             ax.set_xlabel(r"$-\kappa(l)\,\log f(l)$" if with_kappa else r"$-\log f(l)$")
-            ax.set_ylabel(r"$\log \hat N(l)$")
+            ax.set_ylabel(r"$\log N^*(l)$ (filled), $\log \hat N(l)$ (hollow)")
             ax.set_title(f"{model}, {opt}")
     return fig
 
