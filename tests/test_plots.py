@@ -165,12 +165,15 @@ def test_tau_spectra_ccdf_of_finite_values(drawn):
 def test_master_law_points_and_stored_fit(drawn, tables):
     fig = drawn["master_law"][0]
     ax = fig.axes[0]  # const, adamw
-    x, y = ax.collections[0].get_offsets().T  # seed 1
+    x, y = ax.collections[0].get_offsets().T  # seed 1, filled: the regressed N*
     w = tables["window"]
     w = w[(w.model == "const") & (w.optimizer == "adamw") & (w.seed == 1)].drop_duplicates("lag")
-    w = w[np.isfinite(w["N_hat"])]
+    w = w[np.isfinite(w["N_star"]) & (w["N_star"] > 0)]
     np.testing.assert_allclose(np.sort(x), np.sort(-w["kappa"] * np.log(w["f"])), rtol=1e-4)
-    np.testing.assert_allclose(np.sort(y), np.sort(np.log(w["N_hat"])), rtol=1e-5)
+    np.testing.assert_allclose(np.sort(y), np.sort(np.log(w["N_star"])), rtol=1e-5)
+    _, y_hat = ax.collections[1].get_offsets().T  # hollow: the grid value N_hat (NaN off grid)
+    np.testing.assert_allclose(np.sort(y_hat[np.isfinite(y_hat)]),
+                               np.sort(np.log(w["N_hat"].dropna())), rtol=1e-5)
     fit = ax.get_lines()[0]
     np.testing.assert_allclose(fit.get_ydata(), np.log(S.C) + fit.get_xdata(), rtol=1e-5)
     assert "slope 1.00" in _texts(fig)
@@ -181,7 +184,8 @@ def test_N_hat_vs_f_uses_minus_log_f(drawn, tables):
     w = tables["window"]
     w = w[(w.model == "const") & (w.optimizer == "adamw") & (w.seed == 1)].drop_duplicates("lag")
     np.testing.assert_allclose(
-        np.sort(x), np.sort(-np.log(w.loc[np.isfinite(w["N_hat"]), "f"])), rtol=1e-4
+        np.sort(x), np.sort(-np.log(w.loc[np.isfinite(w["N_star"]) & (w["N_star"] > 0), "f"])),
+        rtol=1e-4,
     )
 
 
