@@ -9,13 +9,6 @@ cfg = snakemake.params.alpha
 psi = io.read_table(snakemake.input.psi, "psi")
 seed = int(psi["seed"].iloc[0]) + ALPHA_SEED_OFFSET
 log.info("fitting alpha on %d psi rows, %s, seed %d", len(psi), cfg, seed)
-out = alpha.fit_lags(
-    psi,
-    bootstrap=cfg["bootstrap"],
-    min_samples=cfg["min_samples"],
-    max_samples=cfg["max_samples"],
-    ci_width_max=cfg["ci_width_max"],
-    seed=seed,
-)
+out = alpha.fit_lags(psi, **cfg, seed=seed)  # the config section's keys are the keywords
 log.info("%d lags, %d reliable, methods %s", len(out), out["reliable"].sum(), out["method"].value_counts().to_dict())
 io.write_table(out, snakemake.output.alpha, "alpha")
