@@ -28,6 +28,7 @@ report: "workflow/report/workflow.rst"
 rule all:
     default_target: True
     input:
+        TRAIN_TARGETS,
         FIGURE_TARGETS,
         REPORT_TARGETS,
 

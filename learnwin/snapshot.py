@@ -116,6 +116,10 @@ def snapshot_checkpoint(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Envelope, units and psi tables of one checkpoint on the diag split, with run keys."""
     state = io.load_checkpoint(checkpoint, map_location=device)
+    x_all, y_all = load_split(data_dir, "diag")
+    if state.get("diverged"):  # a tombstone of a diverged run: NaN tables, same shape
+        env, units, psi = _nan_tables(lags, state["model_config"]["hidden"], x_all.shape[0])
+        return _with_keys((env, units, psi), keys)
     model = build_model(state["cell"], **state["model_config"]).to(device)
     model.load_state_dict(state["model"])
     model.eval()
@@ -124,7 +128,6 @@ def snapshot_checkpoint(
     rates = rate_matrix(model, recurrent, state["optimizer_name"], state["optimizer"], state["hparams"])
     dirs = random_directions(model, directions, seed=int(keys["seed"]))
     cell_dirs = {n.removeprefix("cell."): d for n, d in dirs.items() if n.startswith("cell.")}
-    x_all, y_all = load_split(data_dir, "diag")
 
     def batches():
         for i in range(0, x_all.shape[0], batch_size):
@@ -137,11 +140,23 @@ def snapshot_checkpoint(
     env, units, psi = probe(cell, model.W_out.detach(), batches(), lags, lr=state["hparams"]["lr"],
                             rates=rates, order=order, windows=windows, directions=cell_dirs,
                             keep_directions=keep_directions)
-    frames = []
-    for df in (env, units, psi):
+    return _with_keys((env, units, psi), keys)
+
+
+def _with_keys(tables, keys: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Run-key columns first, rows in a fixed order."""
+    env, units, psi = tables
+    for df in tables:
         for col, value in reversed(list(keys.items())):
             df.insert(0, col, value)
-        frames.append(df)
-    env, units, psi = frames
     return (_sorted(env, ["lag"]), _sorted(units, ["unit", "lag"]),
             _sorted(psi, [c for c in ("lag", "sequence", "direction") if c in psi.columns]))
+
+
+def _nan_tables(lags: Sequence[int], hidden: int, n_seq: int):
+    """Envelope, units and psi tables of a diverged run: every value NaN."""
+    env, units = EnvelopeAccumulator(lags, hidden, lr=1.0).tables(order=1)
+    env[env.columns.drop("lag")] = np.nan
+    units[["mu_abs", "tau"]] = np.nan
+    psi = _psi_frame(np.full((n_seq, len(lags)), np.nan), lags, 0)
+    return env, units, psi

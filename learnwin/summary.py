@@ -51,13 +51,17 @@ def build_summary(
 ) -> pd.DataFrame:
     """One row per (model, optimizer, seed) found in any input, at snapshot ``epoch``.
 
-    Columns: model, optimizer, seed, epoch, val_r2 (last epoch of the learning curve),
+    Columns: model, optimizer, seed, epoch, status ("ok" or "diverged after epoch E"), val_r2
+    (last epoch of the learning curve),
     alpha_median (median alpha over reliable lags), decay_<law, A, scale, ...> (the selected
     law of scope ``seed{S}``), H_N_<N> for the three budgets of :func:`budgets`.
     Missing inputs give NaN, never a missing row.
     """
     last = curve.sort_values("epoch").groupby(KEYS, as_index=False).last()
-    parts = [last[KEYS + ["val_r2"]]]
+    # runs trained with one config share the epoch count; a shorter curve means it diverged
+    last["status"] = np.where(last["epoch"] < last["epoch"].max(),
+                              "diverged after epoch " + last["epoch"].astype(str), "ok")
+    parts = [last[KEYS + ["status", "val_r2"]]]
 
     tails = _at(alpha, epoch)
     tails = tails[tails["reliable"].astype(bool) & np.isfinite(tails["alpha"].astype(float))]
@@ -99,9 +103,11 @@ def reading(
     epoch,
     models: Sequence[str],
     optimizers: Sequence[str],
+    missing: Sequence[str] = (),
 ) -> str:
     """An rst paragraph per optimizer: the decay class selected for each model's seed-mean
-    envelope (with its scale and 95 % CI) and H_N (mean ± std over seeds) at the largest N."""
+    envelope (with its scale and 95 % CI) and H_N (mean ± std over seeds) at the largest N;
+    then the runs left out of the statistics (``missing``, e.g. diverged runs)."""
     decay, agg = _at(decay, epoch), _at(H_N_agg, epoch)
     n_max = int(agg["N"].max()) if len(agg) else None
     lines = [
@@ -140,6 +146,8 @@ def reading(
             f"\n**{opt}.** Decay class of the seed-mean envelope (METHOD §8): {'; '.join(classes)}. "
             f"Learnability window H_N at N = {n_max} in lags, mean ± std over seeds: {'; '.join(windows)}."
         )
+    if missing:
+        lines.append(f"\n**Missing runs** (left out of every statistic and figure): {'; '.join(missing)}.")
     return "\n".join(lines) + "\n"
 
 

@@ -128,8 +128,9 @@ def train_run(
 ) -> pd.DataFrame:
     """Train one run; write snapshot checkpoints, ``best.pt``, ``final.pt`` and ``curve.parquet``.
 
-    Returns the learning curve. Raises :class:`DivergenceError` naming the run and epoch when
-    the loss stops being finite.
+    Returns the learning curve. When the loss stops being finite, training stops, the outputs
+    are still written (every checkpoint a tombstone carrying the error message, so the run is
+    left out downstream) and :class:`DivergenceError`, naming the run and epoch, is raised.
     """
     out_dir = Path(out_dir)
     work = out_dir / ".resume"
@@ -176,10 +177,16 @@ def train_run(
         if 0 in int_epochs:
             io.save_checkpoint(_ckpt(net, opt, 0, meta, curve[0]["val_mse"]), work / "epoch0.pt")
 
+    diverged = ""
     for epoch in range(start + 1, epochs + 1):
         t0 = time.perf_counter()
-        train_epoch(net, opt, xtr, ytr, seed=seed, epoch=epoch, batch_size=bs, grad_clip=clip,
-                    run_name=run_name, lr_key=f"optim.{optimizer}.lr")
+        try:
+            train_epoch(net, opt, xtr, ytr, seed=seed, epoch=epoch, batch_size=bs, grad_clip=clip,
+                        run_name=run_name, lr_key=f"optim.{optimizer}.lr")
+        except DivergenceError as err:
+            diverged = str(err)
+            log.error(diverged)
+            break
         row = record(epoch)
         curve.append(row)
         seconds = time.perf_counter() - t0
@@ -194,16 +201,22 @@ def train_run(
                  "%.2fs eta %.0fs", run_name, epoch, epochs, row["train_mse"], row["train_r2"],
                  row["val_mse"], row["val_r2"], seconds, seconds * (epochs - epoch))
 
-    final = _ckpt(net, opt, epochs, meta, curve[-1]["val_mse"])
-    for epoch in int_epochs:  # copy, not move: a kill here must leave the resume state whole
-        with io.atomic_path(out_dir / f"epoch{epoch}.pt") as tmp:
-            shutil.copyfile(work / f"epoch{epoch}.pt", tmp)
-    io.save_checkpoint(best, out_dir / "best.pt")
-    io.save_checkpoint(final, out_dir / "final.pt")
+    if diverged:  # every declared checkpoint is a tombstone: the snapshot stage makes NaN tables
+        names = [f"epoch{e}.pt" for e in int_epochs] + ["best.pt", "final.pt"]
+        for name in names:
+            io.save_checkpoint({**meta, "diverged": diverged, "epoch": epoch}, out_dir / name)
+    else:
+        for e in int_epochs:  # copy, not move: a kill here must leave the resume state whole
+            with io.atomic_path(out_dir / f"epoch{e}.pt") as tmp:
+                shutil.copyfile(work / f"epoch{e}.pt", tmp)
+        io.save_checkpoint(best, out_dir / "best.pt")
+        io.save_checkpoint(_ckpt(net, opt, epochs, meta, curve[-1]["val_mse"]), out_dir / "final.pt")
     df = pd.DataFrame(curve)
     df.insert(0, "seed", seed)
     df.insert(0, "optimizer", optimizer)
     df.insert(0, "model", model)
     io.write_table(df, out_dir / "curve.parquet", "curve")
     shutil.rmtree(work)
+    if diverged:
+        raise DivergenceError(diverged)
     return df

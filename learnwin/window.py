@@ -154,14 +154,20 @@ def predicted_inputs(window: pd.DataFrame) -> pd.DataFrame:
 def aggregate(
     h_n_frames, window_frames, master_frames, decay_frames, *, eps: float, N_grid
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """results/stats/{H_N, H_N_agg, master}.parquet from the per-snapshot and decay tables."""
-    h_n = pd.concat(list(h_n_frames), ignore_index=True)
+    """results/stats/{H_N, H_N_agg, master}.parquet from the per-snapshot and decay tables.
+
+    Snapshots whose envelope is NaN at every lag (a diverged run's tombstones) are left out.
+    """
+    windows = pd.concat(list(window_frames), ignore_index=True)
+    finite = np.isfinite(windows["f"].astype(float))
+    alive = windows.loc[finite, list(RUN_KEYS)].drop_duplicates()
+    h_n = pd.concat(list(h_n_frames), ignore_index=True).merge(alive, on=list(RUN_KEYS))
     grouped = h_n.groupby([*AGG_KEYS, "N"])["H_N"]
     agg = grouped.agg(n_seeds="count", mean="mean", std="std", median="median").reset_index()
     agg["q25"] = grouped.quantile(0.25).to_numpy()
     agg["q75"] = grouped.quantile(0.75).to_numpy()
     agg = agg.astype({"n_seeds": "int64"})
-    inputs = predicted_inputs(pd.concat(list(window_frames), ignore_index=True))
+    inputs = predicted_inputs(windows)
     decay = pd.concat(list(decay_frames), ignore_index=True)
     chosen = decay[(decay["scope"] == "mean") & decay["selected"]]
     pred = []
@@ -176,6 +182,7 @@ def aggregate(
             curve = predict_window(law_row.iloc[0], a, s, c, eps, N_grid)
             values = block["N"].map(dict(zip(np.asarray(N_grid).tolist(), curve))).to_numpy(float)
         pred.append(block.assign(predicted=values, law=law, pred_alpha=a, pred_sigma=s, pred_c=c))
-    agg = pd.concat(pred).sort_index()
+    agg = pd.concat(pred).sort_index() if pred else agg.assign(  # every run diverged
+        predicted=np.nan, law="none", pred_alpha=np.nan, pred_sigma=np.nan, pred_c=np.nan)
     master = pd.concat(list(master_frames), ignore_index=True)
     return h_n, agg, master

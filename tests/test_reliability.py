@@ -5,11 +5,13 @@ middle of training. Marked slow; CI runs it.
 """
 
 import os
+import re
 import signal
 import subprocess
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 import yaml
@@ -92,3 +94,30 @@ def test_kill_during_snapshot_job(reference, tmp_path):
     snaps = list((work / "results/snapshots").rglob("*.parquet"))
     assert all(not p.name.startswith(".") for p in snaps)  # temp files are hidden, never final
     _same_as_reference(work, reference)
+
+
+def test_divergence_with_keep_going_draws_figures_from_the_runs_that_exist(tmp_path):
+    """SGD with a huge lr diverges: its check fails, naming the run, and with --keep-going
+    everything else finishes, figures included, with the diverged runs named in the report."""
+    work = copy_workflow(tmp_path / "diverge")
+    cfg = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
+    cfg.update(models=["const", "gru"], optimizers=["adamw", "sgd"])
+    cfg["optim"] = {"sgd": {"lr": 1e30}}
+    (work / "config" / "diverge.yaml").write_text(yaml.safe_dump(cfg))
+    out = snakemake(work, "--cores", "2", "--keep-going", "--configfile", "config/diverge.yaml",
+                    check=False)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0
+    assert re.search(r"training diverged: model=gru optimizer=sgd seed=2: training loss became "
+                     r"(nan|inf) at epoch 1", text)
+    res = work / "results"
+    assert len(list((res / "figures").glob("*.png"))) >= 12
+    summary = pd.read_csv(res / "summary.csv")
+    status = dict(zip(summary["optimizer"] + "/" + summary["model"], summary["status"]))
+    assert status["adamw/gru"] == "ok" and status["sgd/gru"].startswith("diverged after epoch")
+    reading = (res / "reading.rst").read_text()
+    assert "Missing runs" in reading and "gru/sgd/seed2" in reading and "const/sgd/seed2" in reading
+    agg = pd.read_parquet(res / "stats/H_N_agg.parquet")
+    assert set(agg["optimizer"]) == {"adamw"}  # the diverged runs are left out of every aggregate
+    assert not (res / "train/sgd/gru/seed2/converged.txt").exists()
+    assert (res / "train/adamw/gru/seed2/converged.txt").exists()

@@ -45,7 +45,8 @@ TIMING_COLUMNS = {"seconds"}
 # Narrowing of config/smoke.yaml for the SLURM test (applied to both runs, see the docstring).
 SMOKE_SLICE = {"models": ["gru"], "optimizers": ["adamw"]}
 # Rules that must never reach SLURM (the workflow declares them `localrules`).
-LOCAL_RULE_PATTERN = re.compile(r"^(plot_\w+|aggregate_window|fit_decay|write_summary|write_provenance)$")
+LOCAL_RULE_PATTERN = re.compile(
+    r"^(plot_\w+|aggregate_window|fit_decay|write_summary|write_provenance|check_training)$")
 
 
 def _has_slurm_plugin() -> bool:
@@ -141,6 +142,7 @@ def expected_job_counts(config: dict) -> dict[str, int]:
     return {
         "make_data": seeds,  # results/data/seed{S}
         "train_model": runs,  # results/train/{optimizer}/{model}/seed{S}
+        "check_training": runs,  # .../seed{S}/converged.txt
         "take_snapshot": runs * epochs,  # .../seed{S}/epoch{E}
         "fit_alpha": runs * epochs,
         "compute_window": runs * epochs,

@@ -55,11 +55,18 @@ def snapshots(name):
 
 
 def section(*keys):
-    """A copy of one config section: a rule's params see only what it depends on."""
+    """A copy of one config section, keys sorted: a rule's params see only what it depends on,
+    and the same values compare equal whatever the key order of the YAML file."""
     node = config
     for key in keys:
         node = node[key]
-    return dict(node) if isinstance(node, dict) else node
+    return _canonical(node)
+
+
+def _canonical(node):
+    if isinstance(node, dict):
+        return {k: _canonical(node[k]) for k in sorted(node)}
+    return node
 
 
 def optimizer_hparams(wildcards):

@@ -33,4 +33,26 @@ rule train_model:
         "../scripts/train_model.py"
 
 
-TRAIN_TARGETS = runs(f"{RUN}/final.pt")
+rule check_training:
+    """Fails, naming the run and epoch, when training diverged (its outputs are tombstones)."""
+    input:
+        final=f"{RUN}/final.pt",
+    output:
+        f"{RUN}/converged.txt",
+    log:
+        f"{LOGS}/check_training/{{optimizer}}/{{model}}/seed{{seed}}.log",
+    benchmark:
+        f"{BENCH}/check_training/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    script:
+        "../scripts/check_training.py"
+
+
+localrules:
+    check_training,
+
+
+TRAIN_TARGETS = runs(f"{RUN}/converged.txt")

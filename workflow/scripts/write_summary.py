@@ -14,8 +14,10 @@ decay = pd.concat([read_table(p, "decay") for p in inp.decay], ignore_index=True
 H_N, H_N_agg = read_table(inp.H_N, "H_N"), read_table(inp.H_N_agg, "H_N")
 
 table = summary.build_summary(curve, alpha, decay, H_N, epoch=par.epoch)
+missing = [f"{r.model}/{r.optimizer}/seed{r.seed} ({r.status})"
+           for r in table[table["status"] != "ok"].itertuples()]
 text = summary.reading(
-    decay, H_N_agg, epoch=par.epoch, models=par.models, optimizers=par.optimizers
+    decay, H_N_agg, epoch=par.epoch, models=par.models, optimizers=par.optimizers, missing=missing
 )
 summary.write(table, text, parquet=out.parquet, csv=out.csv, html=out.html, rst=out.reading)
 log.info("summary: %d rows, columns %s", len(table), list(table.columns))
