@@ -57,8 +57,37 @@ def check(config: Mapping) -> None:
             f"figures.epoch = {fig_epoch!r} must be one of train.snapshot_epochs = "
             f"{train['snapshot_epochs']}"
         )
+    check_recovery(config)
     if config["device"] == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise ConfigError("device = 'cuda' but no CUDA device is visible; allowed: auto, cpu")
+
+
+def check_recovery(config: Mapping) -> None:
+    """Cross-field checks of the ``recovery`` section (direct measurement of the window)."""
+    rec, bs = config["recovery"], config["train"]["batch_size"]
+    n_train = rec["n_train"]
+    if any(b <= a for a, b in zip(n_train, n_train[1:])):
+        raise ConfigError(f"recovery.n_train = {n_train} must be strictly increasing")
+    if bs > n_train[0]:
+        raise ConfigError(f"train.batch_size = {bs} must be <= min(recovery.n_train) = {n_train[0]}")
+    if rec["steps"] * bs < n_train[-1]:
+        raise ConfigError(
+            f"recovery.steps * train.batch_size = {rec['steps'] * bs} must be >= "
+            f"max(recovery.n_train) = {n_train[-1]} so that every run sees all its sequences")
+    extra = sorted(set(rec["control_n_train"] or []) - set(n_train))
+    if extra:
+        raise ConfigError(f"recovery.control_n_train {extra} must be entries of recovery.n_train")
+    off_grid = sorted(set(n_train) - set(config["window"]["N_grid"]))
+    if off_grid:
+        raise ConfigError(f"recovery.n_train {off_grid} must be entries of window.N_grid "
+                          "(the predicted H_N exists only there)")
+    for key in ("models", "optimizers"):
+        extra = sorted(set(rec[key] or []) - set(config[key]))
+        if extra:
+            raise ConfigError(f"recovery.{key} {extra} must be entries of {key} = {config[key]}")
+    if rec["epoch"] not in config["train"]["snapshot_epochs"]:
+        raise ConfigError(f"recovery.epoch = {rec['epoch']!r} must be one of "
+                          f"train.snapshot_epochs = {config['train']['snapshot_epochs']}")

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from learnwin import recovery
-from learnwin.config import ConfigError
+from learnwin.config import ConfigError, check_recovery
 
 TASK = dict(T=16, D=2, noise_std=0.1)
 MODEL = dict(hidden=8, layer_norm=True, const_s=0.5, gru_init_update=0.3, lstm_init_forget=0.5)
@@ -148,11 +148,11 @@ CONFIG = dict(
     (("recovery", "epoch"), 5, "train.snapshot_epochs"),
 ])
 def test_check_config(path, value, message):
-    recovery.check_config(CONFIG)
+    check_recovery(CONFIG)
     bad = copy.deepcopy(CONFIG)
     bad[path[0]][path[1]] = value
     with pytest.raises(ConfigError, match=message):
-        recovery.check_config(bad)
+        check_recovery(bad)
 
 
 def test_plot_recovery_writes_png_and_pdf(tmp_path):

@@ -3,10 +3,6 @@
 # equal gradient steps and measures recovery on held-out sequences; the aggregate turns the rows
 # into H_N_emp(N) and holds it against the predicted H_N (learnwin/recovery.py). Behind its own
 # target `recovery`, not in `all`.
-import learnwin.recovery as lwrecovery
-
-lwrecovery.check_config(config)
-
 REC = config["recovery"]
 REC_SEEDS = REC["seeds"] or SEEDS
 REC_MODELS = REC["models"] or MODELS
