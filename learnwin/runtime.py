@@ -8,10 +8,10 @@ import sys
 
 
 def setup(log_path: str | None, threads: int = 1) -> logging.Logger:
-    """Send logging (and stderr) to ``log_path`` and cap numeric threads at ``threads``.
+    """Send logging (and stderr) to ``log_path`` and cap OpenMP/MKL/BLAS threads at ``threads``.
 
-    Torch is only configured when it is already imported or needed by the caller's module,
-    so the numpy-only statistics stages stay torch-free.
+    Torch is not imported here, so the numpy-only stages stay torch-free; the torch stages
+    call :func:`set_torch_threads` themselves.
     """
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
@@ -27,8 +27,6 @@ def setup(log_path: str | None, threads: int = 1) -> logging.Logger:
         handlers=handlers,
         force=True,
     )
-    if "torch" in sys.modules:
-        set_torch_threads(threads)
     return logging.getLogger("learnwin")
 
 
