@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import least_squares
 
 LAWS = ("exp", "power", "log", "tempered", "exp_floor", "power_floor", "log_floor")
 N_PARAMS = {"exp": 2, "power": 2, "log": 2, "tempered": 4}
@@ -146,6 +145,8 @@ def _fit_tempered(lag: np.ndarray, Y: np.ndarray):
 
 def _fit_floor(law: str, lag: np.ndarray, y: np.ndarray):
     """least_squares fit of log(exp(a + b T) + F) to y -> (a, b, F, rss)."""
+    from scipy.optimize import least_squares  # imported here: ~1 s start-up the window stage skips
+
     T = transform(law, lag)
     f = np.exp(y)
 

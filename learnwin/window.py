@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from learnwin.alpha import per_sequence
 from learnwin.decay import predict_window
@@ -89,11 +88,18 @@ def master_law(lag_table: pd.DataFrame) -> dict:
     if x.size < 3 or np.ptp(x) == 0:
         out["flag"] = f"{x.size} valid lags (need >= 3 with distinct x)"
         return out
-    fit = stats.linregress(x, y)
-    half = stats.t.ppf(0.975, x.size - 2) * fit.stderr
+    from scipy.special import stdtrit  # not scipy.stats: ~1.5 s less start-up per window job
+
+    dx, dy = x - x.mean(), y - y.mean()
+    sxx = dx @ dx
+    slope = (dx @ dy) / sxx
+    resid = dy - slope * dx
+    syy = dy @ dy
+    r2 = 1 - (resid @ resid) / syy if syy > 0 else 1.0
+    half = stdtrit(x.size - 2, 0.975) * np.sqrt((resid @ resid) / (x.size - 2) / sxx)
     out.update(
-        slope=fit.slope, intercept=fit.intercept, r2=fit.rvalue**2,
-        slope_lo=fit.slope - half, slope_hi=fit.slope + half, flag="",
+        slope=slope, intercept=y.mean() - slope * x.mean(), r2=r2,
+        slope_lo=slope - half, slope_hi=slope + half, flag="",
     )
     return out
 

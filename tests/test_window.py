@@ -109,3 +109,21 @@ def test_aggregate_and_round_trip(tmp_path):
     np.testing.assert_allclose(agg["predicted"], expected, rtol=1e-5)
     write_table(agg, tmp_path / "agg.parquet", "H_N")
     assert read_table(tmp_path / "agg.parquet", "H_N")["law"].tolist() == ["exp"] * len(N_GRID)
+
+
+def test_master_law_regression_matches_scipy_linregress():
+    """The numpy OLS and its t-based 95% CI against scipy.stats.linregress on noisy data."""
+    from scipy import stats
+
+    rng = np.random.default_rng(4)
+    f = np.exp(-np.linspace(0.5, 6, 25))
+    kappa = rng.uniform(1.2, 2.5, 25)
+    x = -kappa * np.log(f)
+    N_star = np.exp(0.8 * x + 1.5 + 0.3 * rng.standard_normal(25))
+    table = pd.DataFrame({"kappa": kappa, "f": f, "N_star": N_star, "reliable": True})
+    got = W.master_law(table)
+    ref = stats.linregress(x, np.log(N_star))
+    half = stats.t.ppf(0.975, 23) * ref.stderr
+    np.testing.assert_allclose([got["slope"], got["intercept"], got["r2"], got["slope_lo"], got["slope_hi"]],
+                               [ref.slope, ref.intercept, ref.rvalue ** 2, ref.slope - half, ref.slope + half],
+                               rtol=1e-10)
