@@ -10,6 +10,14 @@ one pass: prefix sums over time of log lambda (float64, lambda clamped to [1e-12
 r / lambda, so Gamma_{t-l,l} for all lags is a difference of two gathered prefix sums. Lags are
 processed in chunks only to bound memory; there is no loop over single lags or time steps.
 
+Rejected alternative (measured, benchmarks/envelope.py): Gamma0 factorises through a reference
+time, so sums over units of a_t Gamma c_k are bilinear and one matrix product per time block
+gives them at every (t, k) pair; |mu| then needs a direct pass over the (sequence, unit) pairs
+whose first-order factor changes sign (41 % of them in a trained LSTM). With every receiving
+time it ran 4.8x faster than this path on an untrained GRU, but with the default 32 windows the
+snapshot jobs got slower (DiagGate 1.37 s vs 1.02 s), and at the paper's size it would compute
+T^2 = 2.4M pairs per sequence where the grid needs 192 lags x 32 windows (384x fewer).
+
 The adaptive base rate Lambda^(q)(n, k) is the Rayleigh quotient of the per-parameter rate
 matrix (averaged over the cell's H x H recurrent matrices) at the pre-synaptic state h_{k-1};
 Lambda = lr for SGD. Choice (METHOD silent): a snapshot taken before the first optimizer step

@@ -61,8 +61,12 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[
         tmp.unlink(missing_ok=True)
 
 
-def write_table(df: pd.DataFrame, path: str | os.PathLike, artifact: str) -> None:
-    """Write ``df`` as zstd Parquet with float32 values and the artifact's schema version."""
+def write_table(df: pd.DataFrame, path: str | os.PathLike, artifact: str,
+                notes: Mapping[str, str] | None = None) -> None:
+    """Write ``df`` as zstd Parquet with float32 values and the artifact's schema version.
+
+    ``notes`` are stored in the file metadata under ``learnwin.<key>`` (:func:`read_notes`).
+    """
     out = df.copy()
     for col in out.columns:
         if pd.api.types.is_float_dtype(out[col]):
@@ -70,9 +74,17 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike, artifact: str) -> Non
     table = pa.Table.from_pandas(out, preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[_META_KEY] = f"{artifact}:{SCHEMA_VERSIONS[artifact]}".encode()
+    meta.update({f"learnwin.{key}".encode(): value.encode() for key, value in (notes or {}).items()})
     table = table.replace_schema_metadata(meta)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
+
+
+def read_notes(path: str | os.PathLike) -> dict[str, str]:
+    """The ``notes`` a Parquet artifact was written with (metadata only; the data is not read)."""
+    meta = pq.read_schema(path).metadata or {}
+    return {k.decode().removeprefix("learnwin."): v.decode() for k, v in meta.items()
+            if k.startswith(b"learnwin.") and k != _META_KEY}
 
 
 def read_table(path: str | os.PathLike, artifact: str) -> pd.DataFrame:

@@ -62,8 +62,11 @@ def r2_score(mse: float, y_var: float) -> float:
     return 1.0 - mse / y_var if y_var > 0 else float("nan")
 
 
+EVAL_BATCH = 256  # sequences per evaluation forward pass: bounds memory; 3x faster than batch 32
+
+
 @torch.no_grad()
-def evaluate(model, x: torch.Tensor, y: torch.Tensor, batch: int) -> float:
+def evaluate(model, x: torch.Tensor, y: torch.Tensor, batch: int = EVAL_BATCH) -> float:
     """Mean squared error over all outputs of a split, in batches."""
     total = 0.0
     for i in range(0, x.shape[0], batch):
@@ -165,8 +168,8 @@ def train_run(
 
     def record(epoch: int) -> dict:
         net.eval()
-        tr = evaluate(net, xtr[:n_r2], ytr[:n_r2], bs)
-        va = evaluate(net, xva, yva, bs)
+        tr = evaluate(net, xtr[:n_r2], ytr[:n_r2])
+        va = evaluate(net, xva, yva)
         net.train()
         return {"epoch": epoch, "train_mse": tr, "train_r2": r2_score(tr, var_tr),
                 "val_mse": va, "val_r2": r2_score(va, var_va)}
@@ -215,7 +218,7 @@ def train_run(
     df.insert(0, "seed", seed)
     df.insert(0, "optimizer", optimizer)
     df.insert(0, "model", model)
-    io.write_table(df, out_dir / "curve.parquet", "curve")
+    io.write_table(df, out_dir / "curve.parquet", "curve", notes={"diverged": diverged} if diverged else None)
     shutil.rmtree(work)
     if diverged:
         raise DivergenceError(diverged)

@@ -1,5 +1,7 @@
 """Training: loss goes down, resume is exact, divergence is named (METHOD §3)."""
 
+import re
+
 import pytest
 import torch
 
@@ -30,6 +32,7 @@ def test_training_lowers_loss_on_single_lag_task(data_dir, tmp_path, model):
     curve = _run(data_dir, tmp_path, model=model, lr=0.02, epochs=12)
     assert curve["val_mse"].iloc[-1] < 0.6 * curve["val_mse"].iloc[0]
     assert curve["val_r2"].iloc[-1] > 0.3
+    assert io.read_notes(tmp_path / "curve.parquet") == {}  # converged: no divergence note
     assert list(curve.columns) == ["model", "optimizer", "seed", "epoch", "train_mse", "train_r2",
                                    "val_mse", "val_r2"]
     for name in ("epoch0.pt", "epoch3.pt", "best.pt", "final.pt", "curve.parquet"):
@@ -82,6 +85,9 @@ def test_divergence_names_the_run(data_dir, tmp_path):
     with pytest.raises(train.DivergenceError,
                        match=r"model=const optimizer=sgd seed=5: training loss became (nan|inf) at epoch \d"):
         _run(data_dir, tmp_path, model="const", optimizer="sgd", lr=1e30, grad_clip=0.0)
+    # the curve carries the message for rule check_training, which reads only the file metadata
+    notes = io.read_notes(tmp_path / "curve.parquet")
+    assert re.match(r"model=const optimizer=sgd seed=5: training loss became (nan|inf)", notes["diverged"])
 
 
 @pytest.mark.parametrize("name", train.OPTIMIZERS)
