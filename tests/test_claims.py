@@ -39,3 +39,25 @@ def test_verdicts_count_each_check():
     assert (v.loc["b", "holds"], v.loc["b", "of"]) == (4, 5)  # const/shared log-linear, lstm too
     assert (v.loc["c", "holds"], v.loc["c", "of"]) == (5, 10)  # diag, gru: both; lstm: tau only
     assert (v.loc["d", "holds"], v.loc["d", "of"]) == (9, 10)
+
+
+def test_claim_metrics_on_synthetic_artifacts(tmp_path):
+    """Known envelopes, unit time scales and master rows (tests/synthetic.py) read back."""
+    from learnwin.claims import claim_metrics
+    from learnwin.io import write_table
+    from synthetic import MODELS, OPTIMIZERS, SEEDS, tau_of, write_artifacts
+
+    tables = write_artifacts(tmp_path)
+    runs = tables["curve"].drop_duplicates(["model", "optimizer", "seed"])[["model", "optimizer", "seed"]]
+    write_table(runs.assign(epoch="best", val_r2=0.5 + 0.1 * runs["seed"]), tmp_path / "results/summary.parquet",
+                "summary")
+    m = claim_metrics(tmp_path / "results", MODELS, OPTIMIZERS, SEEDS).set_index(["optimizer", "model"])
+    for opt in OPTIMIZERS:
+        for model in MODELS:
+            taus = [tau_of(model, s, "best") for s in SEEDS]
+            row = m.loc[(opt, model)]
+            assert min(taus) < row["tau_env"] < max(taus)  # the seed mean of two exponentials
+            # unit taus are tau * (0.5, 1.0, 1.5) and inf: IQR over the finite ones is tau / 2
+            assert row["tau_iqr"] == pytest.approx(np.mean(taus) / 2, rel=1e-5)
+            assert row["val_r2"] == pytest.approx(0.5 + 0.1 * np.mean(SEEDS))
+            assert (row["slope"], row["slope_r2"], row["law"]) == (1.0, pytest.approx(0.98), "exp")
