@@ -1,8 +1,6 @@
 # Helpers shared by the rule files: cross-field config checks, wildcard constraints,
 # path builders, per-rule config scoping and target lists. No rules here.
 import learnwin.config as lwconfig
-import learnwin.io as learnwin_io
-from snakemake.exceptions import WorkflowError
 
 lwconfig.check(config)
 
