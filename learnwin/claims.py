@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from learnwin import io
+from learnwin.decay import ols
 
 SLOW = ["diag", "gru", "lstm"]  # the paper's slowly decaying (power-law-like) cells
 FAST = ["const", "shared"]  # exponential, saturating H_N
@@ -38,7 +39,7 @@ def _log_slope(lag: np.ndarray, f: np.ndarray) -> float:
     ok = np.isfinite(f) & (f > 0)
     if ok.sum() < 3:
         return float("nan")
-    return float(np.polyfit(lag[ok], np.log(f[ok]), 1)[0])
+    return float(ols(lag[ok], np.log(f[ok]))[1])
 
 
 def envelope_shape(lag: np.ndarray, f: np.ndarray) -> tuple[float, float]:

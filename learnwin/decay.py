@@ -116,7 +116,7 @@ def _scale_from_slope(law: str, b) -> np.ndarray:
     return -b
 
 
-def _ols(T: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def ols(T: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Least squares of every column of Y (n, ...) on [1, T] -> (a, b, rss), vectorised."""
     Tc = T - T.mean()
     Yc = Y - Y.mean(axis=0)
@@ -137,7 +137,7 @@ def _fit_tempered(lag: np.ndarray, Y: np.ndarray):
     k, lc = _tempered_grid(lag)
     temper = (lag[:, None] / lc[None, :]) ** k[None, :]  # (n, G)
     Z = Y[:, :, None] + temper[:, None, :]  # (n, B, G)
-    a, b, rss = _ols(np.log(lag), Z)
+    a, b, rss = ols(np.log(lag), Z)
     best = np.argmin(rss, axis=-1)
     pick = np.arange(Y.shape[1])
     return a[pick, best], -b[pick, best], lc[best], k[best], rss[pick, best]
@@ -160,9 +160,9 @@ def _fit_floor(law: str, lag: np.ndarray, y: np.ndarray):
             share = g / (g + p[2])
             return np.column_stack([share, T * share, 1.0 / (g + p[2])])
 
-    a0, b0, _ = _ols(T, y)
+    a0, b0, _ = ols(T, y)
     F0 = 0.5 * f.min()
-    a1, b1, _ = _ols(T, np.log(f - F0))
+    a1, b1, _ = ols(T, np.log(f - F0))
     best = None
     for p0 in [(a0, b0, 0.0), (a1, b1, F0)]:
         res = least_squares(
@@ -277,11 +277,11 @@ def fit_curve(
                 Yb = yhat[:, None] + _block_residuals(y - yhat, bootstrap, block, rng)
                 slopes = _refit_floor(T, Yb.T, np.array([a, b, F]))[:, 1]
         else:
-            a, b, rss = _ols(T, y)
+            a, b, rss = ols(T, y)
             yhat = a + b * T
             row.update(A=np.exp(a), scale=float(_scale_from_slope(law, b)))
             Yb = yhat[:, None] + _block_residuals(y - yhat, bootstrap, block, rng)
-            slopes = _ols(T, Yb)[1]
+            slopes = ols(T, Yb)[1]
         if slopes is not None:
             lo, hi = np.quantile(slopes, [0.025, 0.975])
             if law == "tempered":  # slopes hold -beta
