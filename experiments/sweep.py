@@ -41,9 +41,10 @@ def run_variant(name: str, config: dict, cores: int) -> float:
     work.mkdir(parents=True, exist_ok=True)
     (work / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(work),
-                    "--configfile", str(work / "config.yaml"), "--cores", str(cores), "summary"],
-                   cwd=ROOT, check=True, stdout=open(work / "snakemake.log", "w"), stderr=subprocess.STDOUT)
+    with open(work / "snakemake.log", "w") as log:
+        subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(work),
+                        "--configfile", str(work / "config.yaml"), "--cores", str(cores), "summary"],
+                       cwd=ROOT, check=True, stdout=log, stderr=subprocess.STDOUT)
     return time.perf_counter() - t0
 
 

@@ -64,7 +64,8 @@ def claim_metrics(results: str | Path, models, optimizers, seeds, epoch: str = "
             snaps = [results / "snapshots" / opt / model / f"seed{s}" / f"epoch{epoch}" for s in seeds]
             env = pd.concat([io.read_table(p / "envelope.parquet", "envelope") for p in snaps])
             mean_f = env.groupby("lag")["f"].mean()
-            tau, decel = envelope_shape(mean_f.index.to_numpy(), mean_f.to_numpy())
+            lags = mean_f.index.to_numpy()
+            tau, decel = envelope_shape(lags, mean_f.to_numpy())
             iqr = []
             for p in snaps:
                 taus = io.read_table(p / "units.parquet", "units").groupby("unit")["tau"].first()
@@ -76,7 +77,6 @@ def claim_metrics(results: str | Path, models, optimizers, seeds, epoch: str = "
             n_max = h["N"].max()
             at = lambda n: h.loc[h["N"] == h["N"][h["N"] <= n].max(), "mean"].iloc[0]  # noqa: E731
             h_low, h_mid, h_max = at(n_max / 256), at(n_max / 16), at(n_max)
-            lags = mean_f.index.to_numpy()
             with np.errstate(divide="ignore", invalid="ignore"):
                 accel = np.float64(h_max - h_mid) / np.float64(h_mid - h_low)
             sel = lambda t: t[(t["model"] == model) & (t["optimizer"] == opt) & (t["epoch"] == epoch)]  # noqa: E731
