@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -47,20 +47,23 @@ def budgets(H_N: pd.DataFrame) -> list[int]:
 
 
 def build_summary(
-    curve: pd.DataFrame, alpha: pd.DataFrame, decay: pd.DataFrame, H_N: pd.DataFrame, *, epoch
+    curve: pd.DataFrame, alpha: pd.DataFrame, decay: pd.DataFrame, H_N: pd.DataFrame, *, epoch,
+    diverged: Iterable[tuple] = (),
 ) -> pd.DataFrame:
     """One row per (model, optimizer, seed) found in any input, at snapshot ``epoch``.
 
-    Columns: model, optimizer, seed, epoch, status ("ok" or "diverged after epoch E"), val_r2
-    (last epoch of the learning curve),
+    ``diverged`` holds the (model, optimizer, seed) of the runs whose curve.parquet carries the
+    training stage's divergence note (:func:`learnwin.io.read_notes`).
+    Columns: model, optimizer, seed, epoch, status ("ok", or "diverged after epoch E" for the
+    runs in ``diverged``, E = the last epoch of their curve), val_r2 (last epoch of the curve),
     alpha_median (median alpha over reliable lags), decay_<law, A, scale, ...> (the selected
     law of scope ``seed{S}``), H_N_<N> for the three budgets of :func:`budgets`.
     Missing inputs give NaN, never a missing row.
     """
     last = curve.sort_values("epoch").groupby(KEYS, as_index=False).last()
-    # runs trained with one config share the epoch count; a shorter curve means it diverged
-    last["status"] = np.where(last["epoch"] < last["epoch"].max(),
-                              "diverged after epoch " + last["epoch"].astype(str), "ok")
+    bad = {(str(m), str(o), int(s)) for m, o, s in diverged}
+    is_bad = [(m, o, int(s)) in bad for m, o, s in last[KEYS].itertuples(index=False)]
+    last["status"] = np.where(is_bad, "diverged after epoch " + last["epoch"].astype(str), "ok")
     parts = [last[KEYS + ["status", "val_r2"]]]
 
     tails = _at(alpha, epoch)

@@ -62,6 +62,20 @@ def test_missing_inputs_give_nan_not_missing_rows(tables):
     assert out["decay_law"].isna().all()
 
 
+def test_status_follows_the_divergence_note_not_the_curve_length(tables):
+    curve = tables["curve"]
+    short = (curve["model"] == "const") & (curve["optimizer"] == "sgd") & (curve["seed"] == S.SEEDS[0])
+    curve = curve[~short | (curve["epoch"] <= 1)]  # a shorter curve alone is not a divergence
+    gru = ("gru", "adamw", S.SEEDS[1])  # a full-length curve with the note is one
+    out = summary.build_summary(
+        curve, tables["alpha"], tables["decay"], tables["H_N"], epoch="best", diverged=[gru]
+    ).set_index(["model", "optimizer", "seed"])["status"]
+    last = tables["curve"]["epoch"].max()
+    assert out[gru] == f"diverged after epoch {last}"
+    assert out[("const", "sgd", S.SEEDS[0])] == "ok"
+    assert (out == "ok").sum() == len(out) - 1
+
+
 def test_reading_states_class_and_largest_window(tables):
     text = summary.reading(
         tables["decay"], tables["H_N_agg"], epoch="best", models=S.MODELS, optimizers=S.OPTIMIZERS

@@ -3,17 +3,19 @@
 import pandas as pd
 
 from learnwin import runtime, summary
-from learnwin.io import read_table
+from learnwin.io import read_notes, read_table
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 
 inp, par, out = snakemake.input, snakemake.params, snakemake.output
-curve = pd.concat([read_table(p, "curve") for p in inp.curve], ignore_index=True)
+curves = [read_table(p, "curve") for p in inp.curve]
+diverged = [tuple(c[summary.KEYS].iloc[0]) for p, c in zip(inp.curve, curves) if "diverged" in read_notes(p)]
+curve = pd.concat(curves, ignore_index=True)
 alpha = pd.concat([read_table(p, "alpha") for p in inp.alpha], ignore_index=True)
 decay = pd.concat([read_table(p, "decay") for p in inp.decay], ignore_index=True)
 H_N, H_N_agg = read_table(inp.H_N, "H_N"), read_table(inp.H_N_agg, "H_N")
 
-table = summary.build_summary(curve, alpha, decay, H_N, epoch=par.epoch)
+table = summary.build_summary(curve, alpha, decay, H_N, epoch=par.epoch, diverged=diverged)
 missing = [f"{r.model}/{r.optimizer}/seed{r.seed} ({r.status})"
            for r in table[table["status"] != "ok"].itertuples()]
 text = summary.reading(
