@@ -74,7 +74,8 @@ def per_lag(trace, lam, delta, v, lags, windows):
     for i, lag in enumerate(lags):
         t = t_all[i][mask[i]]
         k = t - lag
-        g0, corr = torch.ones_like(_at(leak, k)), torch.ones_like(_at(leak, k))
+        g0 = torch.ones(leak.shape[0], len(k), leak.shape[2], dtype=leak.dtype)
+        corr = torch.ones_like(g0)
         for j in range(1, lag + 1):  # step k + j of every perturbation time k
             g0 = g0 * _at(leak, k + j)
             corr = corr + _at(ratio, k + j)
