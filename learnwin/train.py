@@ -15,6 +15,7 @@ settings and is ignored when they changed.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -112,8 +113,17 @@ def _fingerprint(*parts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def _state(module) -> dict:
+    """A deep copy of ``module.state_dict()`` (a model's or an optimizer's).
+
+    ``state_dict()`` returns views of the live tensors, so a kept, unsaved one would follow every
+    later ``opt.step()``: the best-so-far checkpoint would silently hold the final weights.
+    """
+    return copy.deepcopy(module.state_dict())
+
+
 def _ckpt(model, opt, epoch, meta, val_mse) -> dict:
-    return {**meta, "model": model.state_dict(), "optimizer": opt.state_dict(), "epoch": epoch,
+    return {**meta, "model": _state(model), "optimizer": _state(opt), "epoch": epoch,
             "val_mse": val_mse}
 
 
@@ -199,7 +209,7 @@ def train_run(
         if epoch in int_epochs:
             io.save_checkpoint(_ckpt(net, opt, epoch, meta, row["val_mse"]), work / f"epoch{epoch}.pt")
         io.save_checkpoint({"fingerprint": fingerprint, "epoch": epoch, "curve": curve,
-                            "best": best, "model": net.state_dict(), "optimizer": opt.state_dict()},
+                            "best": best, "model": _state(net), "optimizer": _state(opt)},
                            state_path)
         log.info("%s epoch %d/%d train_mse %.4f train_r2 %.3f val_mse %.4f val_r2 %.3f "
                  "%.2fs eta %.0fs", run_name, epoch, epochs, row["train_mse"], row["train_r2"],
