@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from learnwin import io, train
-from learnwin.data import write_splits
+from learnwin.cells import build_model
+from learnwin.data import load_split, write_splits
+
 
 TASK = dict(T=12, D=3, lags=[2], coefs=[1.0], noise_std=0.05, n_train=64, n_val=32, n_diag=8)
 MODEL = dict(hidden=8, layer_norm=True, const_s=0.3, gru_init_update=0.3, lstm_init_forget=0.5)
@@ -97,3 +99,50 @@ def test_optimizers(name):
     assert opt.param_groups[0]["lr"] == 0.1
     if name == "sgd_momentum":
         assert opt.param_groups[0]["momentum"] == 0.9
+
+
+def _weights_equal(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_best_checkpoint_holds_the_best_epochs_weights(data_dir, tmp_path):
+    """At lr 0.1 the best validation epoch (5) comes before the last (6): best.pt must hold the
+    epoch-5 weights (a copy, not a view of the live tensors that later steps overwrite)."""
+    curve = _run(data_dir, tmp_path, lr=0.1)
+    best_epoch = int(curve["epoch"][curve["val_mse"].idxmin()])
+    assert best_epoch < TRAIN["epochs"]
+    best, final = io.load_checkpoint(tmp_path / "best.pt"), io.load_checkpoint(tmp_path / "final.pt")
+    assert best["epoch"] == best_epoch
+    assert not _weights_equal(best["model"], final["model"])
+    assert not _weights_equal(best["optimizer"]["state"][0], final["optimizer"]["state"][0])
+    x, y = (torch.from_numpy(a.copy()) for a in load_split(data_dir, "val"))
+    for ckpt in (best, final):
+        net = build_model(ckpt["cell"], **ckpt["model_config"])
+        net.load_state_dict(ckpt["model"])
+        assert train.evaluate(net.eval(), x, y) == pytest.approx(ckpt["val_mse"], rel=1e-6)
+    assert best["val_mse"] == pytest.approx(curve["val_mse"].min(), rel=1e-6)
+    assert best["val_mse"] < final["val_mse"]
+
+
+def test_kill_after_the_best_epoch_resumes_to_the_same_best(data_dir, tmp_path, monkeypatch):
+    _run(data_dir, tmp_path / "straight", lr=0.1)
+    calls = {"n": 0}
+    real = train.evaluate
+
+    def dying(*args):
+        calls["n"] += 1
+        if calls["n"] == 13:  # during epoch 6's evaluation: epochs 1-5 (5 = best) are saved
+            raise KeyboardInterrupt("killed")
+        return real(*args)
+
+    monkeypatch.setattr(train, "evaluate", dying)
+    with pytest.raises(KeyboardInterrupt):
+        _run(data_dir, tmp_path / "killed", lr=0.1)
+    monkeypatch.setattr(train, "evaluate", real)
+    _run(data_dir, tmp_path / "killed", lr=0.1)
+    for name in ("best.pt", "final.pt"):
+        a = io.load_checkpoint(tmp_path / "straight" / name)
+        b = io.load_checkpoint(tmp_path / "killed" / name)
+        assert a["epoch"] == b["epoch"] and a["val_mse"] == b["val_mse"]
+        assert _weights_equal(a["model"], b["model"]), name
+        assert _weights_equal(a["optimizer"]["state"][0], b["optimizer"]["state"][0]), name
