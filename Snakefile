@@ -2,10 +2,15 @@
 # Thin entry point: config, validation, stage rules, targets. All logic lives in learnwin/.
 from snakemake.utils import min_version, validate
 
+import learnwin.config as lwconfig
+
 min_version("9.19")
 
 
 configfile: "config/config.yaml"
+
+
+lwconfig.coerce_strings(config, "workflow/schemas/config.schema.yaml")  # --config gives strings
 
 
 validate(config, "workflow/schemas/config.schema.yaml", set_default=True)

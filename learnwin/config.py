@@ -7,11 +7,53 @@ the Snakefile is parsed, so a bad config fails before any job starts.
 
 from __future__ import annotations
 
-from typing import Mapping
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
 
 
 class ConfigError(ValueError):
     """A config value is invalid; the message names the key and what is allowed."""
+
+
+def _allowed_types(node: Mapping) -> set[str]:
+    kinds = node.get("type", [])
+    kinds = {kinds} if isinstance(kinds, str) else set(kinds)
+    for option in node.get("anyOf", []):
+        kinds |= _allowed_types(option)
+    return kinds
+
+
+def _coerce(value: Any, node: Mapping) -> Any:
+    kinds = _allowed_types(node)
+    if isinstance(value, str) and kinds & {"integer", "number", "boolean", "array", "null"}:
+        parsed = yaml.safe_load(value)
+        matches = {"integer": int, "number": (int, float), "boolean": bool, "array": list,
+                   "null": type(None)}
+        if any(isinstance(parsed, matches[k]) for k in kinds & matches.keys()) and not (
+                isinstance(parsed, bool) and "boolean" not in kinds):
+            value = parsed
+    if isinstance(value, list) and "items" in node:
+        return [_coerce(v, node["items"]) for v in value]
+    if isinstance(value, dict):
+        props = node.get("properties", {})
+        return {k: _coerce(v, props[k]) if k in props else v for k, v in value.items()}
+    return value
+
+
+def coerce_strings(config: dict, schema: str | Path) -> None:
+    """Turn the strings that ``snakemake --config`` leaves into the types the schema asks for.
+
+    ``--config seeds='[2]'`` arrives as ``['2']`` (and ``task='{T: 128}'``-style values as
+    strings); each string whose key or list item the schema types as integer, number, boolean,
+    array or null is parsed as YAML and kept when the parsed value has an allowed type. Other
+    strings are left for the schema to reject with its usual message. Runs before validation.
+    """
+    props = yaml.safe_load(Path(schema).read_text())["properties"]
+    for key in list(config):
+        if key in props:
+            config[key] = _coerce(config[key], props[key])
 
 
 def lag_grid(snapshot: Mapping) -> list[int]:
