@@ -10,7 +10,7 @@ min_version("9.19")
 configfile: "config/config.yaml"
 
 
-lwconfig.coerce_strings(config, "workflow/schemas/config.schema.yaml")  # --config gives strings
+lwconfig.coerce_strings(config, f"{workflow.basedir}/workflow/schemas/config.schema.yaml")
 
 
 validate(config, "workflow/schemas/config.schema.yaml", set_default=True)

@@ -132,3 +132,12 @@ def test_the_readmes_config_override_example_runs():
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "seed2" in proc.stdout + proc.stderr or "seed=2" in proc.stdout + proc.stderr
     assert "seed12" not in proc.stdout and "seed=12" not in proc.stdout
+
+
+def test_config_override_works_from_another_working_directory(tmp_path):
+    """As experiments/sweep.py runs it: -s the Snakefile, -d elsewhere (schema found by basedir)."""
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "-s", str(ROOT / "Snakefile"),
+                           "-d", str(tmp_path), "--configfile", str(ROOT / "config" / "config.yaml"),
+                           "--config", "seeds=[3]"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "seed3" in proc.stdout + proc.stderr
