@@ -21,9 +21,9 @@ Selection (METHOD §6): ECF when it succeeded and the sample is reliable; else t
 bootstrap median when its CI width < ``ci_width_max``; else alpha = 2 (method ``default``,
 sigma from the IQR at alpha = 2).
 
-Choices where METHOD is silent:
+Choices where the spec is silent:
 
-* Sample reliability (METHOD): n >= ``min_samples``, IQR >= 1e-10, sigma >= 1e-12. In addition
+* Sample reliability (METHOD §6): n >= ``min_samples``, IQR >= 1e-10, sigma >= 1e-12. In addition
   any non-finite value in the input makes the row unreliable (the finite values are still fitted)
   and fewer than 10 finite values skip both fits (alpha = 2, method ``default``).
 * The output column ``reliable`` is the sample reliability AND a non-default method AND a finite
