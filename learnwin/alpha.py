@@ -21,9 +21,9 @@ Selection (METHOD §6): ECF when it succeeded and the sample is reliable; else t
 bootstrap median when its CI width < ``ci_width_max``; else alpha = 2 (method ``default``,
 sigma from the IQR at alpha = 2).
 
-Choices where METHOD is silent:
+Choices where the spec is silent:
 
-* Sample reliability (METHOD): n >= ``min_samples``, IQR >= 1e-10, sigma >= 1e-12. In addition
+* Sample reliability (METHOD §6): n >= ``min_samples``, IQR >= 1e-10, sigma >= 1e-12. In addition
   any non-finite value in the input makes the row unreliable (the finite values are still fitted)
   and fewer than 10 finite values skip both fits (alpha = 2, method ``default``).
 * The output column ``reliable`` is the sample reliability AND a non-default method AND a finite
@@ -32,6 +32,9 @@ Choices where METHOD is silent:
   This is what marks a pure Cauchy sample unreliable.
 * ``flag`` joins every reason with "; " ("" when reliable).
 * Above ``max_samples`` values a seeded subsample without replacement is fitted.
+* Seeds: ``fit_lags`` derives its bootstrap seed from the run seed in the psi table's ``seed``
+  column, run seed + ``SEED_OFFSET`` (a stream apart from the run's data, init and directions),
+  and lag l's generator from (that seed, l); so a direct library call gives the workflow's numbers.
 * ``fit_lags`` fits lags one by one (each lag is its own estimation problem with its own failure
   modes). With a ``direction`` column, psi is first averaged over directions per (lag, sequence),
   which is the per-sequence sample METHOD §5 defines; nothing per direction is returned.
@@ -53,6 +56,7 @@ SIGMA_MIN = 1e-12
 MIN_FIT = 10
 _P_QUANT = np.array([0.05, 0.25, 0.75, 0.95])
 _RUN_KEYS = ("model", "optimizer", "seed", "epoch")
+SEED_OFFSET = 6_000  # bootstrap seed of a run's tail fits = run seed + SEED_OFFSET
 
 
 def kappa(alpha):
@@ -249,9 +253,17 @@ def fit_lags(
     min_samples: int = 1000,
     max_samples: int = 100_000,
     ci_width_max: float = 0.3,
-    seed: int = 0,
+    seed: int | None = None,
 ) -> pd.DataFrame:
-    """alpha.parquet rows (one per lag) from a psi table; lag l's generator is seeded by (seed, l)."""
+    """alpha.parquet rows (one per lag) from a psi table; lag l's generator is seeded by (seed, l).
+
+    ``seed`` None (the workflow's call) = the run seed of psi's ``seed`` column + SEED_OFFSET.
+    """
+    if seed is None:
+        runs = psi["seed"].unique() if "seed" in psi.columns else []
+        if len(runs) != 1:
+            raise ValueError(f"fit_lags: psi holds run seeds {list(runs)}; give one run or pass seed=")
+        seed = int(runs[0]) + SEED_OFFSET
     psi = per_sequence(psi)
     keys = {c: psi[c].iloc[0] for c in _RUN_KEYS if c in psi.columns and len(psi)}
     rows = []

@@ -2,10 +2,12 @@
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from learnwin import alpha as A
 from learnwin.io import read_table, write_table
+from workflow_helpers import run_adapter
 
 
 def sas(alpha, size, rng, scale=1.0):
@@ -121,3 +123,22 @@ def test_fit_lags_averages_directions():
     out = A.fit_lags(two, bootstrap=50, seed=0)
     ref = A.fit_lags(psi.assign(psi=2 * psi["psi"]), bootstrap=50, seed=0)
     pd.testing.assert_frame_equal(out, ref)
+
+
+def test_fit_lags_seed_from_the_run_seed_as_the_workflow(tmp_path):
+    """A library call without ``seed`` writes the fit_alpha adapter's table, with the bootstrap seed
+    the workflow always used (run seed + 6000); another run seed gives other bootstrap CIs."""
+    psi = psi_table(np.random.default_rng(5), lags=(4, 8), n=1200).assign(seed=12)
+    cfg = dict(bootstrap=60, min_samples=1000, max_samples=100_000, ci_width_max=0.3)
+    write_table(psi, tmp_path / "psi.parquet", "psi")
+    run_adapter("fit_alpha", tmp_path, params={"alpha": cfg}, input={"psi": str(tmp_path / "psi.parquet")},
+                output={"alpha": str(tmp_path / "adapter.parquet")})
+    psi = read_table(tmp_path / "psi.parquet", "psi")  # what the adapter reads (float32 psi)
+    lib = A.fit_lags(psi, **cfg)
+    write_table(lib, tmp_path / "library.parquet", "alpha")
+    assert pq.read_table(tmp_path / "adapter.parquet").equals(pq.read_table(tmp_path / "library.parquet"))
+    pd.testing.assert_frame_equal(lib, A.fit_lags(psi, **cfg, seed=12 + 6000))
+    other = A.fit_lags(psi.assign(seed=2), **cfg)
+    assert not np.allclose(other["alpha_mcc_lo"], lib["alpha_mcc_lo"])
+    with pytest.raises(ValueError, match="run seeds"):
+        A.fit_lags(pd.concat([psi, psi.assign(seed=2)]), **cfg)

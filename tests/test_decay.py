@@ -2,10 +2,12 @@
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from learnwin import decay as D
 from learnwin.io import read_table, write_table
+from workflow_helpers import run_adapter
 
 LAG = np.arange(4, 65, 4.0)  # the default diagnostic lag grid (16 points)
 TRUE = {
@@ -115,3 +117,23 @@ def test_fit_envelopes_scopes_and_round_trip(tmp_path):
     assert list(back.columns) == list(out.columns)
     assert back["aic"].dtype == np.float32 and back["n_params"].dtype == np.int64
     assert back["selected"].dtype == bool and back["law"].tolist() == out["law"].tolist()
+
+
+def test_fit_envelopes_default_seed_is_the_workflows(tmp_path):
+    """A library call without ``seed`` writes the fit_decay adapter's table, with the seed the
+    workflow always used (8000); another seed gives other bootstrap CIs."""
+    rng = np.random.default_rng(6)
+    paths = []
+    for s in (2, 12):
+        env = pd.DataFrame({"lag": LAG.astype(np.int64), "f": TRUE["power"](LAG) * np.exp(0.05 * rng.standard_normal(LAG.size))})
+        paths.append(str(tmp_path / f"env{s}.parquet"))
+        write_table(env.assign(seed=s, model="gru", optimizer="adamw", epoch="best"), paths[-1], "envelope")
+    cfg = dict(min_points=8, trim=0, bootstrap=30, block=5)
+    run_adapter("fit_decay", tmp_path, params={"decay": cfg}, input={"envelopes": paths},
+                output={"decay": str(tmp_path / "adapter.parquet")})
+    env = pd.concat([read_table(p, "envelope") for p in paths], ignore_index=True)
+    lib = D.fit_envelopes(env, **cfg)
+    write_table(lib, tmp_path / "library.parquet", "decay")
+    assert pq.read_table(tmp_path / "adapter.parquet").equals(pq.read_table(tmp_path / "library.parquet"))
+    pd.testing.assert_frame_equal(lib, D.fit_envelopes(env, **cfg, seed=8000))
+    assert not np.allclose(D.fit_envelopes(env, **cfg, seed=1)["scale_lo"], lib["scale_lo"], equal_nan=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
@@ -57,3 +59,24 @@ def assert_same_tables(a: Path, b: Path) -> int:
     for name, table in left.items():
         assert table.equals(right[name]), f"{name} differs"
     return len(left)
+
+
+_ADAPTER = """
+import json, runpy, sys, types
+spec = json.loads(sys.argv[2])
+smk = types.SimpleNamespace(threads=1, log=spec["log"],
+                            **{k: types.SimpleNamespace(**spec[k]) for k in ("params", "input", "output")})
+runpy.run_path(sys.argv[1], init_globals={"snakemake": smk}, run_name="__main__")
+"""
+
+
+def run_adapter(script: str, work: Path, *, params: dict, input: dict, output: dict) -> None:
+    """Run ``workflow/scripts/<script>.py`` in a fresh Python with a stand-in ``snakemake`` object
+    (params, input, output as given; one thread; log in ``work``)."""
+    spec = json.dumps(dict(params=params, input=input, output=output, log=[str(work / f"{script}.log")]))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    path = ROOT / "workflow" / "scripts" / f"{script}.py"
+    proc = subprocess.run([sys.executable, "-c", _ADAPTER, str(path), spec], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=600)
+    log = work / f"{script}.log"
+    assert proc.returncode == 0, proc.stderr[-3000:] + (log.read_text()[-3000:] if log.exists() else "")

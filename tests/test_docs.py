@@ -1,0 +1,179 @@
+"""The documentation agrees with the code: spec citations resolve to sections of docs/method.md,
+no file points at the team's external spec or at tracker items, and config/README.md documents
+every schema key with the schema's default."""
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "docs" / "method.md"
+CONFIG_README = ROOT / "config" / "README.md"
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+#: The spec's sections, in order (the numbering the code cites).
+SECTIONS = ["1", "2", "3", "4", "4b", "5", "6", "7", "7b", "8", "8b", "9"]
+SCANNED_DIRS = ("learnwin", "workflow", "benchmarks", "experiments", "tools", "tests", "config")
+TEXT_SUFFIXES = {".py", ".smk", ".md", ".rst", ".yaml", ".yml", ".sh"}
+
+SECTION_ID = r"\d+[a-z]?"
+CITATION = re.compile(rf"docs/method\.md (§{SECTION_ID}\b(?:\s*(?:[-–,]|and)\s*§?{SECTION_ID}\b)*)")
+EXTERNAL = re.compile(r"\bMETHOD\b")  # the team's spec, outside the repository
+TRACKER = re.compile(r"\bissues?\s*#?\d+", re.IGNORECASE)
+
+
+def scanned_files() -> list[Path]:
+    files = [ROOT / "Snakefile", ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for d in SCANNED_DIRS:
+        files += sorted(p for p in (ROOT / d).rglob("*")
+                        if p.is_file() and p.suffix in TEXT_SUFFIXES and "__pycache__" not in p.parts)
+    return [p for p in files if p != Path(__file__).resolve()]  # this file spells the patterns
+
+
+def hits(pattern: re.Pattern) -> list[str]:
+    """``path:line: text`` of every line of the scanned files that matches ``pattern``."""
+    out = []
+    for path in scanned_files():
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line):
+                out.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
+    return out
+
+
+def spec_headings() -> list[str]:
+    return re.findall(rf"^## §({SECTION_ID})\. \S", SPEC.read_text(), re.M)
+
+
+def test_spec_has_the_cited_numbering_and_cites_the_paper():
+    assert spec_headings() == SECTIONS
+    assert "arXiv:2512.05790" in SPEC.read_text()
+
+
+def cited_sections(text: str) -> set[str]:
+    return {s for m in CITATION.finditer(text) for s in re.findall(SECTION_ID, m[1])}
+
+
+def test_citation_parser():
+    text = "see docs/method.md §4-5 and docs/method.md §1, §3-§7b; docs/method.md §8b recipe, §2 ok"
+    assert cited_sections(text) == {"4", "5", "1", "3", "7b", "8b"}
+
+
+def test_every_citation_names_a_section():
+    sections = set(spec_headings())
+    missing = [f"{path.relative_to(ROOT)}: §{s}" for path in scanned_files()
+               for s in sorted(cited_sections(path.read_text()) - sections)]
+    assert not missing, "citations of sections docs/method.md does not have:\n" + "\n".join(missing)
+
+
+def test_no_citation_of_the_external_spec():
+    found = hits(EXTERNAL)
+    assert not found, "cite docs/method.md instead:\n" + "\n".join(found)
+
+
+def test_no_tracker_numbers():
+    found = hits(TRACKER)
+    assert not found, "say what the code does, not which tracker item asked for it:\n" + "\n".join(found)
+
+
+def test_patterns_match_what_they_should():
+    assert TRACKER.search("(Issue #8)") and TRACKER.search("issues 3 and 4") and TRACKER.search("issue 12")
+    assert not TRACKER.search("tissue 3") and not TRACKER.search("issues with lag 3")
+    assert EXTERNAL.search("Choices where METHOD is silent") and not EXTERNAL.search("METHODS, methods")
+
+
+# ---- config/README.md against the JSON schema ----
+
+def schema_defaults(node: dict | None = None, prefix: str = "") -> dict[str, object]:
+    """Dotted key -> schema default of every leaf key."""
+    node = node or yaml.safe_load(SCHEMA.read_text())
+    out = {}
+    for name, spec in node["properties"].items():
+        if "properties" in spec:
+            out.update(schema_defaults(spec, f"{prefix}{name}."))
+        else:
+            assert "default" in spec, f"schema key {prefix}{name} has no default"
+            out[prefix + name] = spec["default"]
+    return out
+
+
+def parse_default(cell: str, n_keys: int) -> list[object]:
+    """The README's default cell -> one value per key of its row."""
+    cell = cell.replace("`", "").strip()
+    m = re.fullmatch(r"(\d+) … (\d+) \(powers of 2\)", cell)
+    if m:
+        values = [[2**k for k in range(int(m[1]).bit_length() - 1, int(m[2]).bit_length())]]
+    elif n_keys > 1:
+        values = yaml.safe_load(f"[{cell}]")
+        values = values * n_keys if len(values) == 1 else values
+    else:
+        values = [yaml.safe_load(cell)]
+    return [_number(v) for v in values]
+
+
+def _number(v):
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return v
+    return v
+
+
+def readme_defaults(text: str) -> dict[str, object]:
+    """Dotted key -> documented default, from the ``| key | default | meaning |`` tables."""
+    out, section, in_table = {}, "", False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            m = re.match(r"## `(\w+)`", line)
+            section, in_table = (m[1] + "." if m else ""), False
+            continue
+        if not line.startswith("|"):
+            in_table = False
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[:2] == ["key", "default"]:
+            in_table = True
+        elif in_table and not set(cells[0]) <= set("-: "):
+            keys = re.findall(r"`([\w.]+)`", cells[0])
+            values = parse_default(cells[1], len(keys))
+            assert len(values) == len(keys), f"config/README.md row {line!r}: {len(keys)} keys, {len(values)} defaults"
+            for key, value in zip(keys, values):
+                assert section + key not in out, f"config/README.md documents {section}{key} twice"
+                out[section + key] = value
+    return out
+
+
+def test_readme_parser():
+    text = ("## `a` — x\n\n| key | default | meaning |\n|---|---|---|\n| `n`, `m` | 1, 1e-4 | two |\n"
+            "| `l` | `[x, 2]` | list |\n| `g` | 16 … 64 (powers of 2) | grid |\n| `p`, `q` | null | both |\n"
+            "\n| file | use |\n|---|---|\n| `c.yaml` | not a key |\n## Top level\n| key | default | meaning |\n"
+            "|---|---|---|\n| `t` | true | flag |\n")
+    assert readme_defaults(text) == {"a.n": 1, "a.m": 1e-4, "a.l": ["x", 2], "a.g": [16, 32, 64],
+                                     "a.p": None, "a.q": None, "t": True}
+
+
+def disagreements(readme: dict, schema: dict) -> dict[str, object]:
+    """Keys undocumented, documented but not in the schema, or with another default."""
+    return {
+        "undocumented": sorted(set(schema) - set(readme)),
+        "not in the schema": sorted(set(readme) - set(schema)),
+        "default (readme, schema)": {k: (readme[k], schema[k]) for k in sorted(set(schema) & set(readme))
+                                     if readme[k] != schema[k]},
+    }
+
+
+def test_config_readme_documents_every_schema_key_with_its_default():
+    found = disagreements(readme_defaults(CONFIG_README.read_text()), schema_defaults())
+    assert not any(found.values()), f"config/README.md against the schema: {found}"
+
+
+def test_config_readme_check_sees_a_wrong_default_and_a_missing_key():
+    text = (CONFIG_README.read_text().replace("| `steps` | 320 |", "| `steps` | 100 |")
+            .replace("| `snapshot_epochs` | `[0, best]` |", "| `snapshot_epochs` | `[best]` |"))
+    text = "\n".join(line for line in text.splitlines() if not line.startswith("| `block` |"))
+    found = disagreements(readme_defaults(text), schema_defaults())
+    assert found["undocumented"] == ["decay.block"] and not found["not in the schema"]
+    assert found["default (readme, schema)"] == {"recovery.steps": (100, 320),
+                                                  "train.snapshot_epochs": (["best"], [0, "best"])}
