@@ -112,9 +112,9 @@ def growth_law(N, H, lag_max: float) -> dict:
         return {**out, "growth": "flat"}
     _, b, sse_log = ols(np.log(N), H)
     c, sse_power = _fit_power(N, H)
-    aic = lambda sse: float(n * np.log(max(sse, 1e-300) / n) + 4)  # noqa: E731 (2 parameters each)
+    aic_log, aic_power = (float(n * np.log(max(sse, 1e-300) / n) + 4) for sse in (sse_log, sse_power))
     return {**out, "b_log": float(b), "c_power": c, "sse_log": float(sse_log), "sse_power": sse_power,
-            "aic_log": aic(sse_log), "aic_power": aic(sse_power),
+            "aic_log": aic_log, "aic_power": aic_power,
             "growth": "logarithmic" if sse_log <= sse_power else "power"}
 
 
@@ -159,15 +159,18 @@ def with_noise(table: pd.DataFrame) -> pd.DataFrame:
     return table if "noise" in table.columns else table.assign(noise="per_lag")
 
 
-def _epoch(table: pd.DataFrame, epoch) -> pd.DataFrame:
+def at_epoch(table: pd.DataFrame, epoch) -> pd.DataFrame:
+    """The rows of snapshot ``epoch`` (compared as strings)."""
     return table[table["epoch"].astype(str) == str(epoch)]
 
 
 def measure(results: str | Path, models, optimizers, seeds, epoch="best") -> dict[str, pd.DataFrame]:
     """Per-seed tables "a", "b", "c", "d" of the run in ``results`` (a ``results/`` directory)."""
     results = Path(results)
-    snap = lambda o, m, s, name: io.read_table(  # noqa: E731
-        results / "snapshots" / o / m / f"seed{s}" / f"epoch{epoch}" / f"{name}.parquet", name)
+
+    def snap(o, m, s, name):
+        return io.read_table(results / "snapshots" / o / m / f"seed{s}" / f"epoch{epoch}" / f"{name}.parquet", name)
+
     decay = pd.concat([io.read_table(results / "decay" / o / m / f"epoch{epoch}.parquet", "decay")
                        for o in optimizers for m in models], ignore_index=True)
     summary = io.read_table(results / "summary.parquet", "summary").set_index(RUN)["val_r2"]
@@ -181,10 +184,9 @@ def measure(results: str | Path, models, optimizers, seeds, epoch="best") -> dic
                 rows.append(dict(model=m, optimizer=o, seed=s, log_tau_iqr=log_tau_iqr(tau),
                                  tau_env=decay_length(env["lag"], env["f"]),
                                  val_r2=float(summary.get((m, o, s), np.nan))))
-    in_run = lambda t: _epoch(t, epoch).merge(  # noqa: E731
-        pd.DataFrame([(m, o, s) for m in models for o in optimizers for s in seeds], columns=RUN))
-    H_N = in_run(io.read_table(results / "stats" / "H_N.parquet", "H_N"))
-    master = with_noise(in_run(io.read_table(results / "stats" / "master.parquet", "master")))
+    runs = pd.DataFrame([(m, o, s) for m in models for o in optimizers for s in seeds], columns=RUN)
+    H_N = at_epoch(io.read_table(results / "stats" / "H_N.parquet", "H_N"), epoch).merge(runs)
+    master = with_noise(at_epoch(io.read_table(results / "stats" / "master.parquet", "master"), epoch).merge(runs))
     return dict(a=envelope_weights(decay), b=window_growth(H_N, lag_max), c=pd.DataFrame(rows),
                 d=master[[*RUN, "noise", "slope", "slope_lo", "slope_hi"]].reset_index(drop=True))
 
@@ -192,11 +194,13 @@ def measure(results: str | Path, models, optimizers, seeds, epoch="best") -> dic
 # -- verdicts -------------------------------------------------------------------------------
 
 
-def _fmt(x, digits: int = 2) -> str:
+def number(x, digits: int = 2) -> str:
+    """``x`` with ``digits`` decimals; "inf" and "nan" spelled out (an infinite spread is a result)."""
     return "nan" if pd.isna(x) else "inf" if np.isinf(x) else f"{x:.{digits}f}"
 
 
-def _mean_sd(v: pd.Series) -> tuple[float, float]:
+def mean_sd(v: pd.Series) -> tuple[float, float]:
+    """Mean and sd (ddof = 1; NaN for one value) of the non-NaN values."""
     v = v.dropna().astype(float)
     if v.empty:
         return float("nan"), float("nan")
@@ -223,41 +227,41 @@ def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
     for (m, o), g in per_seed["a"].groupby(["model", "optimizer"], sort=False):
         g = g[g["class"] != "no fit"]
         exp = EXPECTED_CLASS.get(m, "")
-        mean, sd = _mean_sd(g["w_power"])
+        mean, sd = mean_sd(g["w_power"])
         n_pow = int((g["class"] == "power-law-like").sum())
         out.append(_row("a", "envelope class", m, o, NOISE_ANY, exp, _majority(g["class"], "split"),
                         (g["class"] == exp).sum(), len(g), mean, sd,
-                        f"{n_pow} of {len(g)} seeds power-law-like; w_power {_fmt(mean)} ± {_fmt(sd)}, "
-                        f"w_tempered {_fmt(g['w_tempered'].mean())}"))
+                        f"{n_pow} of {len(g)} seeds power-law-like; w_power {number(mean)} ± {number(sd)}, "
+                        f"w_tempered {number(g['w_tempered'].mean())}"))
     for (m, o, noise), g in per_seed["b"].groupby(["model", "optimizer", "noise"], sort=False):
         exp = EXPECTED_GROWTH.get(m, "")
-        mean, sd = _mean_sd(g["c_power"])
+        mean, sd = mean_sd(g["c_power"])
         counts = ", ".join(f"{v} {c}" for v, c in g["growth"].value_counts().items())
         out.append(_row("b", "H_N growth", m, o, noise, exp, _majority(g["growth"], "mixed"),
                         (g["growth"] == exp).sum(), len(g), mean, sd,
                         f"{counts} of {len(g)} seeds ({int(g['censored'].sum())} censored)"
-                        + (f"; power exponent c {_fmt(mean)} ± {_fmt(sd)}" if np.isfinite(mean) else "")))
+                        + (f"; power exponent c {number(mean)} ± {number(sd)}" if np.isfinite(mean) else "")))
     c = per_seed["c"]
     if {"adamw", "sgd"} <= set(c["optimizer"]):
         pair = c[c["optimizer"] == "adamw"].merge(c[c["optimizer"] == "sgd"], on=["model", "seed"],
                                                   suffixes=("_adamw", "_sgd"))
         for m, g in pair.groupby("model", sort=False):
-            r2 = f"val R² AdamW {_fmt(g['val_r2_adamw'].mean())} vs SGD {_fmt(g['val_r2_sgd'].mean())}"
+            r2 = f"val R² AdamW {number(g['val_r2_adamw'].mean())} vs SGD {number(g['val_r2_sgd'].mean())}"
             for col, check, word in (("log_tau_iqr", "log tau_q IQR", "broader"),
                                      ("tau_env", "tau_env", "slower")):
                 a, s = g[f"{col}_adamw"], g[f"{col}_sgd"]
                 both = a.notna() & s.notna()
                 k, n = int((a[both] > s[both]).sum()), int(both.sum())
-                (ma, sa), (ms, ss) = _mean_sd(a[both]), _mean_sd(s[both])
+                (ma, sa), (ms, ss) = mean_sd(a[both]), mean_sd(s[both])
                 out.append(_row("c", check, m, "adamw vs sgd", NOISE_ANY, f"adamw {word}",
                                 f"adamw {word}" if n and k > n / 2 else f"adamw not {word}", k, n,
-                                ma, sa, f"{k} of {n} seeds; AdamW {_fmt(ma)} ± {_fmt(sa)} vs SGD "
-                                f"{_fmt(ms)} ± {_fmt(ss)}; {r2}"))
+                                ma, sa, f"{k} of {n} seeds; AdamW {number(ma)} ± {number(sa)} vs SGD "
+                                f"{number(ms)} ± {number(ss)}; {r2}"))
     for (m, o, noise), g in per_seed["d"].groupby(["model", "optimizer", "noise"], sort=False):
         g = g[np.isfinite(g[["slope_lo", "slope_hi"]].astype(float)).all(axis=1)]
         covers = (g["slope_lo"] <= 1) & (g["slope_hi"] >= 1)
-        mean, sd = _mean_sd(g["slope"])
-        cis = "; ".join(f"{_fmt(r.slope)} [{_fmt(r.slope_lo)}, {_fmt(r.slope_hi)}]" for r in g.itertuples())
+        mean, sd = mean_sd(g["slope"])
+        cis = "; ".join(f"{number(r.slope)} [{number(r.slope_lo)}, {number(r.slope_hi)}]" for r in g.itertuples())
         out.append(_row("d", "master slope CI", m, o, noise, "covers 1",
                         _majority(covers.map({True: "covers 1", False: "excludes 1"}), "split"),
                         covers.sum(), len(g), mean, sd, f"{int(covers.sum())} of {len(g)} seeds: {cis}"))

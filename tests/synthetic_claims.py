@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 import synthetic as syn
+
 from learnwin import io
 from learnwin.decay import fit_envelopes
 

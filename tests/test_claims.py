@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learnwin.claims import (claim_scores, decay_length, envelope_weights, growth_law, log_tau_iqr,
+from learnwin.claims import (claim_scores, claim_table, decay_length, envelope_weights, growth_law, log_tau_iqr,
                              to_markdown, verdicts)
 from learnwin.decay import fit_envelopes
 
@@ -150,7 +150,6 @@ def test_master_ci_covers_one_per_noise():
 
 
 def test_claim_table_on_synthetic_artifacts(tmp_path):
-    from learnwin.claims import claim_table
     from synthetic_claims import expected_claims, write_claim_run
 
     spec = write_claim_run(tmp_path)
