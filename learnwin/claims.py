@@ -17,8 +17,8 @@ Per-seed measurements (:func:`measure`, one table per claim):
   ``censored``. Both laws have 2 parameters, so AIC = n log(SSE / n) + 4 ranks them as SSE does.
   Verdict: "logarithmic" or "power" (the smaller SSE; ties to logarithmic), "flat" when H_N is
   constant on the points, and with fewer than 3 points "censored" (when censoring removed
-  points) or "too few points". Expected: logarithmic (saturating) for const and shared, power
-  for diag, gru and lstm.
+  points) or "too few points". Expected: logarithmic (saturating) for const and shared ("flat"
+  does not count), power for diag, gru and lstm.
 - (c) optimizer, AdamW against SGD with paired seeds: the spread of log tau_q,
   :func:`log_tau_iqr` (IQR over units; tau = inf counts as the largest values, NaN is left out),
   and tau_env = -1 / the OLS slope of log f on l over the lag grid (:func:`decay_length`; the
@@ -30,7 +30,9 @@ H_N and the master law are measured per noise definition (column ``noise`` of H_
 master.parquet, METHOD §7b; a table without it is ``per_lag``). :func:`claim_table` gives one
 verdict per (claim, check, model, optimizer, noise): ``k`` of ``n`` seeds agree with the
 expectation, and the claim holds for that row when k > n / 2 (choice). Seeds without a value
-(a diverged run, a CI that is NaN) are left out of n. :func:`to_markdown` renders it and
+(a diverged run, a CI that is NaN) are left out of n. ``estimate`` and ``spread`` are the mean
+and sd over seeds of the row's measure (w_power; the power exponent c; AdamW's value; the
+slope), ``detail`` spells out the numbers. :func:`to_markdown` renders it and
 :func:`claim_scores` counts the rows that hold per claim.
 """
 
