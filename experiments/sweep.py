@@ -3,8 +3,8 @@
 Each variant runs the workflow's `summary` target (training, snapshots, statistics; no figures)
 in experiments/runs/<variant>/ with its merged config, then learnwin.claims measures it. The
 wall time of each variant is measured here. Output: experiments/runs/sweep.csv (one row per
-variant: wall time, the count of checks per claim, mean val R^2) and
-experiments/runs/<variant>/claims.csv (the per-(model, optimizer) metrics).
+variant: wall time, "holds/of" per claim and noise definition, mean val R^2) and
+experiments/runs/<variant>/claims.csv (the per-(claim, model, optimizer, noise) verdicts).
 """
 
 import argparse
@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from learnwin.claims import claim_metrics, claim_verdicts
+from learnwin.claims import claim_scores, measure, verdicts
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "experiments" / "runs"
@@ -49,12 +49,13 @@ def run_variant(name: str, config: dict, cores: int) -> float:
 
 
 def score(name: str, config: dict) -> dict:
-    """The variant's claim counts (learnwin.claims) as one row; metrics to <name>/claims.csv."""
+    """The variant's claim scores (learnwin.claims) as one row; verdicts to <name>/claims.csv."""
     work = RUNS / name
-    metrics = claim_metrics(work / "results", config["models"], config["optimizers"], config["seeds"])
-    metrics.to_csv(work / "claims.csv", index=False)
-    row = {"variant": name, "val_r2": round(metrics["val_r2"].mean(), 3)}
-    row.update({f"claim_{r.claim}": f"{r.holds}/{r.of}" for r in claim_verdicts(metrics).itertuples()})
+    per_seed = measure(work / "results", config["models"], config["optimizers"], config["seeds"])
+    table = verdicts(per_seed)
+    table.to_csv(work / "claims.csv", index=False)
+    row = {"variant": name, "val_r2": round(per_seed["c"]["val_r2"].mean(), 3)}
+    row.update({f"claim_{key}": score for key, score in claim_scores(table).items()})
     return row
 
 

@@ -1,24 +1,39 @@
-"""The paper's four claims, measured on one run's artifacts (issue 8; METHOD §4, §7, §8).
+"""The paper's four claims as checks, each with its count over seeds (METHOD §8b; §4, §7, §8).
 
-:func:`claim_metrics` gives one row per (model, optimizer) at one snapshot epoch, from the
-seed-mean envelope and the per-seed tables:
+Per-seed measurements (:func:`measure`, one table per claim):
 
-- ``val_r2``: mean validation R² of the checkpoint (does the model learn the task at all);
-- ``law``: the decay class selected for the seed-mean envelope (METHOD §8);
-- ``tau_env``: -1 / slope of the OLS of log f on l over the lag grid (the envelope's decay
-  length, comparable across classes; larger = slower decay);
-- ``decel``: the slope over the second half of the lag grid divided by the slope over the first
-  half (1 for an exponential, < 1 when the decay slows down as for a power law);
-- ``tau_iqr``: IQR over units of tau_q (finite values), mean over seeds;
-- ``H_low``, ``H_mid``, ``H_max``: seed-mean H_N at N_max / 256, N_max / 16 and N_max;
-  ``accel`` = (H_max - H_mid) / (H_mid - H_low), the growth over the last factor 16 of N against
-  the factor 16 before it. An exponential envelope gives H_N linear in log N (accel about 1; less
-  when it saturates), a power law H_N ~ N^(1/(beta kappa)) (accel > 1). ``capped`` when H_max is
-  within one step of the largest diagnostic lag, where H_N cannot grow further;
-- ``slope``, ``slope_r2``: master-law slope and R², mean over seeds.
+- (a) envelope class, :func:`envelope_weights`: from the per-seed decay fits (scope ``seed{S}`` of
+  ``results/decay/{opt}/{model}/epoch{E}.parquet``), ``w_power`` = the summed Akaike weight of the
+  power and log classes (power, log, power_floor, log_floor) against the exponential family
+  (exp, exp_floor, tempered). A seed is power-law-like when w_power > 0.5. Choice: the tempered
+  law counts with the exponential family (its weight is also reported, ``w_tempered``).
+  learnwin.decay keeps its cut-off l_c inside the fit window, so beyond l_c it falls faster than
+  any power law and, like an exponential, gives an H_N that grows only as a power of log N; a
+  mixture of two exponentials selects it (tests/test_claims.py). A floor variant belongs to its
+  base law's family.
+- (b) growth of H_N in N, :func:`growth_law`: H = a + b log N against H = a N^c, both by least
+  squares on H over the same points: the N with 0 < H_N < lag-grid maximum. H_N at the maximum
+  is right-censored (the window cannot grow past the grid) and dropped; the run is marked
+  ``censored``. Both laws have 2 parameters, so AIC = n log(SSE / n) + 4 ranks them as SSE does.
+  Verdict: "logarithmic" or "power" (the smaller SSE; ties to logarithmic), "flat" when H_N is
+  constant on the points, and with fewer than 3 points "censored" (when censoring removed
+  points) or "too few points". Expected: logarithmic (saturating) for const and shared ("flat"
+  does not count), power for diag, gru and lstm.
+- (c) optimizer, AdamW against SGD with paired seeds: the spread of log tau_q,
+  :func:`log_tau_iqr` (IQR over units; tau = inf counts as the largest values, NaN is left out),
+  and tau_env = -1 / the OLS slope of log f on l over the lag grid (:func:`decay_length`; the
+  envelope's decay length, comparable across decay classes). The val R^2 of each optimizer is
+  reported beside them, to show whether SGD reached a comparable fit.
+- (d) master law: the per-seed slope and its 95 % CI (master.parquet); holds when the CI covers 1.
 
-:func:`claim_verdicts` turns the rows into one line per claim (a)-(d) with counts, so a sweep can
-rank configs. The thresholds are choices, stated in each verdict's text.
+H_N and the master law are measured per noise definition (column ``noise`` of H_N.parquet and
+master.parquet, METHOD §7b; a table without it is ``per_lag``). :func:`claim_table` gives one
+verdict per (claim, check, model, optimizer, noise): ``k`` of ``n`` seeds agree with the
+expectation, and the claim holds for that row when k > n / 2 (choice). Seeds without a value
+(a diverged run, a CI that is NaN) are left out of n. ``estimate`` and ``spread`` are the mean
+and sd over seeds of the row's measure (w_power; the power exponent c; AdamW's value; the
+slope), ``detail`` spells out the numbers. :func:`to_markdown` renders it and
+:func:`claim_scores` counts the rows that hold per claim.
 """
 
 from __future__ import annotations
@@ -31,88 +46,254 @@ import pandas as pd
 from learnwin import io
 from learnwin.decay import ols
 
-SLOW = ["diag", "gru", "lstm"]  # the paper's slowly decaying (power-law-like) cells
-FAST = ["const", "shared"]  # exponential, saturating H_N
+POWER_FAMILY = ("power", "log", "power_floor", "log_floor")
+EXPECTED_CLASS = {"const": "exponential", "shared": "exponential",
+                  "diag": "power-law-like", "gru": "power-law-like", "lstm": "power-law-like"}
+EXPECTED_GROWTH = {"const": "logarithmic", "shared": "logarithmic",
+                   "diag": "power", "gru": "power", "lstm": "power"}
+MIN_GROWTH_POINTS = 3
+NOISE_ANY = "-"  # noise column of claims (a) and (c), which do not depend on the noise definition
+RUN = ["model", "optimizer", "seed"]
+COLUMNS = ["claim", "check", "model", "optimizer", "noise", "expected", "verdict", "k", "n", "holds",
+           "estimate", "spread", "detail"]
 
 
-def _log_slope(lag: np.ndarray, f: np.ndarray) -> float:
-    ok = np.isfinite(f) & (f > 0)
-    if ok.sum() < 3:
-        return float("nan")
-    return float(ols(lag[ok], np.log(f[ok]))[1])
+# -- per-seed measurements ------------------------------------------------------------------
 
 
-def envelope_shape(lag: np.ndarray, f: np.ndarray) -> tuple[float, float]:
-    """(tau_env, decel) of one envelope: -1 / OLS slope of log f on l, late / early slope."""
-    lag, f = np.asarray(lag, dtype=float), np.asarray(f, dtype=float)
-    slope = _log_slope(lag, f)
-    half = len(lag) // 2
-    early, late = _log_slope(lag[:half + 1], f[:half + 1]), _log_slope(lag[half:], f[half:])
-    tau = -1.0 / slope if slope < 0 else float("inf")
-    return tau, late / early if early < 0 else float("nan")
+def envelope_weights(decay: pd.DataFrame) -> pd.DataFrame:
+    """(a) Per (model, optimizer, seed) of stacked decay tables: w_power, w_tempered, w_exp
+    (Akaike weights summed by family), the selected law and the seed's class."""
+    d = decay[decay["scope"].str.fullmatch(r"seed\d+")]
+    d = d.assign(seed=d["scope"].str.removeprefix("seed").astype("int64"),
+                 family=np.where(d["law"].isin(POWER_FAMILY), "w_power",
+                                 np.where(d["law"] == "tempered", "w_tempered", "w_exp")))
+    w = d.pivot_table(index=RUN, columns="family", values="weight", aggfunc="sum", fill_value=0.0)
+    w = w.reindex(columns=["w_power", "w_tempered", "w_exp"], fill_value=0.0).astype(float)
+    w.loc[w.sum(axis=1) == 0] = np.nan  # no law was fitted (window too short)
+    law = d[d["selected"].astype(bool)].set_index(RUN)["law"].rename("law")
+    out = w.join(law).reset_index()
+    out["law"] = out["law"].fillna("none")
+    out["class"] = np.where(out["w_power"].isna(), "no fit",
+                            np.where(out["w_power"] > 0.5, "power-law-like", "exponential"))
+    return out
 
 
-def claim_metrics(results: str | Path, models, optimizers, seeds, epoch: str = "best") -> pd.DataFrame:
-    """One row per (model, optimizer) of the run in ``results`` (a ``results/`` directory)."""
-    results = Path(results)
-    summary = io.read_table(results / "summary.parquet", "summary")
-    H = io.read_table(results / "stats" / "H_N_agg.parquet", "H_N")
-    master = io.read_table(results / "stats" / "master.parquet", "master")
-    rows = []
-    for opt in optimizers:
-        for model in models:
-            snaps = [results / "snapshots" / opt / model / f"seed{s}" / f"epoch{epoch}" for s in seeds]
-            env = pd.concat([io.read_table(p / "envelope.parquet", "envelope") for p in snaps])
-            mean_f = env.groupby("lag")["f"].mean()
-            lags = mean_f.index.to_numpy()
-            tau, decel = envelope_shape(lags, mean_f.to_numpy())
-            iqr = []
-            for p in snaps:
-                taus = io.read_table(p / "units.parquet", "units").groupby("unit")["tau"].first()
-                taus = taus[np.isfinite(taus)]
-                iqr.append(np.subtract(*np.percentile(taus, [75, 25])) if len(taus) else np.nan)
-            decay = io.read_table(results / "decay" / opt / model / f"epoch{epoch}.parquet", "decay")
-            law = decay.loc[decay["selected"] & (decay["scope"] == "mean"), "law"]
-            h = H[(H["model"] == model) & (H["optimizer"] == opt) & (H["epoch"] == epoch)].sort_values("N")
-            n_max = h["N"].max()
-            at = lambda n: h.loc[h["N"] == h["N"][h["N"] <= n].max(), "mean"].iloc[0]  # noqa: E731
-            h_low, h_mid, h_max = at(n_max / 256), at(n_max / 16), at(n_max)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                accel = np.float64(h_max - h_mid) / np.float64(h_mid - h_low)
-            sel = lambda t: t[(t["model"] == model) & (t["optimizer"] == opt) & (t["epoch"] == epoch)]  # noqa: E731
-            m = sel(master)
-            rows.append(dict(
-                model=model, optimizer=opt, val_r2=sel(summary)["val_r2"].mean(),
-                law=law.iloc[0] if len(law) else "none", tau_env=tau, decel=decel,
-                tau_iqr=float(np.nanmean(iqr)), H_low=h_low, H_mid=h_mid, H_max=h_max, accel=accel,
-                capped=bool(h_max >= lags.max() - np.diff(lags).min()),
-                slope=m["slope"].mean(), slope_r2=m["r2"].mean(),
-            ))
+def _fit_power(N: np.ndarray, H: np.ndarray) -> tuple[float, float]:
+    """Least squares of H = a N^c on H -> (c, SSE): a is profiled out, c on a grid, then refined."""
+    from scipy.optimize import minimize_scalar
+
+    z = np.log(N) - np.log(N).mean()  # centred: a is then H near the geometric-mean N
+
+    def sse(c):
+        X = np.exp(np.multiply.outer(np.atleast_1d(c), z))
+        a = X @ H / np.sum(X * X, axis=1)
+        return np.sum((H - a[:, None] * X) ** 2, axis=1)
+
+    grid = np.linspace(-2.0, 4.0, 1201)
+    i = int(np.argmin(sse(grid)))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
+    c = minimize_scalar(lambda c: sse(c)[0], bounds=(lo, hi), method="bounded",
+                        options={"xatol": 1e-10}).x
+    return float(c), float(sse(c)[0])
+
+
+def growth_law(N, H, lag_max: float) -> dict:
+    """(b) Growth law of one H_N(N) curve (see the module docstring) -> dict of the fit."""
+    N, H = np.asarray(N, dtype=float), np.asarray(H, dtype=float)
+    censored = H >= lag_max
+    keep = (H > 0) & ~censored
+    n = int(keep.sum())
+    nan = float("nan")
+    out = dict(n_points=n, censored=bool(censored.any()), b_log=nan, c_power=nan,
+               sse_log=nan, sse_power=nan, aic_log=nan, aic_power=nan)
+    if n < MIN_GROWTH_POINTS:
+        return {**out, "growth": "censored" if out["censored"] else "too few points"}
+    N, H = N[keep], H[keep]
+    if np.ptp(H) == 0:
+        return {**out, "growth": "flat"}
+    _, b, sse_log = ols(np.log(N), H)
+    c, sse_power = _fit_power(N, H)
+    aic_log, aic_power = (float(n * np.log(max(sse, 1e-300) / n) + 4) for sse in (sse_log, sse_power))
+    return {**out, "b_log": float(b), "c_power": c, "sse_log": float(sse_log), "sse_power": sse_power,
+            "aic_log": aic_log, "aic_power": aic_power,
+            "growth": "logarithmic" if sse_log <= sse_power else "power"}
+
+
+def window_growth(H_N: pd.DataFrame, lag_max: float) -> pd.DataFrame:
+    """(b) :func:`growth_law` per (model, optimizer, seed, noise) of an H_N.parquet table."""
+    H_N = with_noise(H_N)
+    rows = [{**dict(zip([*RUN, "noise"], key)), **growth_law(g["N"], g["H_N"], lag_max)}
+            for key, g in H_N.sort_values("N").groupby([*RUN, "noise"])]
     return pd.DataFrame(rows)
 
 
-def claim_verdicts(metrics: pd.DataFrame) -> pd.DataFrame:
-    """One row per claim (a)-(d): the number of checks that hold, out of how many, and the rule."""
-    m = metrics.set_index(["optimizer", "model"])
+def log_tau_iqr(tau) -> float:
+    """(c) IQR of log tau over units, tau = inf ranked as the largest values, NaN left out.
+
+    Quantiles interpolate linearly between order statistics; one with an infinite neighbour above
+    it is inf. NaN when no unit has a tau, or when both quartiles are inf (over 3/4 never decay).
+    """
+    t = np.asarray(tau, dtype=float)
+    x = np.sort(np.log(t[~np.isnan(t)]))
+    if x.size == 0:
+        return float("nan")
+    h = (x.size - 1) * np.array([0.25, 0.75])
+    lo, hi = x[np.floor(h).astype(int)], x[np.ceil(h).astype(int)]
+    with np.errstate(invalid="ignore"):
+        q = np.where(hi == lo, lo, lo + (h - np.floor(h)) * (hi - lo))
+        return float(q[1] - q[0])
+
+
+def decay_length(lag, f) -> float:
+    """tau_env = -1 / OLS slope of log f on l over the finite positive f (inf when the slope
+    is >= 0, NaN with fewer than 3 points)."""
+    lag, f = np.asarray(lag, dtype=float), np.asarray(f, dtype=float)
+    ok = np.isfinite(f) & (f > 0)
+    if ok.sum() < 3:
+        return float("nan")
+    slope = float(ols(lag[ok], np.log(f[ok]))[1])
+    return -1.0 / slope if slope < 0 else float("inf")
+
+
+def with_noise(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with a ``noise`` column (``per_lag`` when the artifact predates METHOD §7b)."""
+    return table if "noise" in table.columns else table.assign(noise="per_lag")
+
+
+def at_epoch(table: pd.DataFrame, epoch) -> pd.DataFrame:
+    """The rows of snapshot ``epoch`` (compared as strings)."""
+    return table[table["epoch"].astype(str) == str(epoch)]
+
+
+def measure(results: str | Path, models, optimizers, seeds, epoch="best") -> dict[str, pd.DataFrame]:
+    """Per-seed tables "a", "b", "c", "d" of the run in ``results`` (a ``results/`` directory)."""
+    results = Path(results)
+
+    def snap(o, m, s, name):
+        return io.read_table(results / "snapshots" / o / m / f"seed{s}" / f"epoch{epoch}" / f"{name}.parquet", name)
+
+    decay = pd.concat([io.read_table(results / "decay" / o / m / f"epoch{epoch}.parquet", "decay")
+                       for o in optimizers for m in models], ignore_index=True)
+    summary = io.read_table(results / "summary.parquet", "summary").set_index(RUN)["val_r2"]
+    rows, lag_max = [], 0.0
+    for o in optimizers:
+        for m in models:
+            for s in seeds:
+                env = snap(o, m, s, "envelope")
+                lag_max = max(lag_max, float(env["lag"].max()))
+                tau = snap(o, m, s, "units").groupby("unit")["tau"].first()
+                rows.append(dict(model=m, optimizer=o, seed=s, log_tau_iqr=log_tau_iqr(tau),
+                                 tau_env=decay_length(env["lag"], env["f"]),
+                                 val_r2=float(summary.get((m, o, s), np.nan))))
+    runs = pd.DataFrame([(m, o, s) for m in models for o in optimizers for s in seeds], columns=RUN)
+    H_N = at_epoch(io.read_table(results / "stats" / "H_N.parquet", "H_N"), epoch).merge(runs)
+    master = with_noise(at_epoch(io.read_table(results / "stats" / "master.parquet", "master"), epoch).merge(runs))
+    return dict(a=envelope_weights(decay), b=window_growth(H_N, lag_max), c=pd.DataFrame(rows),
+                d=master[[*RUN, "noise", "slope", "slope_lo", "slope_hi"]].reset_index(drop=True))
+
+
+# -- verdicts -------------------------------------------------------------------------------
+
+
+def number(x, digits: int = 2) -> str:
+    """``x`` with ``digits`` decimals; "inf" and "nan" spelled out (an infinite spread is a result)."""
+    return "nan" if pd.isna(x) else "inf" if np.isinf(x) else f"{x:.{digits}f}"
+
+
+def mean_sd(v: pd.Series) -> tuple[float, float]:
+    """Mean and sd (ddof = 1; NaN for one value) of the non-NaN values."""
+    v = v.dropna().astype(float)
+    if v.empty:
+        return float("nan"), float("nan")
+    with np.errstate(invalid="ignore"):  # inf values: the mean is inf, the sd NaN
+        return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else float("nan")
+
+
+def _majority(values: pd.Series, tie: str) -> str:
+    counts = values.value_counts()
+    if counts.empty:
+        return "no data"
+    return counts.index[0] if len(counts) == 1 or counts.iloc[0] > counts.iloc[1] else tie
+
+
+def _row(claim, check, model, optimizer, noise, expected, verdict, k, n, estimate, spread, detail):
+    return dict(claim=claim, check=check, model=model, optimizer=optimizer, noise=noise,
+                expected=expected, verdict=verdict, k=int(k), n=int(n), holds=bool(n and k > n / 2),
+                estimate=estimate, spread=spread, detail=detail)
+
+
+def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The tidy verdict table (COLUMNS) from :func:`measure`'s per-seed tables."""
     out = []
-    if "adamw" in m.index.get_level_values(0):
-        a = m.loc["adamw"]
-        fast_tau = a.loc[a.index.intersection(FAST), "tau_env"].max()
-        slow = a.loc[a.index.intersection(SLOW)]
-        out.append(("a", int((slow["tau_env"] > fast_tau).sum() + (slow["decel"] < 0.8).sum()), 2 * len(slow),
-                    "AdamW: each of diag/gru/lstm decays slower (tau_env) than const and shared, and "
-                    "decelerates (decel < 0.8)"))
-        fast = a.loc[a.index.intersection(FAST)]
-        out.append(("b", int((fast["accel"] <= 1).sum() + (slow["accel"] > 1).sum()), len(fast) + len(slow),
-                    "AdamW: H_N does not accelerate in log N for const/shared (accel <= 1), and does for "
-                    "diag/gru/lstm (accel > 1)"))
-    if {"adamw", "sgd"} <= set(m.index.get_level_values(0)):
-        a, s = m.loc["adamw"], m.loc["sgd"]
-        common = a.index.intersection(s.index)
-        checks = (a.loc[common, "tau_env"] > s.loc[common, "tau_env"]).sum() + \
-            (a.loc[common, "tau_iqr"] > s.loc[common, "tau_iqr"]).sum()
-        out.append(("c", int(checks), 2 * len(common),
-                    "per model: AdamW's envelope decays slower (tau_env) and its tau_q IQR is larger than SGD's"))
-    near = ((m["slope"] - 1).abs() <= 0.3) & (m["slope_r2"] >= 0.5)
-    out.append(("d", int(near.sum()), len(m), "per (model, optimizer): master slope within 1 +- 0.3 with R^2 >= 0.5"))
-    return pd.DataFrame(out, columns=["claim", "holds", "of", "rule"])
+    for (m, o), g in per_seed["a"].groupby(["model", "optimizer"], sort=False):
+        g = g[g["class"] != "no fit"]
+        exp = EXPECTED_CLASS.get(m, "")
+        mean, sd = mean_sd(g["w_power"])
+        n_pow = int((g["class"] == "power-law-like").sum())
+        out.append(_row("a", "envelope class", m, o, NOISE_ANY, exp, _majority(g["class"], "split"),
+                        (g["class"] == exp).sum(), len(g), mean, sd,
+                        f"{n_pow} of {len(g)} seeds power-law-like; w_power {number(mean)} ± {number(sd)}, "
+                        f"w_tempered {number(g['w_tempered'].mean())}"))
+    for (m, o, noise), g in per_seed["b"].groupby(["model", "optimizer", "noise"], sort=False):
+        exp = EXPECTED_GROWTH.get(m, "")
+        mean, sd = mean_sd(g["c_power"])
+        counts = ", ".join(f"{v} {c}" for v, c in g["growth"].value_counts().items())
+        out.append(_row("b", "H_N growth", m, o, noise, exp, _majority(g["growth"], "mixed"),
+                        (g["growth"] == exp).sum(), len(g), mean, sd,
+                        f"{counts} of {len(g)} seeds ({int(g['censored'].sum())} censored)"
+                        + (f"; power exponent c {number(mean)} ± {number(sd)}" if np.isfinite(mean) else "")))
+    c = per_seed["c"]
+    if {"adamw", "sgd"} <= set(c["optimizer"]):
+        pair = c[c["optimizer"] == "adamw"].merge(c[c["optimizer"] == "sgd"], on=["model", "seed"],
+                                                  suffixes=("_adamw", "_sgd"))
+        for m, g in pair.groupby("model", sort=False):
+            r2 = f"val R² AdamW {number(g['val_r2_adamw'].mean())} vs SGD {number(g['val_r2_sgd'].mean())}"
+            for col, check, word in (("log_tau_iqr", "log tau_q IQR", "broader"),
+                                     ("tau_env", "tau_env", "slower")):
+                a, s = g[f"{col}_adamw"], g[f"{col}_sgd"]
+                both = a.notna() & s.notna()
+                k, n = int((a[both] > s[both]).sum()), int(both.sum())
+                (ma, sa), (ms, ss) = mean_sd(a[both]), mean_sd(s[both])
+                out.append(_row("c", check, m, "adamw vs sgd", NOISE_ANY, f"adamw {word}",
+                                f"adamw {word}" if n and k > n / 2 else f"adamw not {word}", k, n,
+                                ma, sa, f"{k} of {n} seeds; AdamW {number(ma)} ± {number(sa)} vs SGD "
+                                f"{number(ms)} ± {number(ss)}; {r2}"))
+    for (m, o, noise), g in per_seed["d"].groupby(["model", "optimizer", "noise"], sort=False):
+        g = g[np.isfinite(g[["slope_lo", "slope_hi"]].astype(float)).all(axis=1)]
+        covers = (g["slope_lo"] <= 1) & (g["slope_hi"] >= 1)
+        mean, sd = mean_sd(g["slope"])
+        cis = "; ".join(f"{number(r.slope)} [{number(r.slope_lo)}, {number(r.slope_hi)}]" for r in g.itertuples())
+        out.append(_row("d", "master slope CI", m, o, noise, "covers 1",
+                        _majority(covers.map({True: "covers 1", False: "excludes 1"}), "split"),
+                        covers.sum(), len(g), mean, sd, f"{int(covers.sum())} of {len(g)} seeds: {cis}"))
+    return pd.DataFrame(out, columns=COLUMNS)
+
+
+def claim_table(results: str | Path, models, optimizers, seeds, epoch="best") -> pd.DataFrame:
+    """One verdict per (claim, check, model, optimizer, noise) of the run in ``results``."""
+    return verdicts(measure(results, models, optimizers, seeds, epoch))
+
+
+def claim_scores(table: pd.DataFrame) -> dict[str, str]:
+    """"holds/of" per claim, split by noise definition where it applies (keys "a", "b:per_lag", ...)."""
+    out = {}
+    for (claim, noise), g in table.groupby(["claim", "noise"], sort=True):
+        out[claim if noise == NOISE_ANY else f"{claim}:{noise}"] = f"{int(g['holds'].sum())}/{len(g)}"
+    return out
+
+
+def markdown(df: pd.DataFrame) -> str:
+    """A pipe table of ``df`` (values as they print; NaN as "–")."""
+    cells = [[("–" if pd.isna(v) else str(v)) if not isinstance(v, str) else v for v in row]
+             for row in df.itertuples(index=False)]
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells])
+
+
+def to_markdown(table: pd.DataFrame) -> str:
+    """Compact rendering of :func:`claim_table`: one line per verdict."""
+    t = table.assign(seeds=table["k"].astype(str) + "/" + table["n"].astype(str),
+                     holds=np.where(table["holds"], "yes", "no"))
+    return markdown(t[["claim", "check", "model", "optimizer", "noise", "expected", "verdict", "seeds",
+                       "holds", "detail"]])

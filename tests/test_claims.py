@@ -1,63 +1,159 @@
-"""Claim metrics of issue 8 on analytic envelopes and hand-made metric tables (learnwin.claims)."""
+"""The claim checks of METHOD §8b (learnwin.claims) on curves and tables of known answer."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from learnwin.claims import claim_verdicts, envelope_shape
+from learnwin.claims import (claim_scores, claim_table, decay_length, envelope_weights, growth_law, log_tau_iqr,
+                             to_markdown, verdicts)
+from learnwin.decay import fit_envelopes
 
 LAGS = np.arange(2, 62, 2, dtype=float)
+N = 2.0 ** np.arange(4, 17)  # the default N grid, 16 .. 65536
+CURVES = {
+    "power": LAGS ** -1.5,  # fails the old "slower than const" rule (tau_env 15 < const's 19.5)
+    "exp_floor": np.exp(-LAGS / 8) + 1e-3,  # passed the old "decel < 0.8" rule
+    "mixture": 0.7 * np.exp(-LAGS / 4) + 0.3 * np.exp(-LAGS / 15),  # passed it too
+}
 
 
-def test_envelope_shape_exponential_and_power():
-    tau, decel = envelope_shape(LAGS, 3.0 * np.exp(-LAGS / 12.5))
-    assert tau == pytest.approx(12.5, rel=1e-10)
-    assert decel == pytest.approx(1.0, rel=1e-10)
-    tau_p, decel_p = envelope_shape(LAGS, LAGS ** -1.5)
-    # log f = -1.5 log l: the slope falls like 1/l, so the late half is several times flatter
-    assert decel_p < 0.3
-    assert tau_p > 0
-    assert envelope_shape(LAGS, np.ones_like(LAGS))[0] == np.inf  # a flat envelope never decays
+def _decay(curve: str, model: str = "gru", seeds=(1, 2, 3)) -> pd.DataFrame:
+    """learnwin.decay fits of one curve with 3 % seeded log-normal noise per seed."""
+    env = pd.concat([pd.DataFrame(dict(
+        model=model, optimizer="adamw", epoch="best", seed=s, lag=LAGS,
+        f=CURVES[curve] * np.exp(0.03 * np.random.default_rng(s).standard_normal(LAGS.size))))
+        for s in seeds])
+    return fit_envelopes(env, bootstrap=20, seed=0)
 
 
-def _metrics(changes):
-    base = dict(val_r2=0.5, law="exp", tau_env=10.0, decel=1.0, tau_iqr=1.0, H_low=4.0, H_mid=10.0,
-                H_max=16.0, accel=1.0, capped=False, slope=1.0, slope_r2=0.9)
-    rows = []
-    for opt in ["adamw", "sgd"]:
-        for model in ["const", "shared", "diag", "gru", "lstm"]:
-            rows.append({"model": model, "optimizer": opt, **base, **changes.get((opt, model), {})})
-    return pd.DataFrame(rows)
+def _per_seed(a=None, b=None, c=None, d=None):
+    empty = dict(a=["model", "optimizer", "seed", "w_power", "w_tempered", "w_exp", "law", "class"],
+                 b=["model", "optimizer", "seed", "noise", "growth", "censored", "c_power"],
+                 c=["model", "optimizer", "seed", "log_tau_iqr", "tau_env", "val_r2"],
+                 d=["model", "optimizer", "seed", "noise", "slope", "slope_lo", "slope_hi"])
+    given = dict(a=a, b=b, c=c, d=d)
+    return {k: given[k] if given[k] is not None else pd.DataFrame(columns=cols) for k, cols in empty.items()}
 
 
-def test_verdicts_count_each_check():
-    slow = dict(tau_env=30.0, decel=0.5, accel=2.0, tau_iqr=5.0)
-    m = _metrics({("adamw", "diag"): slow, ("adamw", "gru"): slow, ("adamw", "lstm"): dict(tau_env=30.0),
-                  ("sgd", "const"): dict(slope=0.5)})
-    v = claim_verdicts(m).set_index("claim")
-    assert (v.loc["a", "holds"], v.loc["a", "of"]) == (5, 6)  # lstm is slower but does not decelerate
-    assert (v.loc["b", "holds"], v.loc["b", "of"]) == (4, 5)  # const/shared log-linear, lstm too
-    assert (v.loc["c", "holds"], v.loc["c", "of"]) == (5, 10)  # diag, gru: both; lstm: tau only
-    assert (v.loc["d", "holds"], v.loc["d", "of"]) == (9, 10)
+def test_envelope_class_from_real_akaike_weights():
+    w = {curve: envelope_weights(_decay(curve)) for curve in CURVES}
+    assert (w["power"]["class"] == "power-law-like").all() and (w["power"]["w_power"] > 0.99).all()
+    assert (w["power"]["law"] == "power").all()
+    assert (w["exp_floor"]["class"] == "exponential").all() and (w["exp_floor"]["w_exp"] > 0.99).all()
+    assert (w["exp_floor"]["law"] == "exp_floor").all()
+    # the mixture selects the tempered law, which counts with the exponential family
+    assert (w["mixture"]["class"] == "exponential").all() and (w["mixture"]["w_tempered"] > 0.99).all()
+    for t in w.values():  # the three family weights are the Akaike weights: they sum to 1
+        assert np.allclose(t[["w_power", "w_tempered", "w_exp"]].sum(axis=1), 1.0)
+
+    v = verdicts(_per_seed(a=pd.concat([w["power"], envelope_weights(_decay("mixture", "const"))])))
+    v = v.set_index("model")
+    assert (v.loc["gru", "verdict"], v.loc["gru", "k"], v.loc["gru", "n"], v.loc["gru", "holds"]) == \
+        ("power-law-like", 3, 3, True)
+    assert (v.loc["const", "verdict"], v.loc["const", "k"], v.loc["const", "holds"]) == ("exponential", 3, True)
+    assert v.loc["gru", "estimate"] == pytest.approx(w["power"]["w_power"].mean())
+    miss = verdicts(_per_seed(a=w["mixture"])).iloc[0]  # the mixture does not make a gru power-law-like
+    assert (miss["verdict"], miss["k"], miss["n"], miss["holds"]) == ("exponential", 0, 3, False)
 
 
-def test_claim_metrics_on_synthetic_artifacts(tmp_path):
-    """Known envelopes, unit time scales and master rows (tests/synthetic.py) read back."""
-    from learnwin.claims import claim_metrics
-    from learnwin.io import write_table
-    from synthetic import MODELS, OPTIMIZERS, SEEDS, tau_of, write_artifacts
+def test_envelope_weights_one_power_seed_of_two_is_split():
+    a = pd.concat([envelope_weights(_decay("power", seeds=(1,))), envelope_weights(_decay("exp_floor", seeds=(2,)))])
+    row = verdicts(_per_seed(a=a)).iloc[0]
+    assert (row["verdict"], row["k"], row["n"], row["holds"]) == ("split", 1, 2, False)
+    assert row["spread"] == pytest.approx(np.std(a["w_power"], ddof=1))
 
-    tables = write_artifacts(tmp_path)
-    runs = tables["curve"].drop_duplicates(["model", "optimizer", "seed"])[["model", "optimizer", "seed"]]
-    write_table(runs.assign(epoch="best", val_r2=0.5 + 0.1 * runs["seed"]), tmp_path / "results/summary.parquet",
-                "summary")
-    m = claim_metrics(tmp_path / "results", MODELS, OPTIMIZERS, SEEDS).set_index(["optimizer", "model"])
-    for opt in OPTIMIZERS:
-        for model in MODELS:
-            taus = [tau_of(model, s, "best") for s in SEEDS]
-            row = m.loc[(opt, model)]
-            assert min(taus) < row["tau_env"] < max(taus)  # the seed mean of two exponentials
-            # unit taus are tau * (0.5, 1.0, 1.5) and inf: IQR over the finite ones is tau / 2
-            assert row["tau_iqr"] == pytest.approx(np.mean(taus) / 2, rel=1e-5)
-            assert row["val_r2"] == pytest.approx(0.5 + 0.1 * np.mean(SEEDS))
-            assert (row["slope"], row["slope_r2"], row["law"]) == (1.0, pytest.approx(0.98), "exp")
+
+def test_growth_law_logarithmic_and_power():
+    log = growth_law(N, 4 + 5 * np.log(N), lag_max=100)
+    assert log["growth"] == "logarithmic" and log["b_log"] == pytest.approx(5.0) and log["sse_log"] < 1e-20
+    power = growth_law(N, 0.5 * N ** 0.4, lag_max=100)
+    assert power["growth"] == "power" and power["c_power"] == pytest.approx(0.4, abs=1e-6)
+    assert power["sse_power"] < 1e-10 < power["sse_log"] and power["aic_power"] < power["aic_log"]
+    # H_N on the lag grid (step 2) from an exponential envelope, N* = 10 f^-2, f = exp(-l / 10):
+    # an exact line in log N, where the old accel was 1 (a coin flip against its "<= 1")
+    lag = np.arange(2, 62, 2)
+    H_exp = np.array([lag[10 * np.exp(lag / 5) <= n].max(initial=0) for n in N])
+    assert growth_law(N, H_exp, lag_max=60)["growth"] == "logarithmic"
+    # and from a power-law envelope f = l^-1 on lags 1..199: H_N = sqrt(N / 10)
+    lag = np.arange(1, 200)
+    H_pow = np.array([lag[10 * lag ** 2.0 <= n].max(initial=0) for n in N])
+    fit = growth_law(N, H_pow, lag_max=199)
+    assert fit["growth"] == "power" and fit["c_power"] == pytest.approx(0.5, abs=0.02)
+
+
+def test_growth_law_censored_flat_and_too_few():
+    stuck = growth_law(N, np.minimum(2 ** np.arange(13), 60), lag_max=60)  # 1, 2, 4 .. 32, then 60
+    assert (stuck["growth"], stuck["censored"], stuck["n_points"]) == ("power", True, 6)
+    at_max = growth_law(N, np.r_[[0] * 9, 10, 30, 60, 60], lag_max=60)
+    assert (at_max["growth"], at_max["censored"], at_max["n_points"]) == ("censored", True, 2)
+    few = growth_law(N, np.r_[[0] * 11, 10, 30], lag_max=60)
+    assert (few["growth"], few["censored"]) == ("too few points", False)
+    flat = growth_law(N, np.r_[[0] * 3, [20] * 10], lag_max=60)
+    assert (flat["growth"], flat["n_points"]) == ("flat", 10)
+
+
+def test_growth_verdicts_count_seeds_per_noise():
+    b = pd.DataFrame(dict(model="const", optimizer="adamw", seed=[1, 2, 3, 1, 2, 3],
+                          noise=["per_lag"] * 3 + ["pooled"] * 3, censored=[False, False, True] * 2,
+                          growth=["logarithmic", "logarithmic", "censored", "power", "power", "censored"],
+                          c_power=[0.1, 0.2, np.nan, 0.5, 0.6, np.nan]))
+    v = verdicts(_per_seed(b=b)).set_index("noise")
+    assert (v.loc["per_lag", "verdict"], v.loc["per_lag", "k"], v.loc["per_lag", "n"]) == ("logarithmic", 2, 3)
+    assert v.loc["per_lag", "holds"] and not v.loc["pooled", "holds"]
+    assert (v.loc["pooled", "verdict"], v.loc["pooled", "k"]) == ("power", 0)
+    assert v.loc["pooled", "estimate"] == pytest.approx(0.55)
+    assert claim_scores(verdicts(_per_seed(b=b))) == {"b:per_lag": "1/1", "b:pooled": "0/1"}
+
+
+def test_log_tau_iqr_counts_infinite_units():
+    tau = np.exp(np.r_[np.arange(7.0), np.inf])
+    # order statistics 0..6, inf: q25 = 1.75, q75 = 5.25; dropping the inf unit would give 3.0
+    assert log_tau_iqr(tau) == pytest.approx(3.5)
+    assert log_tau_iqr(np.r_[tau, np.nan, np.nan]) == pytest.approx(3.5)  # NaN units left out
+    assert log_tau_iqr(np.exp([0.0, 1.0, 2.0, np.inf])) == np.inf  # q75 lies between 2 and inf
+    assert np.isnan(log_tau_iqr([np.inf] * 4)) and np.isnan(log_tau_iqr([np.nan]))
+    assert log_tau_iqr(3.0 * tau) == pytest.approx(3.5)  # a spread of log tau: scale-free
+
+
+def test_decay_length():
+    assert decay_length(LAGS, 3.0 * np.exp(-LAGS / 12.5)) == pytest.approx(12.5, rel=1e-10)
+    assert decay_length(LAGS, np.ones_like(LAGS)) == np.inf
+    assert np.isnan(decay_length(LAGS, np.full(LAGS.size, np.nan)))
+
+
+def test_optimizer_verdicts_pair_seeds():
+    c = pd.DataFrame(dict(model="gru", optimizer=["adamw"] * 3 + ["sgd"] * 3, seed=[1, 2, 3] * 2,
+                          log_tau_iqr=[np.inf, 2.0, 1.0, 1.0, 1.0, 2.0], tau_env=[5.0, 6.0, np.nan, 9.0, 9.0, 9.0],
+                          val_r2=[0.5, 0.6, 0.7, 0.1, 0.2, 0.3]))
+    v = verdicts(_per_seed(c=c)).set_index("check")
+    spread, env = v.loc["log tau_q IQR"], v.loc["tau_env"]
+    assert (spread["k"], spread["n"], spread["holds"], spread["verdict"]) == (2, 3, True, "adamw broader")
+    assert (env["k"], env["n"], env["holds"], env["verdict"]) == (0, 2, False, "adamw not slower")
+    assert env["estimate"] == pytest.approx(5.5)
+    assert "val R² AdamW 0.60 vs SGD 0.20" in spread["detail"]
+
+
+def test_master_ci_covers_one_per_noise():
+    d = pd.DataFrame(dict(model="diag", optimizer="sgd", seed=[1, 2, 3] * 2,
+                          noise=["per_lag"] * 3 + ["pooled"] * 3,
+                          slope=[0.3, 0.35, 0.9, 1.0, 1.05, 0.5],
+                          slope_lo=[0.2, 0.3, 0.7, 0.9, 0.95, np.nan],
+                          slope_hi=[0.4, 0.4, 1.1, 1.1, 1.15, np.nan]))
+    v = verdicts(_per_seed(d=d)).set_index("noise")
+    assert (v.loc["per_lag", "k"], v.loc["per_lag", "n"], v.loc["per_lag", "verdict"]) == (1, 3, "excludes 1")
+    assert not v.loc["per_lag", "holds"]
+    assert (v.loc["pooled", "k"], v.loc["pooled", "n"], v.loc["pooled", "verdict"]) == (2, 2, "covers 1")
+    assert v.loc["pooled", "holds"] and v.loc["pooled", "estimate"] == pytest.approx(1.025)
+    assert "1.00 [0.90, 1.10]" in v.loc["pooled", "detail"]
+    md = to_markdown(verdicts(_per_seed(d=d)))
+    assert "| d | master slope CI | diag | sgd | pooled | covers 1 | covers 1 | 2/2 | yes |" in md
+
+
+def test_claim_table_on_synthetic_artifacts(tmp_path):
+    from synthetic_claims import expected_claims, write_claim_run
+
+    spec = write_claim_run(tmp_path)
+    table = claim_table(tmp_path / "results", spec["models"], spec["optimizers"], spec["seeds"])
+    got = table.set_index(["claim", "check", "model", "optimizer", "noise"])[["verdict", "k", "n", "holds"]]
+    want = expected_claims().set_index(got.index.names)[got.columns]
+    pd.testing.assert_frame_equal(got.sort_index(), want.sort_index(), check_dtype=False)

@@ -1,0 +1,146 @@
+"""Print the markdown tables of docs/results.md from a finished run's Parquet artifacts.
+
+    python experiments/results_tables.py RESULTS_DIR [--epoch best]
+
+RESULTS_DIR is a run's ``results/`` folder. The runs are the rows of summary.parquet with status
+"ok". Tables, per (model, optimizer): val R^2 (mean ± sd over seeds), the decay class selected
+for the seed-mean envelope (METHOD §8) with its scale and 95 % CI, tau_env of the seed-mean
+envelope; H_N (seed mean ± sd) at the smallest, middle and largest N per noise definition, with
+the closed-form prediction at the largest N; the master-law slope with each seed's 95 % CI per
+noise definition; the exponents a and b when results/stats/exponents.parquet exists (METHOD §7b);
+and the claim verdicts of learnwin.claims (METHOD §8b).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from learnwin import io
+from learnwin.claims import (EXPECTED_CLASS, at_epoch, decay_length, markdown, mean_sd, measure, number,
+                             to_markdown, verdicts, with_noise)
+from learnwin.summary import SCALE_NAME, budgets
+
+KEYS = ["model", "optimizer"]
+
+
+def _pm(values, digits: int = 2) -> str:
+    mean, sd = mean_sd(pd.Series(values, dtype=float))
+    return number(mean, digits) + ("" if np.isnan(sd) else f" ± {number(sd, digits)}")
+
+
+def _ordered(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows in the models' canonical order, then by optimizer, noise and seed where present."""
+    rank = {m: i for i, m in enumerate(EXPECTED_CLASS)}
+    cols = [c for c in ("model", "optimizer", "noise", "seed") if c in df]
+    return df.sort_values(cols, key=lambda s: s.map(rank).fillna(len(rank)) if s.name == "model" else s,
+                          kind="stable", ignore_index=True)
+
+
+def _read(path: Path, artifact: str) -> pd.DataFrame:
+    """An artifact through learnwin.io, or plain Parquet while its schema is not registered."""
+    return io.read_table(path, artifact) if artifact in io.SCHEMA_VERSIONS else pd.read_parquet(path)
+
+
+def overview(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFrame:
+    """val R², the seed-mean envelope's decay class with its scale, and tau_env per (model, optimizer)."""
+    rows = []
+    for (m, o), g in runs.groupby(KEYS, sort=False):
+        env = pd.concat([io.read_table(results / f"snapshots/{o}/{m}/seed{s}/epoch{epoch}/envelope.parquet",
+                                       "envelope") for s in g["seed"]])
+        mean_f = env.groupby("lag")["f"].mean()
+        decay = io.read_table(results / f"decay/{o}/{m}/epoch{epoch}.parquet", "decay")
+        law = decay[(decay["scope"] == "mean") & decay["selected"].astype(bool)]
+        if law.empty:
+            name, scale = "none", "–"
+        else:
+            r = law.iloc[0]
+            name = r["law"]
+            scale = f"{SCALE_NAME[name]} = {number(r['scale'])} [{number(r['scale_lo'])}, {number(r['scale_hi'])}]"
+        rows.append({"model": m, "optimizer": o, "seeds": len(g), "val R²": _pm(g["val_r2"]),
+                     "decay class (seed mean)": name, "scale [95 % CI]": scale,
+                     "τ_env": number(decay_length(mean_f.index, mean_f.to_numpy()))})
+    return pd.DataFrame(rows)
+
+
+def window_table(H_agg: pd.DataFrame) -> pd.DataFrame:
+    """H_N mean ± sd over seeds at three N, and the prediction at the largest, per noise definition."""
+    grid = budgets(H_agg)
+    rows = []
+    for (m, o, noise), g in H_agg.groupby([*KEYS, "noise"], sort=False):
+        g = g.set_index("N")
+        row = {"model": m, "optimizer": o, "noise": noise}
+        for n in grid:
+            sd = g.loc[n, "std"]
+            row[f"H_N at N = {n}"] = number(g.loc[n, "mean"], 1) + ("" if pd.isna(sd) else f" ± {number(sd, 1)}")
+        row[f"predicted at N = {grid[-1]}"] = number(g.loc[grid[-1], "predicted"], 1)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def master_table(master: pd.DataFrame) -> pd.DataFrame:
+    """Master-law slope (mean ± sd over seeds), seeds whose CI covers 1, and every seed's CI."""
+    rows = []
+    for (m, o, noise), g in master.groupby([*KEYS, "noise"], sort=False):
+        covers = (g["slope_lo"] <= 1) & (g["slope_hi"] >= 1)
+        rows.append({"model": m, "optimizer": o, "noise": noise, "slope": _pm(g["slope"]),
+                     "CI covers 1": f"{int(covers.sum())}/{len(g)}",
+                     "per seed: slope [95 % CI]": "; ".join(
+                         f"{number(r.slope)} [{number(r.slope_lo)}, {number(r.slope_hi)}]" for r in g.itertuples())})
+    return pd.DataFrame(rows)
+
+
+def exponents_table(exps: pd.DataFrame) -> pd.DataFrame:
+    """Exponents a (sigma ~ f^a) and b (m ~ f^b) per (model, optimizer, noise), over seeds."""
+    rows = []
+    for (m, o, noise), g in exps.groupby([*KEYS, "noise"], sort=False):
+        covers = (g["b_lo"] <= 1) & (g["b_hi"] >= 1)
+        rows.append({"model": m, "optimizer": o, "noise": noise, "a": _pm(g["a"]), "b": _pm(g["b"]),
+                     "b − a": _pm(g["b"] - g["a"]), "b CI covers 1": f"{int(covers.sum())}/{len(g)}",
+                     "significant lags": _pm(g["n_significant"], 1)})
+    return pd.DataFrame(rows)
+
+
+def tables(results: str | Path, epoch: str = "best") -> str:
+    """All tables as one markdown text."""
+    results = Path(results)
+    summary = io.read_table(results / "summary.parquet", "summary")
+    if "status" in summary:
+        summary = summary[summary["status"] == "ok"]
+    runs = _ordered(summary)
+    models, optimizers = list(dict.fromkeys(runs["model"])), list(dict.fromkeys(runs["optimizer"]))
+    seeds = sorted(set(runs["seed"]))
+
+    def in_run(table):
+        return _ordered(with_noise(at_epoch(table, epoch)).merge(runs[KEYS].drop_duplicates()))
+
+    H_agg = in_run(io.read_table(results / "stats/H_N_agg.parquet", "H_N"))
+    per_seed = measure(results, models, optimizers, seeds, epoch)
+    master = _ordered(per_seed["d"])
+    out = [f"## Results of {results} at epoch {epoch}", "",
+           "### Training and envelope (mean ± sd over seeds)", "", markdown(overview(results, runs, epoch)), "",
+           "### Learnability window H_N (seed mean ± sd)", "", markdown(window_table(H_agg)), "",
+           "### Master-law slope", "", markdown(master_table(master)), ""]
+    exponents = results / "stats/exponents.parquet"
+    if exponents.exists():
+        exps = in_run(_read(exponents, "exponents"))
+        out += ["### Exponents: m ~ f^b, sigma ~ f^a (mean ± sd over seeds)", "",
+                markdown(exponents_table(exps)), ""]
+    out += ["### Claims (METHOD §8b; k/n = seeds that agree with the expectation)", "",
+            to_markdown(verdicts(per_seed)), ""]
+    return "\n".join(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", help="a finished run's results/ directory")
+    ap.add_argument("--epoch", default="best", help="snapshot epoch (default: best)")
+    args = ap.parse_args(argv)
+    print(tables(args.results, args.epoch))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""The experiments/ scripts on the synthetic run of tests/synthetic_claims.py: results_tables.py
+prints the values the run was built with, and sweep.py scores it with learnwin.claims."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import synthetic as syn
+from synthetic_claims import VAL_R2, write_claim_run
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(capsys, *argv) -> str:
+    _script("results_tables").main([str(a) for a in argv])
+    return capsys.readouterr().out
+
+
+def test_results_tables_print_the_run(tmp_path, capsys):
+    spec = write_claim_run(tmp_path)
+    out = _run(capsys, tmp_path / "results", "--epoch", "best")
+    lines = out.splitlines()
+
+    # overview: val R² over seeds 1, 2; the exp row of synthetic.py (tau = mean of 4 and 4.4, CI
+    # +- 10 %); tau_env from a brute-force log-linear fit of the seed-mean envelope
+    r2 = np.array([VAL_R2["adamw"] + 0.02 * s for s in syn.SEEDS])
+    f = np.mean([np.exp(-syn.LAGS / syn.tau_of("const", s, "best")) for s in syn.SEEDS], axis=0)
+    tau_env = -1 / np.polyfit(syn.LAGS, np.log(f), 1)[0]
+    assert (f"| const | adamw | 2 | {r2.mean():.2f} ± {r2.std(ddof=1):.2f} | exp | τ = 4.20 [3.78, 4.62] | "
+            f"{tau_env:.2f} |") in lines
+    assert any(line.startswith("| gru | adamw | 2 | 0.53 ± 0.01 | power | β = 1.50 [") for line in lines)
+
+    # H_N at the smallest, middle and largest N of the grid, per noise, from the designed curves
+    H = spec["H_N"]
+    H = H[(H["epoch"] == "best") & (H["model"] == "const") & (H["optimizer"] == "sgd") & (H["noise"] == "per_lag")]
+    cells = [f"{g.mean():.1f} ± {g.std(ddof=1):.1f}" for _, g in H.groupby("N")["H_N"] if _ in (16, 1024, 65536)]
+    assert "| const | sgd | per_lag | " + " | ".join(cells) + " | 16.0 |" in lines
+    assert "| const | sgd | per_lag | 4.0 ± 0.0 | 9.5 ± 0.7 | 14.5 ± 0.7 | 16.0 |" in lines  # the same, by hand
+    assert "| gru | adamw | pooled | 0.0 ± 0.0 | 8.0 ± 0.0 | 8.0 ± 0.0 | 16.0 |" in lines
+
+    # master slope per noise with every seed's CI
+    assert "| gru | sgd | pooled | 1.16 ± 0.20 | 1/2 | 1.02 [0.92, 1.12]; 1.30 [1.20, 1.40] |" in lines
+    assert "| const | adamw | per_lag | 0.30 ± 0.00 | 0/2 | 0.30 [0.20, 0.40]; 0.30 [0.20, 0.40] |" in lines
+
+    # exponents: a = 0.9 + 0.1 seed, b = 1.2 + 0.1 seed, n_significant = 10 + seed
+    assert "| gru | sgd | pooled | 1.05 ± 0.07 | 1.35 ± 0.07 | 0.30 ± 0.00 | 0/2 | 11.5 ± 0.7 |" in lines
+
+    # claims: the log-tau spread 3.5 log 2 (wide) against 3.5 log 1.1 (narrow)
+    wide, narrow = 3.5 * np.log(2.0), 3.5 * np.log(1.1)
+    assert any(line.startswith("| c | log tau_q IQR | gru | adamw vs sgd | - | adamw broader | adamw broader | "
+                               f"2/2 | yes | 2 of 2 seeds; AdamW {wide:.2f} ± 0.00 vs SGD {narrow:.2f}")
+               for line in lines)
+    assert any(line.startswith("| b | H_N growth | const | adamw | pooled | logarithmic | censored | 0/2 | no |")
+               for line in lines)
+    # the rows come in the models' canonical order (const before gru)
+    assert out.index("| const | adamw | per_lag | 0.30") < out.index("| gru | adamw | per_lag | 0.30")
+
+
+def test_results_tables_without_exponents(tmp_path, capsys):
+    write_claim_run(tmp_path)
+    (tmp_path / "results/stats/exponents.parquet").unlink()
+    out = _run(capsys, tmp_path / "results")
+    assert "Exponents" not in out and "### Claims" in out
+    assert pd.Series(out.splitlines()).str.startswith("| a | envelope class |").sum() == 4
+
+
+def test_sweep_scores_a_run(tmp_path, monkeypatch):
+    spec = write_claim_run(tmp_path / "variant")
+    sweep = _script("sweep")
+    monkeypatch.setattr(sweep, "RUNS", tmp_path)
+    row = sweep.score("variant", {k: spec[k] for k in ("models", "optimizers", "seeds")})
+    # from expected_claims(): a 4 of 4 rows hold, b 4/4 per_lag and 0/4 pooled, c 2/4 (gru only),
+    # d 0/4 per_lag and 3/4 pooled (gru/sgd splits)
+    assert row == {"variant": "variant", "val_r2": pytest.approx(0.38), "claim_a": "4/4", "claim_b:per_lag": "4/4",
+                   "claim_b:pooled": "0/4", "claim_c": "2/4", "claim_d:per_lag": "0/4", "claim_d:pooled": "3/4"}
+    saved = pd.read_csv(tmp_path / "variant" / "claims.csv")
+    assert len(saved) == 24 and saved["holds"].sum() == 13
