@@ -128,7 +128,8 @@ def bootstrap_sequences(X: np.ndarray, n_boot: int, rng: np.random.Generator) ->
         Xb = X[:, idx[start:start + chunk]]  # (rows, chunk, n)
         means.append(Xb.mean(axis=-1).T)
         b75, b25 = np.quantile(Xb, [0.75, 0.25], axis=-1)
-        ratios.append(((b75 - b25) * inv_iqr[:, None]).T)
+        with np.errstate(invalid="ignore"):  # IQR = 0: NaN ratio, the lag has no scale
+            ratios.append(((b75 - b25) * inv_iqr[:, None]).T)
     return np.concatenate(means), np.concatenate(ratios)
 
 
