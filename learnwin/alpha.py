@@ -6,7 +6,10 @@ Two estimators, one selection rule:
   t in [0.05/s, 3/s]; |phi(t)|^2 from the mean cos and sin; keep 0.01 < |phi|^2 < 0.95 (>= 5
   points), else 1e-4 < |phi|^2 < 0.999 (>= 3 points), else the fit fails; weighted least squares
   of log(-log|phi|^2) on log t with weights exp(-2 (log|phi|^2 + 0.7)^2); alpha = slope clipped
-  to [1, 2]; sigma = (exp(intercept) / 2)^(1 / alpha).
+  to [1, 2]; sigma = (exp(intercept) / 2)^(1 / alpha). When the slope is clipped, the intercept
+  is the weighted least-squares one at the clipped slope (ym - alpha xm); with the unclipped
+  slope's intercept sigma would scale as c^(slope / alpha) when the data scale by c (found by
+  the rate-scale invariance test of tests/test_window.py).
 * McCulloch quantile ratio R = (q95 - q05) / (q75 - q25), inverted through the fine table
   ``learnwin/tables/mcculloch_alpha.csv`` (201 alphas in [1, 2], built by
   ``tools/build_alpha_table.py`` from ``scipy.stats.levy_stable.ppf``; loaded once and cached);
@@ -107,8 +110,8 @@ def ecf_fit(x: np.ndarray) -> tuple[float, float, bool]:
     w = np.exp(-2.0 * (lp + 0.7) ** 2)
     xm, ym = np.average(X, weights=w), np.average(y, weights=w)
     slope = np.sum(w * (X - xm) * (y - ym)) / np.sum(w * (X - xm) ** 2)
-    intercept = ym - slope * xm
     alpha = float(np.clip(slope, 1.0, 2.0))
+    intercept = ym - alpha * xm  # the WLS intercept at the slope used (clipped: keeps sigma scale-equivariant)
     return alpha, float((np.exp(intercept) / 2.0) ** (1.0 / alpha)), bool(alpha != slope)
 
 

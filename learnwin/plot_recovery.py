@@ -28,6 +28,9 @@ def plot_recovery(comparison: pd.DataFrame, agreement: pd.DataFrame, *, epoch: s
 
 
 def _draw(comparison, agreement, *, epoch, png, pdf, dpi) -> Figure:
+    if "noise" in comparison:  # the snapshot predictions of the per_lag definition (METHOD §7b)
+        comparison = comparison[comparison["noise"].isna() | (comparison["noise"] == "per_lag")]
+        agreement = agreement[agreement["noise"] == "per_lag"]
     comp = comparison[comparison["epoch"].astype(str) == str(epoch)]
     emp_only = comparison.drop_duplicates(["model", "optimizer", "N"])  # drawn even without a prediction
     optimizers = list(dict.fromkeys(emp_only["optimizer"]))

@@ -27,6 +27,7 @@ from matplotlib.ticker import LogFormatter
 
 from learnwin.io import atomic_path
 from learnwin.summary import SCALE_NAME, fmt
+from learnwin.window import NOISES
 
 #: Fixed colour of each model in every figure (METHOD §9).
 MODEL_COLORS = {
@@ -95,6 +96,14 @@ def _figure(nrows: int, ncols: int, height: float = PANEL_H) -> tuple[Figure, np
     fig = Figure(figsize=(PANEL_W * ncols, height * nrows), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)
     return fig, axes
+
+
+def _noise_rows(df: pd.DataFrame, optimizers: Sequence[str]) -> list[tuple[str, str]]:
+    """One panel row per (optimizer, noise definition) found in ``df`` (METHOD §7b); the
+    definitions in the order of :data:`learnwin.window.NOISES`, per_lag alone when none."""
+    found = set(df["noise"].astype(str)) if "noise" in df and len(df) else set()
+    noises = [n for n in NOISES if n in found] or ["per_lag"]
+    return [(opt, noise) for opt in optimizers for noise in noises]
 
 
 def _no_data(ax, text: str = "no data") -> None:
@@ -207,14 +216,16 @@ def _log_bins(values: np.ndarray) -> np.ndarray:
 
 @_drawn
 def plot_H_N(H_N_agg, *, models, optimizers, epoch) -> Figure:
-    """Figure 1: learnability window H_N vs budget N (log x), one row per optimizer.
+    """Figure 1: learnability window H_N vs budget N (log x), one row per optimizer and noise
+    definition (METHOD §7b).
 
     Left: mean ± 1 std over seeds; right: median and IQR. Dashed: H_N predicted in closed
     form from the decay class selected for the seed-mean envelope (METHOD §7-§8).
     """
     agg = _sel(H_N_agg, epoch=epoch)
-    fig, axes = _figure(len(optimizers), 2)
-    for row, opt in enumerate(optimizers):
+    panels = _noise_rows(agg, optimizers)
+    fig, axes = _figure(len(panels), 2)
+    for row, (opt, noise) in enumerate(panels):
         for col, (centre, lo, hi, title) in enumerate(
             [
                 ("mean", None, None, "mean ± 1 std over seeds"),
@@ -223,7 +234,8 @@ def plot_H_N(H_N_agg, *, models, optimizers, epoch) -> Figure:
         ):
             ax, drawn, top = axes[row, col], False, 0.0
             for model in models:
-                sub = _finite(_sel(agg, optimizer=opt, model=model), "N", centre).sort_values("N")
+                sub = _finite(_sel(agg, optimizer=opt, model=model, noise=noise), "N", centre)
+                sub = sub.sort_values("N")
                 if sub.empty:
                     continue
                 color = MODEL_COLORS.get(model, "k")
@@ -250,7 +262,7 @@ def plot_H_N(H_N_agg, *, models, optimizers, epoch) -> Figure:
             ax.set_xscale("log")
             ax.set_xlabel("sample budget $N$")
             ax.set_ylabel("$H_N$ (lags)")
-            ax.set_title(f"{opt}: {title}")
+            ax.set_title(f"{opt}, {noise} noise: {title}")
     _model_legend(
         fig, models, [Line2D([], [], color="k", ls="--", lw=1, label="predicted (decay class)")]
     )
@@ -369,13 +381,15 @@ def plot_tau_spectra(units, *, models, optimizers) -> Figure:
 
 def _nhat_panels(window, master, models, optimizers, epoch, with_kappa: bool) -> Figure:
     """Scatter of the sample complexity against -log f(l) (or -kappa log f(l)) with the stored
-    master-law fit of each seed evaluated at the plotted points (figures 5 and 9).
+    master-law fit of each seed evaluated at the plotted points (figures 5 and 9), one row per
+    optimizer and noise definition (METHOD §7b).
 
-    Filled markers are log N*(l), the continuous sample complexity the master law regresses
-    (METHOD §7); hollow markers are the grid value log N_hat(l), for reference.
+    Filled markers are log N*(l) of the significant lags, the continuous sample complexity the
+    master law regresses (METHOD §7); hollow markers are the grid value log N_hat(l), for
+    reference; grey crosses are lags whose mean psi is not significant (left out of the fit).
     """
     points = _finite(
-        window.drop_duplicates(["optimizer", "model", "seed", "epoch", "lag"]),
+        window.drop_duplicates(["optimizer", "model", "seed", "epoch", "noise", "lag"]),
         "N_star",
         "f",
         positive=True,
@@ -388,12 +402,15 @@ def _nhat_panels(window, master, models, optimizers, epoch, with_kappa: bool) ->
     points = points.assign(x_master=points["kappa"].astype(float) * points["minus_log_f"])
     fits = _sel(master, epoch=epoch)
     x = "x_master" if with_kappa else "minus_log_f"
-    fig, axes = _figure(len(optimizers), len(models))
+    panels = _noise_rows(window, optimizers)
+    fig, axes = _figure(len(panels), len(models))
     markers = "osD^v<>"
-    for row, opt in enumerate(optimizers):
+    for row, (opt, noise) in enumerate(panels):
         for col, model in enumerate(models):
             ax, color = axes[row, col], MODEL_COLORS.get(model, "k")
-            sub = _finite(_sel(points, optimizer=opt, model=model), x)
+            sub = _finite(_sel(points, optimizer=opt, model=model, noise=noise), x)
+            off = sub[~sub["significant"].astype(bool)]
+            sub = sub[sub["significant"].astype(bool)]
             for i, (seed, run) in enumerate(sub.groupby("seed")):
                 marker = markers[i % len(markers)]
                 ax.scatter(run[x], run["log_nstar"], s=10, color=color, marker=marker,
@@ -401,7 +418,7 @@ def _nhat_panels(window, master, models, optimizers, epoch, with_kappa: bool) ->
                 ax.scatter(run[x], run["log_nhat"], s=10, facecolors="none", edgecolors=color,
                            marker=marker, linewidths=0.6)
                 fit = _finite(
-                    _sel(fits, optimizer=opt, model=model, seed=seed), "slope", "intercept"
+                    _sel(fits, optimizer=opt, model=model, seed=seed, noise=noise), "slope", "intercept"
                 )
                 line = _finite(run, "x_master").sort_values(x)
                 if not fit.empty and not line.empty:
@@ -413,26 +430,32 @@ def _nhat_panels(window, master, models, optimizers, epoch, with_kappa: bool) ->
                         lw=1,
                         alpha=0.8,
                     )
-            stats = _finite(_sel(fits, optimizer=opt, model=model), "slope", "r2")
+            if not off.empty:
+                ax.scatter(off[x], off["log_nstar"], s=8, color="0.6", marker="x", linewidths=0.6)
+            stats = _finite(_sel(fits, optimizer=opt, model=model, noise=noise), "slope", "r2")
             if not stats.empty:
                 s, r2 = stats["slope"].astype(float), stats["r2"].astype(float)
                 spread = f" ± {s.std(ddof=1):.2f}" if len(s) > 1 else ""
+                cis = "\n".join(
+                    f"[{_fmt(r['slope_lo'], 2)}, {_fmt(r['slope_hi'], 2)}] on {r['n_points']}/{r['n_significant']}"
+                    for _, r in stats.iterrows()
+                )
                 ax.text(
                     0.03,
                     0.97,
-                    f"slope {s.mean():.2f}{spread}\n$R^2$ {r2.mean():.2f}",
+                    f"slope {s.mean():.2f}{spread}\n$R^2$ {r2.mean():.2f}\n95 % CI {cis}",
                     transform=ax.transAxes,
                     va="top",
                     ha="left",
                     bbox=dict(facecolor="white", alpha=0.8, edgecolor="none", pad=1.5),
                 )
-            if sub.empty:
+            if sub.empty and off.empty:
                 _no_data(ax)
             elif sub["seed"].nunique() > 1:
                 ax.legend(loc="lower right", frameon=False)
             ax.set_xlabel(r"$-\kappa(l)\,\log f(l)$" if with_kappa else r"$-\log f(l)$")
             ax.set_ylabel(r"$\log N^*(l)$ (filled), $\log \hat N(l)$ (hollow)")
-            ax.set_title(f"{model}, {opt}")
+            ax.set_title(f"{model}, {opt}, {noise}")
     return fig
 
 
@@ -488,7 +511,8 @@ def plot_alpha(alpha, *, models, optimizers) -> Figure:
 @_drawn
 def plot_eps_th(window, *, models, optimizers, budgets) -> Figure:
     """Figure 7: envelope f(l) with the implied threshold eps_th(l; N) = f (N_hat/N)^(1/kappa)
-    for the configured budgets (each mapped to the nearest N of the grid), METHOD §7."""
+    for the configured budgets (each mapped to the nearest N of the grid), METHOD §7; one row
+    per optimizer and noise definition (§7b)."""
     grid = np.sort(pd.unique(_finite(window, "N", positive=True)["N"].astype(float)))
     chosen = (
         sorted({int(grid[np.argmin(np.abs(np.log(grid) - math.log(b)))]) for b in budgets})
@@ -496,11 +520,12 @@ def plot_eps_th(window, *, models, optimizers, budgets) -> Figure:
         else []
     )
     styles = ["--", ":", "-.", (0, (1, 3))]
-    fig, axes = _figure(len(optimizers), len(models))
-    for row, opt in enumerate(optimizers):
+    panels = _noise_rows(window, optimizers)
+    fig, axes = _figure(len(panels), len(models))
+    for row, (opt, noise) in enumerate(panels):
         for col, model in enumerate(models):
             ax, color = axes[row, col], MODEL_COLORS.get(model, "k")
-            sub = _sel(window, optimizer=opt, model=model)
+            sub = _sel(window, optimizer=opt, model=model, noise=noise)
             per_lag = sub.drop_duplicates(["seed", "lag"])
             drawn = _band(ax, seed_band(per_lag, "lag", "f"), "lag", color, label="$f(l)$")
             for i, N in enumerate(chosen):
@@ -520,7 +545,49 @@ def plot_eps_th(window, *, models, optimizers, budgets) -> Figure:
                 _no_data(ax)
             ax.set_xlabel("lag $l$")
             ax.set_ylabel(r"$f(l)$, $\epsilon_{th}(l;N)$")
-            ax.set_title(f"{model}, {opt}")
+            ax.set_title(f"{model}, {opt}, {noise}")
+    return fig
+
+
+@_drawn
+def plot_exponents(exponents, *, models, optimizers, epoch) -> Figure:
+    """Figure 13: exponents m ~ f^b (filled circles) and sigma ~ f^a (hollow squares) per model,
+    one point per seed with its stored 95 % sequence-bootstrap CI; one row per optimizer, one
+    column per noise definition (METHOD §7b). Dotted lines: b = 1 (the master law's claim) and 0.
+    Under per_lag the master-law slope is about b - a; under pooled a = 0 and the slope is b."""
+    exps = _sel(exponents, epoch=epoch)
+    noises = [n for opt, n in _noise_rows(exps, optimizers[:1])]
+    fig, axes = _figure(len(optimizers), len(noises))
+    for row, opt in enumerate(optimizers):
+        for col, noise in enumerate(noises):
+            ax, drawn = axes[row, col], False
+            for i, model in enumerate(models):
+                sub = _sel(exps, optimizer=opt, model=model, noise=noise)
+                color = MODEL_COLORS.get(model, "k")
+                seeds = sub["seed"].tolist() if len(sub) else []
+                for j, (_, r) in enumerate(sub.iterrows()):
+                    shift = 0.08 * (j - (len(seeds) - 1) / 2)
+                    for name, dx, face in (("b", -0.15, color), ("a", 0.15, "none")):
+                        value = float(r[name])
+                        if not np.isfinite(value):
+                            continue
+                        lo, hi = float(r[f"{name}_lo"]), float(r[f"{name}_hi"])
+                        err = [[max(value - lo, 0.0)], [max(hi - value, 0.0)]] if np.isfinite([lo, hi]).all() else None
+                        ax.errorbar(i + dx + shift, value, yerr=err, fmt="o" if name == "b" else "s",
+                                    color=color, mfc=face, ms=4, capsize=2, lw=1)
+                        drawn = True
+            if drawn:
+                ax.axhline(1.0, color="0.5", lw=0.8, ls=":")
+                ax.axhline(0.0, color="0.5", lw=0.8, ls=":")
+            else:
+                _no_data(ax)
+            ax.set_xticks(range(len(models)), models)
+            ax.set_ylabel("exponent")
+            ax.set_title(f"{opt}, {noise} noise")
+    _model_legend(fig, models, [
+        Line2D([], [], color="k", marker="o", ls="none", label=r"$b$: $m \sim f^b$"),
+        Line2D([], [], color="k", marker="s", mfc="none", ls="none", label=r"$a$: $\sigma \sim f^a$"),
+    ])
     return fig
 
 
@@ -708,4 +775,5 @@ FIGURES: dict[str, Callable] = {
     "optimizers": plot_optimizers,
     "decay_table": plot_decay_table,
     "epochs": plot_epochs,
+    "exponents": plot_exponents,
 }

@@ -191,18 +191,23 @@ def nondecreasing_within_noise(mean: Sequence[float], std: Sequence[float]) -> b
 
 
 def compare(agg: pd.DataFrame, h_n_agg: pd.DataFrame) -> pd.DataFrame:
-    """Empirical window next to the predicted ones per (model, optimizer, epoch, N)."""
-    pred = h_n_agg[["model", "optimizer", "epoch", "N", "mean", "predicted", "law"]].rename(
+    """Empirical window next to the predicted ones per (model, optimizer, epoch, noise, N); the
+    noise definition (METHOD §7b) is carried when ``h_n_agg`` has one."""
+    noise = ["noise"] if "noise" in h_n_agg else []
+    pred = h_n_agg[["model", "optimizer", "epoch", *noise, "N", "mean", "predicted", "law"]].rename(
         columns={"mean": "H_N_snapshot", "predicted": "H_N_decay"})
     out = agg.merge(pred, on=["model", "optimizer", "N"], how="left")
-    return out.sort_values(["optimizer", "epoch", "model", "N"], ignore_index=True)
+    return out.sort_values(["optimizer", "epoch", *noise, "model", "N"], ignore_index=True)
 
 
 def agreement(comparison: pd.DataFrame) -> pd.DataFrame:
-    """Per (optimizer, epoch, source): Spearman of empirical vs predicted over (model, N), and
+    """Per (optimizer, epoch[, noise], source): Spearman of empirical vs predicted over (model, N), and
     whether models rank the same by their window averaged over N."""
     rows = []
-    for (opt, epoch), block in comparison.dropna(subset=["epoch"]).groupby(["optimizer", "epoch"]):
+    noise = ["noise"] if "noise" in comparison else []
+    for key, block in comparison.dropna(subset=["epoch"]).groupby(["optimizer", "epoch", *noise]):
+        opt, epoch = key[:2]
+        extra = dict(noise=key[2]) if noise else {}
         for source, col in (("snapshot", "H_N_snapshot"), ("decay", "H_N_decay")):
             ok = block[np.isfinite(block[col]) & np.isfinite(block["emp_mean"])]
             rho, p = _spearman(ok["emp_mean"], ok[col])
@@ -210,7 +215,7 @@ def agreement(comparison: pd.DataFrame) -> pd.DataFrame:
             emp_rank = means["emp_mean"].rank(method="average")
             pred_rank = means[col].rank(method="average")
             rows.append(dict(
-                optimizer=opt, epoch=epoch, source=source, n_points=len(ok), spearman=rho,
+                optimizer=opt, epoch=epoch, **extra, source=source, n_points=len(ok), spearman=rho,
                 p_value=p, order_empirical=_order(means["emp_mean"]), order_predicted=_order(means[col]),
                 order_agrees=bool(len(means) > 1 and emp_rank.equals(pred_rank)),
             ))

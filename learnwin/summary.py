@@ -2,8 +2,9 @@
 
 :func:`build_summary` joins the stored per-run results into one row per
 (model, optimizer, seed) at the figure epoch: final validation R^2, median tail index over
-reliable lags, the decay class selected for that seed's envelope with its parameters, and
-H_N at the smallest, middle and largest budget of the grid. :func:`reading` states, in rst,
+reliable lags, the decay class selected for that seed's envelope with its parameters, H_N
+at the smallest, middle and largest budget of the grid per noise definition, the master-law
+slope and the exponents a, b per noise definition (METHOD §7b). :func:`reading` states, in rst,
 the decay class of each seed-mean envelope and H_N at the largest budget. Pure pandas.
 """
 
@@ -48,7 +49,8 @@ def budgets(H_N: pd.DataFrame) -> list[int]:
 
 def build_summary(
     curve: pd.DataFrame, alpha: pd.DataFrame, decay: pd.DataFrame, H_N: pd.DataFrame, *, epoch,
-    diverged: Iterable[tuple] = (),
+    diverged: Iterable[tuple] = (), master: pd.DataFrame | None = None,
+    exponents: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """One row per (model, optimizer, seed) found in any input, at snapshot ``epoch``.
 
@@ -57,8 +59,9 @@ def build_summary(
     Columns: model, optimizer, seed, epoch, status ("ok", or "diverged after epoch E" for the
     runs in ``diverged``, E = the last epoch of their curve), val_r2 (last epoch of the curve),
     alpha_median (median alpha over reliable lags), decay_<law, A, scale, ...> (the selected
-    law of scope ``seed{S}``), H_N_<N> for the three budgets of :func:`budgets`.
-    Missing inputs give NaN, never a missing row.
+    law of scope ``seed{S}``), H_N_<noise>_<N> for the three budgets of :func:`budgets` and each
+    noise definition (METHOD §7b), and, when given, slope_<noise> (master law) and b_<noise>,
+    a_<noise> (exponents m ~ f^b, sigma ~ f^a). Missing inputs give NaN, never a missing row.
     """
     last = curve.sort_values("epoch").groupby(KEYS, as_index=False).last()
     bad = {(str(m), str(o), int(s)) for m, o, s in diverged}
@@ -83,12 +86,18 @@ def build_summary(
 
     windows = _at(H_N, epoch)
     grid = budgets(windows)
+    noises = sorted(pd.unique(windows["noise"]), key=_noise_order)
     wide = windows[windows["N"].isin(grid)].pivot_table(
-        index=KEYS, columns="N", values="H_N", aggfunc="first"
+        index=KEYS, columns=["noise", "N"], values="H_N", aggfunc="first"
     )
-    wide = wide.reindex(columns=grid)
-    wide.columns = [f"H_N_{n}" for n in grid]
+    wide = wide.reindex(columns=pd.MultiIndex.from_product([noises, grid]))
+    wide.columns = [f"H_N_{noise}_{n}" for noise, n in wide.columns]
     parts.append(wide.reset_index())
+    for source, values in ((master, ["slope"]), (exponents, ["b", "a"])):
+        if source is not None:
+            per_noise = _at(source, epoch).pivot_table(index=KEYS, columns="noise", values=values)
+            per_noise.columns = [f"{v}_{noise}" for v, noise in per_noise.columns]
+            parts.append(per_noise.reset_index())
 
     parts = [part.astype({"seed": "int64"}) for part in parts]
     table = functools.reduce(lambda a, b: a.merge(b, on=KEYS, how="outer"), parts)
@@ -97,6 +106,11 @@ def build_summary(
             table[col] = table[col].astype("Int64")
     table.insert(3, "epoch", str(epoch))
     return table.sort_values(KEYS, ignore_index=True)
+
+
+def _noise_order(noise: str) -> tuple:
+    """per_lag first, pooled second, anything else after (METHOD §7b)."""
+    return (("per_lag", "pooled").index(noise) if noise in ("per_lag", "pooled") else 2, noise)
 
 
 def reading(
@@ -109,7 +123,8 @@ def reading(
     missing: Sequence[str] = (),
 ) -> str:
     """An rst paragraph per optimizer: the decay class selected for each model's seed-mean
-    envelope (with its scale and 95 % CI) and H_N (mean ± std over seeds) at the largest N;
+    envelope (with its scale and 95 % CI) and H_N (mean ± std over seeds) at the largest N, per
+    noise definition (METHOD §7b);
     then the runs left out of the statistics (``missing``, e.g. diverged runs)."""
     decay, agg = _at(decay, epoch), _at(H_N_agg, epoch)
     n_max = int(agg["N"].max()) if len(agg) else None
@@ -136,15 +151,17 @@ def reading(
                     f"{model}: {r['law']} ({name} = {fmt(r['scale'])}, 95 % CI "
                     f"[{fmt(r['scale_lo'])}, {fmt(r['scale_hi'])}]{flag})"
                 )
-            row = agg[(agg["optimizer"] == opt) & (agg["model"] == model) & (agg["N"] == n_max)]
-            if row.empty:
+            rows = agg[(agg["optimizer"] == opt) & (agg["model"] == model) & (agg["N"] == n_max)]
+            if rows.empty:
                 windows.append(f"{model}: no data")
             else:
-                r = row.iloc[0]
-                spread = f" ± {fmt(r['std'])}" if math.isfinite(float(r["std"])) else ""
-                windows.append(
-                    f"{model} {fmt(r['mean'])}{spread} (predicted {fmt(r['predicted'])})"
-                )
+                per_noise = []
+                for _, r in sorted(rows.iterrows(), key=lambda item: _noise_order(item[1]["noise"])):
+                    spread = f" ± {fmt(r['std'])}" if math.isfinite(float(r["std"])) else ""
+                    per_noise.append(
+                        f"{r['noise']} {fmt(r['mean'])}{spread} (predicted {fmt(r['predicted'])})"
+                    )
+                windows.append(f"{model} {', '.join(per_noise)}")
         lines.append(
             f"\n**{opt}.** Decay class of the seed-mean envelope (METHOD §8): {'; '.join(classes)}. "
             f"Learnability window H_N at N = {n_max} in lags, mean ± std over seeds: {'; '.join(windows)}."

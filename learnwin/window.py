@@ -1,9 +1,22 @@
-"""Sample complexity, the learnability window H_N and the master law (METHOD §7).
+"""Sample complexity, the learnability window H_N, the master law and its exponents
+(METHOD §7, §7b).
 
-Per snapshot and lag l: m(l) = |mean_n psi_n(l)|, SNR(l, N) = m N^(1/kappa) / sigma with
-1/kappa = 1 - 1/alpha (0 at alpha = 1, so kappa = inf needs no special case), N_hat(l) = the
-smallest N of the grid with SNR > eps (NaN when none), N*(l) = (eps sigma / m)^kappa,
-H_N = max{l : N_hat(l) <= N} (0 when none), eps_th(l; N) = f(l) (N_hat(l) / N)^(1/kappa).
+Per snapshot, noise definition and lag l: m(l) = |mean_n psi_n(l)|, SNR(l, N) = m N^(1/kappa) /
+sigma with 1/kappa = 1 - 1/alpha (0 at alpha = 1, so kappa = inf needs no special case),
+N_hat(l) = the smallest N of the grid with SNR > eps (NaN when none), N*(l) = (eps sigma /
+m)^kappa, H_N = max{l : N_hat(l) <= N} (0 when none), eps_th(l; N) = f(l) (N_hat(l) / N)^(1/kappa).
+
+Two noise definitions (METHOD §7b, config ``window.noise``), each giving its own rows (column
+``noise``):
+
+* ``per_lag``: (alpha(l), sigma(l)) of psi_n(l) itself, from alpha.parquet (the official code's
+  operational definition). psi is linear in the effective rate, so sigma(l) ~ f^a falls with the
+  envelope as m(l) ~ f^b does, and the master-law slope measures b - a.
+* ``pooled``: one (alpha_S, sigma_S) per snapshot from the alpha-stable fit
+  (:func:`learnwin.alpha.fit_sample`, the alpha config section, same selection and reliability
+  rules) of S_n = sum over l = 0..T-1 of psi_n(l) (total.parquet, psi's units), used at every lag
+  with the same m(l); ``reliable`` is the S fit's flag at every lag. sigma is then constant in l,
+  so a = 0 and the master-law slope equals b by construction: the claim tested is b = 1.
 
 Choices where METHOD is silent:
 
@@ -11,29 +24,46 @@ Choices where METHOD is silent:
   sigma is not positive and finite gets snr = NaN and is never detected (it carries no scale).
   m = 0 gives snr = 0, N* = inf. N* = 0 when the signal beats eps already at N = 1 with
   kappa = inf, inf when it never does.
+* Significance (column ``significant``): |mean_n psi_n(l)| > 2 standard errors, SE =
+  std_n(psi_n(l), ddof = 1) / sqrt(n) over diag sequences. Only significant lags enter the
+  master law and the exponents (a lag without a real mean has log m set by its noise).
 * Master law: log N*(l) (the continuous sample complexity, not the grid-quantised N_hat) is
-  regressed on x = -kappa(alpha(l)) log f(l). With m = c f and constant sigma and alpha,
-  log N* = kappa log(eps sigma / c) + x exactly, so the slope is 1 without grid rounding. Lags
-  enter when alpha is reliable, kappa finite, f > 0 and 0 < N* < inf; fewer than 3 such lags
-  (or constant x) give NaN statistics with a ``flag``. CI: OLS slope +- t(0.975, n - 2) SE.
-* Aggregation: H_N over seeds (mean, std with ddof = 1 so NaN for one seed, median, q25, q75).
-  The predicted H_N uses the selected decay law of scope "mean" and, per seed, the medians over
-  reliable lags (with f > 0) of alpha, sigma and c(l) = m(l) / f(l); then the median over seeds
-  (columns pred_alpha, pred_sigma, pred_c). No reliable lag or no decay fit -> predicted NaN
-  and law "none".
+  regressed on x = -kappa(alpha(l)) log f(l). Lags enter when significant, alpha is reliable,
+  kappa finite, f > 0 and 0 < N* < inf (``n_points``; ``n_significant`` counts the significant
+  lags); fewer than 3 such lags (or constant x) give NaN statistics with a ``flag``.
+* Exponents (exponents.parquet): b = OLS slope of log m on log f, a = OLS slope of log sigma on
+  log f, on the master law's lags. With constant kappa the master slope is b - a exactly.
+* CIs (slope, a, b): percentile 95 % intervals of a bootstrap over diag SEQUENCES (``bootstrap``
+  resamples of the sequence ids, the same ones for psi and S and for both definitions; seeded).
+  Per resample, m(l) is recomputed; alpha(l) (so kappa and x), the lag set and f are kept fixed;
+  sigma is rescaled by the resample's IQR ratio, sigma_b = sigma IQR_b / IQR (per lag for
+  per_lag, of S for pooled): the fitted sigma is ECF's, too slow to refit B x L times, and at a
+  fixed alpha the stable scale is proportional to the IQR (McCulloch's sigma = IQR / (2
+  q75(alpha))). Resamples whose y is not finite at every lag are dropped. Vectorised over
+  resamples and lags (chunks of resamples bound the memory).
+* Aggregation: H_N over seeds per noise (mean, std with ddof = 1 so NaN for one seed, median,
+  q25, q75). The predicted H_N uses the selected decay law of scope "mean" and, per seed, the
+  medians over reliable lags (with f > 0) of alpha, sigma and c(l) = m(l) / f(l); then the median
+  over seeds (columns pred_alpha, pred_sigma, pred_c). Under pooled alpha and sigma are
+  (alpha_S, sigma_S), so prediction and measurement share the noise definition. No reliable lag
+  or no decay fit -> predicted NaN and law "none".
 """
 
 from __future__ import annotations
 
+from typing import Mapping, Sequence
+
 import numpy as np
 import pandas as pd
-from scipy.special import stdtrit  # not scipy.stats, whose import adds ~1.5 s to every window job
 
-from learnwin.alpha import per_sequence
+from learnwin.alpha import fit_sample, kappa as kappa_of, per_sequence
 from learnwin.decay import ols, predict_window
 
 RUN_KEYS = ("model", "optimizer", "seed", "epoch")
 AGG_KEYS = ["model", "optimizer", "epoch"]
+NOISES = ("per_lag", "pooled")
+SIGNIFICANCE_SE = 2.0  # |mean| > 2 standard errors
+CHUNK_ELEMENTS = 4_000_000  # resampled values held at once in the bootstrap
 
 
 def inv_kappa(alpha) -> np.ndarray:
@@ -44,7 +74,8 @@ def inv_kappa(alpha) -> np.ndarray:
 
 
 def n_star(m, sigma, alpha, eps: float) -> np.ndarray:
-    """Continuous sample complexity N* = (eps sigma / m)^kappa, with the edge cases above."""
+    """Continuous sample complexity N* = (eps sigma / m)^kappa, with the edge cases above
+    (broadcasts: m and sigma may carry a leading resample axis)."""
     m, sigma = np.asarray(m, dtype=float), np.asarray(sigma, dtype=float)
     ik = inv_kappa(alpha)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -76,86 +107,197 @@ def learnability_window(lag, N_hat, N_grid) -> np.ndarray:
     return np.max(np.where(ok, np.asarray(lag)[:, None], 0), axis=0, initial=0).astype(np.int64)
 
 
-def master_law(lag_table: pd.DataFrame) -> dict:
-    """OLS of log N* on x = -kappa log f over valid lags (see the module docstring)."""
-    t = lag_table
+def significant(P: np.ndarray) -> np.ndarray:
+    """Per row of P (lags x sequences): |mean| > 2 standard errors of the mean (see above)."""
+    n = P.shape[1]
+    se = P.std(axis=1, ddof=1) / np.sqrt(n) if n > 1 else np.full(P.shape[0], np.inf)
+    return np.abs(P.mean(axis=1)) > SIGNIFICANCE_SE * se
+
+
+def bootstrap_sequences(X: np.ndarray, n_boot: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Resample the columns (sequences) of X (rows x n) ``n_boot`` times with replacement ->
+    (means, iqr_ratio), each (n_boot, rows): the resample's row means and IQR_b / IQR."""
+    n = X.shape[1]
+    idx = rng.integers(0, n, size=(n_boot, n))
+    q75, q25 = np.quantile(X, [0.75, 0.25], axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        x = -t["kappa"].to_numpy(float) * np.log(t["f"].to_numpy(float))
-        y = np.log(t["N_star"].to_numpy(float))
-    ok = t["reliable"].to_numpy(bool) & np.isfinite(x) & np.isfinite(y)
-    x, y = x[ok], y[ok]
+        inv_iqr = 1.0 / (q75 - q25)
+    chunk = max(1, CHUNK_ELEMENTS // max(X.size, 1))
+    means, ratios = [], []
+    for start in range(0, n_boot, chunk):
+        Xb = X[:, idx[start:start + chunk]]  # (rows, chunk, n)
+        means.append(Xb.mean(axis=-1).T)
+        b75, b25 = np.quantile(Xb, [0.75, 0.25], axis=-1)
+        with np.errstate(invalid="ignore"):  # IQR = 0: NaN ratio, the lag has no scale
+            ratios.append(((b75 - b25) * inv_iqr[:, None]).T)
+    return np.concatenate(means), np.concatenate(ratios)
+
+
+def _slopes(x: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """OLS slope of every row of Y (B, k) on x; NaN for rows with a non-finite value."""
+    ok = np.isfinite(Y).all(axis=1)
+    out = np.full(Y.shape[0], np.nan)
+    if ok.any():
+        out[ok] = ols(x, Y[ok].T)[1]
+    return out
+
+
+def _ci(samples: np.ndarray) -> tuple[float, float]:
+    s = samples[np.isfinite(samples)]
+    return tuple(np.quantile(s, [0.025, 0.975]).tolist()) if s.size else (np.nan, np.nan)
+
+
+def master_law(x, y, *, boot_y=None) -> dict:
+    """OLS of y = log N* on x = -kappa log f (valid lags only) with the bootstrap 95 % CI of the
+    slope from ``boot_y`` (resamples x lags); METHOD §7."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
     nan = float("nan")
-    out = dict(slope=nan, intercept=nan, r2=nan, slope_lo=nan, slope_hi=nan, n_points=int(ok.sum()))
+    out = dict(slope=nan, intercept=nan, r2=nan, slope_lo=nan, slope_hi=nan, n_points=int(x.size))
     if x.size < 3 or np.ptp(x) == 0:
         out["flag"] = f"{x.size} valid lags (need >= 3 with distinct x)"
         return out
     intercept, slope, rss = ols(x, y)
     syy = np.sum((y - y.mean()) ** 2)
-    half = stdtrit(x.size - 2, 0.975) * np.sqrt(rss / (x.size - 2) / np.sum((x - x.mean()) ** 2))
-    out.update(
-        slope=slope, intercept=intercept, r2=1 - rss / syy if syy > 0 else 1.0,
-        slope_lo=slope - half, slope_hi=slope + half, flag="",
-    )
+    lo, hi = _ci(_slopes(x, boot_y)) if boot_y is not None else (nan, nan)
+    out.update(slope=float(slope), intercept=float(intercept),
+               r2=float(1 - rss / syy) if syy > 0 else 1.0, slope_lo=lo, slope_hi=hi, flag="")
     return out
 
 
+def exponents(log_f, log_m, log_sigma, *, boot_log_m, boot_log_sigma) -> dict:
+    """b = slope of log m on log f and a = slope of log sigma on log f (METHOD §7b), with
+    bootstrap 95 % CIs from the resampled (B, lags) arrays."""
+    nan = float("nan")
+    out = dict(b=nan, b_lo=nan, b_hi=nan, a=nan, a_lo=nan, a_hi=nan, n_points=int(np.size(log_f)))
+    if np.size(log_f) < 3 or np.ptp(log_f) == 0:
+        out["flag"] = f"{np.size(log_f)} valid lags (need >= 3 with distinct f)"
+        return out
+    b_lo, b_hi = _ci(_slopes(log_f, boot_log_m))
+    a_lo, a_hi = _ci(_slopes(log_f, boot_log_sigma))
+    out.update(b=float(ols(log_f, log_m)[1]), b_lo=b_lo, b_hi=b_hi,
+               a=float(ols(log_f, log_sigma)[1]), a_lo=a_lo, a_hi=a_hi, flag="")
+    return out
+
+
+def _noise_inputs(noise, lags, S, alpha_fit, seed, ratio, L):
+    """(sigma, alpha, reliable) per lag and sigma per (resample, lag) of one noise definition."""
+    if noise == "per_lag":
+        sigma = lags["sigma"].to_numpy(float)
+        return sigma, lags["alpha"].to_numpy(float), lags["reliable"].to_numpy(bool), sigma * ratio[:, :L]
+    fit = fit_sample(S, **alpha_fit, seed=[int(seed), 1])
+    sigma = np.full(L, fit.sigma)
+    return sigma, np.full(L, fit.alpha), np.full(L, fit.reliable), fit.sigma * ratio[:, L:L + 1] * np.ones(L)
+
+
 def window_table(
-    psi: pd.DataFrame, alpha: pd.DataFrame, envelope: pd.DataFrame, *, eps: float, N_grid
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """window.parquet, H_N.parquet and master.parquet rows of one snapshot (METHOD §7)."""
+    psi: pd.DataFrame,
+    alpha: pd.DataFrame,
+    envelope: pd.DataFrame,
+    total: pd.DataFrame | None = None,
+    *,
+    eps: float,
+    N_grid,
+    noise: Sequence[str] = ("per_lag",),
+    bootstrap: int = 200,
+    seed: int = 0,
+    alpha_fit: Mapping | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """window, H_N, master and exponents rows of one snapshot, one block per noise definition
+    (METHOD §7, §7b). ``total`` (total.parquet) is needed for ``pooled``; ``alpha_fit`` holds the
+    alpha config section (keywords of :func:`learnwin.alpha.fit_sample`) for the S fit. The
+    sequence bootstrap draws from ``default_rng([seed, 0])``, the S fit is seeded [seed, 1]."""
+    bad = sorted(set(noise) - set(NOISES))
+    if bad or not len(noise):
+        raise ValueError(f"window.noise = {list(noise)}: allowed values {list(NOISES)}, at least one")
+    if "pooled" in noise and total is None:
+        raise ValueError("window.noise has 'pooled' but no total.parquet (S_n) was given")
     psi = per_sequence(psi)
     keys = {c: psi[c].iloc[0] for c in RUN_KEYS if c in psi.columns and len(psi)}
-    m = psi.groupby("lag")["psi"].mean().abs().rename("m")
+    wide = psi.pivot(index="lag", columns="sequence", values="psi").sort_index()
+    P = wide.to_numpy(float)  # (lags, sequences)
     lags = (
-        alpha[["lag", "sigma", "alpha", "kappa", "reliable"]]
+        alpha[["lag", "sigma", "alpha", "reliable"]]
         .merge(envelope[["lag", "f"]], on="lag")
-        .merge(m, left_on="lag", right_index=True)
+        .merge(pd.DataFrame({"lag": wide.index, "m": np.abs(P.mean(axis=1)),
+                             "significant": significant(P)}), on="lag")
         .sort_values("lag", ignore_index=True)
     )
+    P = wide.loc[lags["lag"]].to_numpy(float)
+    S = None
+    X = P
+    if "pooled" in noise:
+        S = total.set_index("sequence")["S"].reindex(wide.columns).to_numpy(float)
+        X = np.vstack([P, S[None, :]])
+    boot_m, ratio = bootstrap_sequences(X, int(bootstrap), np.random.default_rng([int(seed), 0]))
+    boot_m = np.abs(boot_m[:, : len(lags)])
     N = np.asarray(N_grid, dtype=np.int64)
-    sc = sample_complexity(lags["f"], lags["m"], lags["sigma"], lags["alpha"], eps=eps, N_grid=N)
-    lags["N_star"] = sc["N_star"]
     L, G = len(lags), N.size
-    window = pd.DataFrame(
-        {
-            **{k: np.repeat(lags[k].to_numpy(), G) for k in ("lag", "f", "m", "sigma", "alpha", "kappa", "reliable")},
-            "N": np.tile(N, L),
-            "snr": sc["snr"].ravel(),
-            "N_hat": np.repeat(sc["N_hat"], G),
-            "N_star": np.repeat(sc["N_star"], G),
-            "detected": sc["detected"].ravel(),
-            "eps_th": sc["eps_th"].ravel(),
-        }
-    )
-    window = window[["lag", "N", "f", "m", "sigma", "alpha", "kappa", "reliable", "snr", "N_hat", "N_star", "detected", "eps_th"]]
-    h_n = pd.DataFrame({"N": N, "H_N": learnability_window(lags["lag"], sc["N_hat"], N)})
-    master = pd.DataFrame([master_law(lags)])
+    f, m, sig_lag = (lags[c].to_numpy(t) for c, t in (("f", float), ("m", float), ("significant", bool)))
+    windows, h_ns, masters, exps = [], [], [], []
+    for name in noise:
+        sigma, a, reliable, boot_sigma = _noise_inputs(name, lags, S, dict(alpha_fit or {}), seed, ratio, L)
+        kap = kappa_of(a)
+        sc = sample_complexity(f, m, sigma, a, eps=eps, N_grid=N)
+        window = pd.DataFrame(
+            {
+                "noise": name,
+                "lag": np.repeat(lags["lag"].to_numpy(), G),
+                "N": np.tile(N, L),
+                **{k: np.repeat(v, G) for k, v in dict(
+                    f=f, m=m, sigma=sigma, alpha=a, kappa=kap, reliable=reliable, significant=sig_lag).items()},
+                "snr": sc["snr"].ravel(),
+                "N_hat": np.repeat(sc["N_hat"], G),
+                "N_star": np.repeat(sc["N_star"], G),
+                "detected": sc["detected"].ravel(),
+                "eps_th": sc["eps_th"].ravel(),
+            }
+        )
+        windows.append(window)
+        h_ns.append(pd.DataFrame({"noise": name, "N": N, "H_N": learnability_window(lags["lag"], sc["N_hat"], N)}))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = -kap * np.log(f)
+            y = np.log(sc["N_star"])
+            boot_y = np.log(n_star(boot_m, boot_sigma, a, eps))
+            ok = sig_lag & reliable & np.isfinite(x) & np.isfinite(y)
+            log_f, boot_log_m, boot_log_s = np.log(f[ok]), np.log(boot_m[:, ok]), np.log(boot_sigma[:, ok])
+            log_m, log_s = np.log(m[ok]), np.log(sigma[ok])
+        counts = dict(n_significant=int(sig_lag.sum()))
+        masters.append({"noise": name, **master_law(x[ok], y[ok], boot_y=boot_y[:, ok]), **counts})
+        exps.append({"noise": name, **exponents(log_f, log_m, log_s, boot_log_m=boot_log_m,
+                                                 boot_log_sigma=boot_log_s), **counts})
     frames = []
-    for df in (window, h_n, master):
+    for df in (pd.concat(windows, ignore_index=True), pd.concat(h_ns, ignore_index=True),
+               pd.DataFrame(masters), pd.DataFrame(exps)):
         for col, val in reversed(keys.items()):
             df.insert(0, col, val)
         frames.append(df)
-    window, h_n, master = frames
+    window, h_n, master, expo = frames
+    master = master[[*keys, "noise", "slope", "intercept", "r2", "slope_lo", "slope_hi", "n_points",
+                     "n_significant", "flag"]]
+    expo = expo[[*keys, "noise", "b", "b_lo", "b_hi", "a", "a_lo", "a_hi", "n_points", "n_significant", "flag"]]
+    ints = {"n_points": "int64", "n_significant": "int64"}
     return (
-        window.astype({"lag": "int64", "N": "int64", "reliable": bool, "detected": bool}),
+        window.astype({"lag": "int64", "N": "int64", "reliable": bool, "significant": bool, "detected": bool}),
         h_n,
-        master.astype({"n_points": "int64"}),
+        master.astype(ints),
+        expo.astype(ints),
     )
 
 
 def predicted_inputs(window: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, optimizer, epoch): medians over seeds of the per-seed medians over reliable
-    lags of alpha, sigma and c = m / f (the inputs of the predicted H_N)."""
-    lags = window.drop_duplicates([*RUN_KEYS, "lag"])
+    """Per (model, optimizer, epoch, noise): medians over seeds of the per-seed medians over
+    reliable lags of alpha, sigma and c = m / f (the inputs of the predicted H_N)."""
+    lags = window.drop_duplicates([*RUN_KEYS, "noise", "lag"])
     lags = lags[lags["reliable"] & (lags["f"] > 0)].assign(c=lambda d: d["m"] / d["f"])
-    per_seed = lags.groupby([*AGG_KEYS, "seed"])[["alpha", "sigma", "c"]].median()
-    return per_seed.groupby(AGG_KEYS).median().add_prefix("pred_").reset_index()
+    per_seed = lags.groupby([*AGG_KEYS, "noise", "seed"])[["alpha", "sigma", "c"]].median()
+    return per_seed.groupby([*AGG_KEYS, "noise"]).median().add_prefix("pred_").reset_index()
 
 
 def aggregate(
-    h_n_frames, window_frames, master_frames, decay_frames, *, eps: float, N_grid
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """results/stats/{H_N, H_N_agg, master}.parquet from the per-snapshot and decay tables.
+    h_n_frames, window_frames, master_frames, exponent_frames, decay_frames, *, eps: float, N_grid
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """results/stats/{H_N, H_N_agg, master, exponents}.parquet from the per-snapshot and decay
+    tables, per noise definition.
 
     Snapshots whose envelope is NaN at every lag (a diverged run's tombstones) are left out.
     """
@@ -163,18 +305,19 @@ def aggregate(
     finite = np.isfinite(windows["f"].astype(float))
     alive = windows.loc[finite, list(RUN_KEYS)].drop_duplicates()
     h_n = pd.concat(list(h_n_frames), ignore_index=True).merge(alive, on=list(RUN_KEYS))
-    grouped = h_n.groupby([*AGG_KEYS, "N"])["H_N"]
+    group = [*AGG_KEYS, "noise"]
+    grouped = h_n.groupby([*group, "N"])["H_N"]
     agg = grouped.agg(n_seeds="count", mean="mean", std="std", median="median").reset_index()
     agg["q25"] = grouped.quantile(0.25).to_numpy()
     agg["q75"] = grouped.quantile(0.75).to_numpy()
     agg = agg.astype({"n_seeds": "int64"})
-    inputs = predicted_inputs(windows)
+    inputs = predicted_inputs(windows).set_index(group)
     decay = pd.concat(list(decay_frames), ignore_index=True)
-    chosen = decay[(decay["scope"] == "mean") & decay["selected"]]
+    chosen = decay[(decay["scope"] == "mean") & decay["selected"]].set_index(AGG_KEYS)
     pred = []
-    for key, block in agg.groupby(AGG_KEYS, sort=False):
-        row_in = inputs.set_index(AGG_KEYS).reindex([key])
-        law_row = chosen.set_index(AGG_KEYS).reindex([key])
+    for key, block in agg.groupby(group, sort=False):
+        row_in = inputs.reindex([key])
+        law_row = chosen.reindex([key[:-1]])
         a, s, c = (float(row_in[f"pred_{v}"].iloc[0]) for v in ("alpha", "sigma", "c"))
         if law_row["law"].isna().iloc[0] or not np.isfinite([a, s, c]).all():
             values, law = np.full(len(block), np.nan), "none"
@@ -186,4 +329,4 @@ def aggregate(
     agg = pd.concat(pred).sort_index() if pred else agg.assign(  # every run diverged
         predicted=np.nan, law="none", pred_alpha=np.nan, pred_sigma=np.nan, pred_c=np.nan)
     master = pd.concat(list(master_frames), ignore_index=True)
-    return h_n, agg, master
+    return h_n, agg, master, pd.concat(list(exponent_frames), ignore_index=True)

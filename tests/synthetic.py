@@ -4,7 +4,9 @@ A 2 models x 2 optimizers x 2 seeds x 2 snapshot epochs grid. The envelope is ex
 f(l) = AMP[opt] exp(-l / tau) with tau = TAU[model] * (1 + 0.1 (seed - 1)) * EPOCH_SCALE[epoch];
 the tail index is ALPHA[model] + 0.005 (l - 8) on reliable lags (the last lag is unreliable,
 alpha = 2), so its median over reliable lags is ALPHA[model]; the sample complexity follows
-the master law exactly, N* = C f^-kappa, so N_hat and H_N follow from the N grid.
+the master law exactly, N* = C f^-kappa, so N_hat and H_N follow from the N grid. The
+window, H_N, master and exponents tables hold the same values under both noise definitions
+(column ``noise``, METHOD §7b); every lag is significant; the exponents are b = 1, a = 0.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ EPOCH_SCALE = {"0": 0.5, "best": 1.0}
 C = 10.0
 UNITS = 4
 CURVE_EPOCHS = 6
+NOISES = ("per_lag", "pooled")
 
 
 def tau_of(model: str, seed: int, epoch: str) -> float:
@@ -114,6 +117,7 @@ def _run_tables(opt: str, model: str, seed: int, epoch: str) -> dict[str, pd.Dat
                     alpha=alpha[i],
                     kappa=kappa[i],
                     reliable=reliable[i],
+                    significant=True,
                     snr=20 * (N / n_star[i]) ** (1 / kappa[i]),
                     N_hat=n_hat[i],
                     N_star=n_star[i],
@@ -134,17 +138,31 @@ def _run_tables(opt: str, model: str, seed: int, epoch: str) -> dict[str, pd.Dat
                 slope_lo=0.9,
                 slope_hi=1.1,
                 n_points=int(np.isfinite(window.drop_duplicates("lag")["N_hat"]).sum()),
+                n_significant=len(LAGS),
+                flag="",
             )
         ]
+    )
+    exponents = pd.DataFrame(
+        [dict(**key, b=1.0, b_lo=0.9, b_hi=1.1, a=0.0, a_lo=-0.1, a_hi=0.1, n_points=len(LAGS) - 1,
+              n_significant=len(LAGS), flag="")]
     )
     return dict(
         envelope=envelope,
         units=units,
         alpha=alpha_t,
-        window=window,
-        H_N=pd.DataFrame(h_n),
-        master=master,
+        window=_per_noise(window),
+        H_N=_per_noise(pd.DataFrame(h_n)),
+        master=_per_noise(master),
+        exponents=_per_noise(exponents),
     )
+
+
+def _per_noise(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` once per noise definition, with the ``noise`` column after the run keys."""
+    out = pd.concat([df.assign(noise=n) for n in NOISES], ignore_index=True)
+    front = ["model", "optimizer", "seed", "epoch", "noise"]
+    return out[front + [c for c in out.columns if c not in front]]
 
 
 def _decay(opt: str, model: str, epoch: str) -> pd.DataFrame:
@@ -198,7 +216,7 @@ def _curve(opt: str, model: str, seed: int) -> pd.DataFrame:
 
 
 def _agg(h_n: pd.DataFrame, decay: pd.DataFrame) -> pd.DataFrame:
-    keys = ["model", "optimizer", "epoch", "N"]
+    keys = ["model", "optimizer", "epoch", "noise", "N"]
     g = h_n.groupby(keys)["H_N"]
     agg = g.agg(n_seeds="count", mean="mean", std="std", median="median").reset_index()
     agg["q25"] = g.quantile(0.25).to_numpy()
@@ -242,4 +260,5 @@ def write_artifacts(root: str | Path) -> dict[str, pd.DataFrame]:
     write_table(tables["H_N"], res / "stats/H_N.parquet", "H_N")
     write_table(tables["H_N_agg"], res / "stats/H_N_agg.parquet", "H_N")
     write_table(tables["master"], res / "stats/master.parquet", "master")
+    write_table(tables["exponents"], res / "stats/exponents.parquet", "exponents")
     return tables

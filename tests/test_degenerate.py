@@ -59,10 +59,15 @@ def test_degenerate_inputs_flow_through_statistics_and_plots(case, tmp_path):
     psi, env = _psi(values), _envelope(f)
     a = alpha.fit_lags(psi, bootstrap=50, min_samples=1000, max_samples=100000, ci_width_max=0.3, seed=1)
     assert len(a) == len(LAGS) and np.isfinite(a["alpha"]).all() and a["alpha"].between(1, 2).all()
-    win, h_n, master = window.window_table(psi, a, env, eps=20, N_grid=N_GRID)
-    assert h_n["H_N"].dtype == np.int64 and np.all(np.diff(h_n["H_N"]) >= 0)
+    total = _with_keys(pd.DataFrame({"sequence": np.arange(values.shape[1]), "S": values.sum(axis=0)}))
+    win, h_n, master, expo = window.window_table(psi, a, env, total, eps=20, N_grid=N_GRID,
+                                                 noise=window.NOISES, bootstrap=20, alpha_fit=dict(bootstrap=50))
+    assert set(master["noise"]) == set(expo["noise"]) == set(window.NOISES)
+    assert h_n["H_N"].dtype == np.int64
+    assert all(np.all(np.diff(h["H_N"]) >= 0) for _, h in h_n.groupby("noise"))
     dec = decay.fit_envelopes(env, min_points=6, trim=0, bootstrap=20, block=3, seed=1)
-    H_all, H_agg, master_all = window.aggregate([h_n], [win], [master], [dec], eps=20, N_grid=N_GRID)
+    H_all, H_agg, master_all, expo_all = window.aggregate([h_n], [win], [master], [expo], [dec], eps=20,
+                                                          N_grid=N_GRID)
     if case == "psi all zero":
         assert (h_n["H_N"] == 0).all() and not a["reliable"].any()
         assert (a["flag"] != "").all()
@@ -92,6 +97,7 @@ def test_degenerate_inputs_flow_through_statistics_and_plots(case, tmp_path):
         plots.plot_optimizers(env, units, models=["gru"], optimizers=["adamw"], **out(9)),
         plots.plot_decay_table(dec, models=["gru"], optimizers=["adamw"], **out(10)),
         plots.plot_epochs(env, a, models=["gru"], optimizers=["adamw"], epochs=["best"], **out(11)),
+        plots.plot_exponents(expo_all, models=["gru"], optimizers=["adamw"], epoch="best", **out(12)),
     ]
     assert len(figs) == len(plots.FIGURES)
     for i in range(len(figs)):

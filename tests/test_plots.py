@@ -38,6 +38,7 @@ def tables(tmp_path_factory) -> dict[str, pd.DataFrame]:
     out["curve"] = _load(root, "curve", "train/*/*/seed*/curve.parquet")
     out["H_N_agg"] = _load(root, "H_N", "stats/H_N_agg.parquet")
     out["master"] = _load(root, "master", "stats/master.parquet")
+    out["exponents"] = _load(root, "exponents", "stats/exponents.parquet")
     out["envelope_all"] = _load(root, "envelope", snap.format("*", "envelope"))
     out["alpha_all"] = _load(root, "alpha", snap.format("*", "alpha"))
     return out
@@ -61,6 +62,7 @@ def _calls(t: dict, models=MODELS, optimizers=OPTIMIZERS) -> dict:
         "epochs": dict(
             envelope=t["envelope_all"], alpha=t["alpha_all"], epochs=list(S.EPOCHS), **common
         ),
+        "exponents": dict(exponents=t["exponents"], epoch="best", **common),
     }
 
 
@@ -140,6 +142,7 @@ def test_H_N_draws_mean_and_predicted(drawn, tables):
     agg = tables["H_N_agg"]
     rows = agg[
         (agg.model == "gru") & (agg.optimizer == "adamw") & (agg.epoch == "best")
+        & (agg.noise == "per_lag")
     ].sort_values("N")
     lines = [ln for ln in _lines(fig, 0) if ln.get_color() == "tab:red"]
     solid = [ln for ln in lines if ln.get_linestyle() == "-"][0]
@@ -167,7 +170,8 @@ def test_master_law_points_and_stored_fit(drawn, tables):
     ax = fig.axes[0]  # const, adamw
     x, y = ax.collections[0].get_offsets().T  # seed 1, filled: the regressed N*
     w = tables["window"]
-    w = w[(w.model == "const") & (w.optimizer == "adamw") & (w.seed == 1)].drop_duplicates("lag")
+    w = w[(w.model == "const") & (w.optimizer == "adamw") & (w.seed == 1) & (w.noise == "per_lag")]
+    w = w.drop_duplicates("lag")
     w = w[np.isfinite(w["N_star"]) & (w["N_star"] > 0)]
     np.testing.assert_allclose(np.sort(x), np.sort(-w["kappa"] * np.log(w["f"])), rtol=1e-4)
     np.testing.assert_allclose(np.sort(y), np.sort(np.log(w["N_star"])), rtol=1e-5)
@@ -182,7 +186,8 @@ def test_master_law_points_and_stored_fit(drawn, tables):
 def test_N_hat_vs_f_uses_minus_log_f(drawn, tables):
     x, _ = drawn["N_hat_vs_f"][0].axes[0].collections[0].get_offsets().T
     w = tables["window"]
-    w = w[(w.model == "const") & (w.optimizer == "adamw") & (w.seed == 1)].drop_duplicates("lag")
+    w = w[(w.model == "const") & (w.optimizer == "adamw") & (w.seed == 1) & (w.noise == "per_lag")]
+    w = w.drop_duplicates("lag")
     np.testing.assert_allclose(
         np.sort(x), np.sort(-np.log(w.loc[np.isfinite(w["N_star"]) & (w["N_star"] > 0), "f"])),
         rtol=1e-4,
@@ -232,12 +237,12 @@ def test_optimizers_line_style_per_optimizer(drawn):
 
 
 def _degenerate(t: dict) -> dict:
-    """const missing entirely; gru with all-NaN envelope, alpha and eps_th, no detectable lag
-    (N_hat NaN), H_N all 0 and every tau_q infinite."""
+    """const missing entirely; gru with all-NaN envelope, alpha, eps_th and exponents, no
+    detectable lag (N_hat NaN), H_N all 0 and every tau_q infinite."""
     out = {}
     for key, df in t.items():
         df = df[df["model"] != "const"].copy()
-        for col in ("f", "f_gates", "ratio", "eps_th", "N_hat", "alpha", "predicted"):
+        for col in ("f", "f_gates", "ratio", "eps_th", "N_hat", "alpha", "predicted", "b", "a"):
             if col in df:
                 df[col] = np.nan
         for col in ("H_N", "mean", "std", "median", "q25", "q75"):
@@ -271,3 +276,24 @@ def test_figures_survive_missing_and_degenerate_inputs(tables, tmp_path, case):
         assert ("no data" in text) != drawn_anyway, name
         if drawn_anyway and name == "H_N":  # H_N = 0 everywhere is drawn as zeros, not skipped
             np.testing.assert_array_equal(fig.axes[0].get_lines()[0].get_ydata(), 0)
+
+
+def test_noise_definitions_get_their_own_rows(drawn):
+    """H_N, master law and eps_th: one panel row per (optimizer, noise definition), METHOD §7b."""
+    for name, per_row in (("H_N", 2), ("master_law", len(MODELS)), ("eps_th", len(MODELS))):
+        titles = [ax.get_title() for ax in drawn[name][0].axes]
+        assert len(titles) == len(OPTIMIZERS) * len(S.NOISES) * per_row, name
+        assert "pooled" in titles[per_row] and "per_lag" in titles[0], name
+
+
+def test_exponents_points_and_cis(drawn, tables):
+    fig = drawn["exponents"][0]
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["adamw, per_lag noise", "adamw, pooled noise"]
+    ax = fig.axes[0]
+    # per model and seed: b then a, each an errorbar (a line with its CI caps and bar)
+    points = [ln for ln in ax.get_lines() if ln.get_marker() in ("o", "s")]
+    assert len(points) == 2 * len(MODELS) * len(S.SEEDS)
+    b = [ln for ln in points if ln.get_marker() == "o"]
+    assert all(ln.get_ydata()[0] == 1.0 for ln in b) and b[0].get_color() == "tab:blue"
+    caps = [ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_marker() == "_"]
+    assert pytest.approx(sorted(set(np.round(caps, 6)))) == [-0.1, 0.1, 0.9, 1.1]

@@ -167,3 +167,16 @@ def test_plot_recovery_writes_png_and_pdf(tmp_path):
     assert [ax.get_title() for ax in axes] == ["adamw / const", "adamw / gru"]
     assert axes[0].get_xscale() == "log" and axes[0].get_xlabel() == "training sequences $N$"
     assert list(axes[1].get_lines()[1].get_ydata()) == [20, 40, 80]  # snapshot H_N, dashed
+
+
+def test_compare_and_agreement_keep_noise_definitions_apart():
+    """With a noise column (METHOD §7b) each definition keeps its own rows and agreement."""
+    agg = pd.DataFrame(dict(model="gru", optimizer="adamw", N=[64, 256], emp_mean=[4.0, 8.0]))
+    h_n = pd.DataFrame(dict(model="gru", optimizer="adamw", epoch="best", N=[64, 256] * 2,
+                            noise=["per_lag"] * 2 + ["pooled"] * 2, mean=[2.0, 3.0, 0.0, 1.0],
+                            predicted=np.nan, law="exp"))
+    out = recovery.compare(agg, h_n)
+    assert out.groupby("noise")["H_N_snapshot"].apply(list).to_dict() == {
+        "per_lag": [2.0, 3.0], "pooled": [0.0, 1.0]}
+    agree = recovery.agreement(out)
+    assert sorted(agree["noise"].unique()) == ["per_lag", "pooled"] and (agree["n_points"] <= 2).all()

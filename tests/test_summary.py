@@ -22,7 +22,8 @@ def tables(tmp_path_factory) -> dict[str, pd.DataFrame]:
 @pytest.fixture(scope="module")
 def table(tables) -> pd.DataFrame:
     return summary.build_summary(
-        tables["curve"], tables["alpha"], tables["decay"], tables["H_N"], epoch="best"
+        tables["curve"], tables["alpha"], tables["decay"], tables["H_N"], epoch="best",
+        master=tables["master"], exponents=tables["exponents"],
     )
 
 
@@ -43,13 +44,22 @@ def test_values_match_the_synthetic_truth(table, tables):
 
 
 def test_H_N_at_smallest_middle_largest_budget(table, tables):
-    assert [c for c in table.columns if c.startswith("H_N_")] == ["H_N_16", "H_N_4096", "H_N_65536"]
+    names = [f"H_N_{noise}_{n}" for noise in S.NOISES for n in (16, 4096, 65536)]
+    assert [c for c in table.columns if c.startswith("H_N_")] == names
     h = tables["H_N"]
-    h = h[h["epoch"] == "best"].set_index(["model", "optimizer", "seed", "N"])["H_N"]
+    h = h[h["epoch"] == "best"].set_index(["model", "optimizer", "seed", "noise", "N"])["H_N"]
     for row in table.itertuples():
-        for n in (16, 4096, 65536):
-            assert getattr(row, f"H_N_{n}") == h[(row.model, row.optimizer, row.seed, n)]
-    assert table["H_N_4096"].tolist() != table["H_N_65536"].tolist()  # the columns differ
+        for noise in S.NOISES:
+            for n in (16, 4096, 65536):
+                assert getattr(row, f"H_N_{noise}_{n}") == h[(row.model, row.optimizer, row.seed, noise, n)]
+    assert table["H_N_per_lag_4096"].tolist() != table["H_N_per_lag_65536"].tolist()  # the columns differ
+
+
+def test_master_slope_and_exponents_per_noise(table):
+    for noise in S.NOISES:
+        assert table[f"slope_{noise}"].tolist() == [1.0] * len(table)
+        assert table[f"b_{noise}"].tolist() == [1.0] * len(table)
+        assert table[f"a_{noise}"].tolist() == [0.0] * len(table)
 
 
 def test_missing_inputs_give_nan_not_missing_rows(tables):
@@ -84,10 +94,12 @@ def test_reading_states_class_and_largest_window(tables):
     assert "N = 65536" in text
     assert f"gru: exp (τ = {tau:.3g}" in text
     agg = tables["H_N_agg"]
-    row = agg[
+    rows = agg[
         (agg.model == "const") & (agg.optimizer == "sgd") & (agg.epoch == "best") & (agg.N == 65536)
-    ].iloc[0]
-    assert f"const {row['mean']:.3g} ± {row['std']:.3g}" in text
+    ].set_index("noise")
+    per_lag, pooled = rows.loc["per_lag"], rows.loc["pooled"]
+    assert (f"const per_lag {per_lag['mean']:.3g} ± {per_lag['std']:.3g} (predicted "
+            f"{per_lag['predicted']:.3g}), pooled {pooled['mean']:.3g}") in text
     assert text.count("**adamw.**") == 1 and text.count("**sgd.**") == 1
 
 
@@ -98,7 +110,7 @@ def test_write_outputs(table, tmp_path):
     }
     summary.write(table, "reading\n", **paths)
     back = read_table(paths["parquet"], "summary")
-    assert back["H_N_65536"].tolist() == table["H_N_65536"].tolist()
+    assert back["H_N_pooled_65536"].tolist() == table["H_N_pooled_65536"].tolist()
     csv = pd.read_csv(paths["csv"])
     assert list(csv.columns) == list(table.columns)
     assert csv["val_r2"].tolist() == pytest.approx(table["val_r2"].tolist())

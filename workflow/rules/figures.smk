@@ -328,6 +328,32 @@ rule plot_epochs:
         "../scripts/plot_figure.py"
 
 
+rule plot_exponents:
+    input:
+        exponents="results/stats/exponents.parquet",
+    output:
+        png=report(
+            "results/figures/exponents.png",
+            caption="../report/exponents.rst",
+            category="Learnability window",
+            labels={"figure": "13 · exponents a and b", "epoch": FIG_EPOCH},
+        ),
+        pdf="results/figures/exponents.pdf",
+    params:
+        **FIG_PARAMS,
+        epoch=FIG_EPOCH,
+    log:
+        f"{LOGS}/figures/exponents.log",
+    benchmark:
+        f"{BENCH}/figures/exponents.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+        runtime=10,
+    script:
+        "../scripts/plot_figure.py"
+
+
 FIGURE_NAMES = [
     "H_N",
     "envelope",
@@ -341,6 +367,7 @@ FIGURE_NAMES = [
     "optimizers",
     "decay_table",
     "epochs",
+    "exponents",
 ]
 FIGURE_TARGETS = expand("results/figures/{name}.{ext}", name=FIGURE_NAMES, ext=["png", "pdf"])
 
@@ -358,3 +385,4 @@ localrules:
     plot_optimizers,
     plot_decay_table,
     plot_epochs,
+    plot_exponents,

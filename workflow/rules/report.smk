@@ -9,6 +9,8 @@ rule write_summary:
         decay=FIG_DECAY,
         H_N="results/stats/H_N.parquet",
         H_N_agg="results/stats/H_N_agg.parquet",
+        master="results/stats/master.parquet",
+        exponents="results/stats/exponents.parquet",
     output:
         parquet="results/summary.parquet",
         csv="results/summary.csv",

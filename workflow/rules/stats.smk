@@ -32,12 +32,15 @@ rule compute_window:
         psi=f"{SNAP}/psi.parquet",
         alpha=f"{SNAP}/alpha.parquet",
         envelope=f"{SNAP}/envelope.parquet",
+        total=f"{SNAP}/total.parquet",
     output:
         window=f"{SNAP}/window.parquet",
         H_N=f"{SNAP}/H_N.parquet",
         master=f"{SNAP}/master.parquet",
+        exponents=f"{SNAP}/exponents.parquet",
     params:
         window=section("window"),
+        alpha=section("alpha"),
     log:
         f"{LOGS}/compute_window/{{optimizer}}/{{model}}/seed{{seed}}/epoch{{epoch}}.log",
     benchmark:
@@ -85,11 +88,13 @@ rule aggregate_window:
         H_N=snapshots("H_N.parquet"),
         window=snapshots("window.parquet"),
         master=snapshots("master.parquet"),
+        exponents=snapshots("exponents.parquet"),
         decay=DECAY_TARGETS,
     output:
         H_N="results/stats/H_N.parquet",
         H_N_agg="results/stats/H_N_agg.parquet",
         master="results/stats/master.parquet",
+        exponents="results/stats/exponents.parquet",
     params:
         window=section("window"),
     log:
@@ -109,4 +114,5 @@ WINDOW_TARGETS = [
     "results/stats/H_N.parquet",
     "results/stats/H_N_agg.parquet",
     "results/stats/master.parquet",
+    "results/stats/exponents.parquet",
 ]

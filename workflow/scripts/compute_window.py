@@ -1,14 +1,25 @@
-"""Adapter: psi + alpha + envelope -> window, H_N, master (METHOD §7; learnwin.window)."""
+"""Adapter: psi + alpha + envelope (+ total) -> window, H_N, master, exponents (METHOD §7, §7b;
+learnwin.window)."""
 
 from learnwin import io, runtime, window
+
+WINDOW_SEED_OFFSET = 7_000  # sequence-bootstrap seed = run seed + stage offset
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 cfg = snakemake.params.window
 psi = io.read_table(snakemake.input.psi, "psi")
 alpha = io.read_table(snakemake.input.alpha, "alpha")
 envelope = io.read_table(snakemake.input.envelope, "envelope")
-win, h_n, master = window.window_table(psi, alpha, envelope, eps=cfg["eps"], N_grid=cfg["N_grid"])
-log.info("H_N = %s; master slope %.3f", h_n["H_N"].tolist(), master["slope"].iloc[0])
+total = io.read_table(snakemake.input.total, "total") if "pooled" in cfg["noise"] else None
+win, h_n, master, expo = window.window_table(
+    psi, alpha, envelope, total, eps=cfg["eps"], N_grid=cfg["N_grid"], noise=cfg["noise"],
+    bootstrap=cfg["bootstrap"], seed=int(psi["seed"].iloc[0]) + WINDOW_SEED_OFFSET,
+    alpha_fit=snakemake.params.alpha,
+)
+for row in master.itertuples():
+    log.info("%s: master slope %.3f [%.3f, %.3f] on %d of %d significant lags", row.noise, row.slope,
+             row.slope_lo, row.slope_hi, row.n_points, row.n_significant)
 io.write_table(win, snakemake.output.window, "window")
 io.write_table(h_n, snakemake.output.H_N, "H_N")
 io.write_table(master, snakemake.output.master, "master")
+io.write_table(expo, snakemake.output.exponents, "exponents")

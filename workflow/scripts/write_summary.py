@@ -14,8 +14,10 @@ curve = pd.concat(curves, ignore_index=True)
 alpha = pd.concat([read_table(p, "alpha") for p in inp.alpha], ignore_index=True)
 decay = pd.concat([read_table(p, "decay") for p in inp.decay], ignore_index=True)
 H_N, H_N_agg = read_table(inp.H_N, "H_N"), read_table(inp.H_N_agg, "H_N")
+master, exponents = read_table(inp.master, "master"), read_table(inp.exponents, "exponents")
 
-table = summary.build_summary(curve, alpha, decay, H_N, epoch=par.epoch, diverged=diverged)
+table = summary.build_summary(curve, alpha, decay, H_N, epoch=par.epoch, diverged=diverged,
+                              master=master, exponents=exponents)
 missing = [f"{r.model}/{r.optimizer}/seed{r.seed} ({r.status})"
            for r in table[table["status"] != "ok"].itertuples()]
 text = summary.reading(
