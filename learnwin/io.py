@@ -26,6 +26,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "envelope": 1,
     "units": 1,
     "psi": 1,
+    "total": 1,
     "alpha": 1,
     "decay": 1,
     "window": 1,
