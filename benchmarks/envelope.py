@@ -6,7 +6,10 @@ Run: python benchmarks/envelope.py [--config config/config.yaml] [--model gru]
 Size from the config (T, H, lag grid, windows, snapshot batch, K), 1 thread; --T, --lag-stop,
 --lag-step and --windows override it, to show how the ratio grows with the lag range. The
 trace and the tangents are computed once and shared, so only the envelope + psi computation
-is timed. All implementations use the same receiving times (learnwin.envelope.receiving_times):
+is timed. All implementations use the same receiving times (learnwin.envelope.receiving_times)
+for the envelope and psi: this compares the kernels. (The package's psi now averages over every t,
+whatever the windows; benchmarks/snapshot.py times the whole snapshot and uses ``vectorised``
+below as its "before".)
 - naive: a Python loop over lags and receiving times t, each multiplying its l one-step
   factors (the direct transcription of METHOD §4-5; vectorised over sequences and units);
 - per-lag: a Python loop over lags only, vectorised over t (a stronger baseline).
@@ -86,7 +89,7 @@ def per_lag(trace, lam, delta, v, lags, windows):
 
 
 def vectorised(trace, lam, delta, v, lags, windows, lr):
-    """The package path: prefix sums, all lags gathered at once (in cache-sized lag chunks)."""
+    """The package's prefix-sum kernel: all lags gathered at once (in cache-sized lag chunks)."""
     lag_t = torch.as_tensor(lags)
     lam, delta, v = lam.float(), delta.float(), v.float()
     transport = Transport(trace, order=1)

@@ -9,8 +9,11 @@ mean direction gives it exactly (K times cheaper). Then
 
     psi_t(l) = sum_q mu_{t,l}^(q) delta_t^(q) v_{t-l}^(q),   t = l..T-1,
 
-averaged over t and over the K directions (psi is linear in v, so the direction mean is
-taken on v first) gives one sample psi_n(l) per diag sequence and lag.
+averaged over EVERY receiving time t = l..T-1 (no subsampling: the spread of this mean sets
+sigma) and over the K directions (psi is linear in v, so the direction mean is taken on v
+first) gives one sample psi_n(l) per diag sequence and lag. :func:`psi_all_lags` computes it at
+every lag l = 0..T-1 in one pass over lag chunks; the diagnostic grid is a subset of those lags,
+and their sum over l is the lag-independent total S_n of METHOD §7b (pooled noise).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import torch
 from torch import Tensor
 from torch.func import functional_call, jvp, vmap
 
-from learnwin.envelope import take_times
+from learnwin.envelope import Transport, lag_chunks, receiving_times, take_times
 
 
 def random_directions(model: torch.nn.Module, K: int, seed: int) -> dict[str, Tensor]:
@@ -69,3 +72,23 @@ def psi_chunk(mu: Tensor, delta: Tensor, v: Tensor, t: Tensor, k: Tensor, mask: 
     shifted = take_times(v, k)  # (..., B, L, W, H)
     total = (weighted * shifted).sum(-1).double().sum(-1)
     return total / mask.sum(-1).clamp_min(1)
+
+
+def psi_all_lags(transport: Transport, lam: Tensor, delta: Tensor, v: Tensor) -> Tensor:
+    """psi_n(l) at every lag l = 0..T-1, each the mean over every t = l..T-1: (..., B, T) float64.
+
+    ``lam`` (B, T, H) is Lambda at each perturbation time, ``delta`` (B, T, H) the output error
+    and ``v`` (..., B, T, H) the tangents, all in the transport's dtype (METHOD §5). Lag 0 is
+    the instantaneous term mu_{t,0} = Lambda(n, t) e_t. Lags come in chunks of contiguous lags
+    [a, b) that share the receiving times t = a..T-1, sized by :func:`lag_chunks` to bound memory.
+    """
+    B, T, H = lam.shape
+    lags = torch.arange(T, device=lam.device)
+    per_lag = B * T * H * (v.shape[0] if v.dim() == 4 else 1)
+    out = []
+    for chunk in lag_chunks(range(T), per_lag):
+        first = chunk[0]
+        t, k, mask = (a[:, first:] for a in receiving_times(lags[first:first + len(chunk)], T))
+        _, gamma = transport.gamma(t, k, mask)
+        out.append(psi_chunk(take_times(lam, k) * gamma, delta, v, t, k, mask))
+    return torch.cat(out, -1)

@@ -134,7 +134,7 @@ def receiving_times(lags: Tensor, T: int, windows: int = 0) -> tuple[Tensor, Ten
 
     ``windows = 0`` uses every t = l..T-1 (W = T). Otherwise each lag uses ``min(windows, T - l)``
     evenly spaced receiving times in [l, T-1] (W = windows): the "windows t" of METHOD §4, which
-    bound the cost at long sequences.
+    bound the cost of the envelope at long sequences (psi always uses every t, METHOD §5).
     """
     lags = lags.long()
     n_valid = T - lags  # receiving times available per lag

@@ -1,4 +1,4 @@
-"""Gradient snapshot of one checkpoint: envelope, per-unit rates and psi (METHOD §4-5).
+"""Gradient snapshot of one checkpoint: envelope, per-unit rates, psi and S (METHOD §4-5, §7b).
 
 :func:`probe` works on any cell that implements the interface of :mod:`learnwin.cells`
 (``trace``, ``forward -> (hidden, transported)``, ``hidden_size``) plus a readout weight, so a
@@ -20,7 +20,7 @@ from torch import Tensor
 from learnwin import io
 from learnwin.cells import build_model
 from learnwin.data import load_split
-from learnwin.detect import output_error, psi_chunk, random_directions, tangents
+from learnwin.detect import output_error, psi_all_lags, random_directions, tangents
 from learnwin.envelope import (
     EnvelopeAccumulator, Transport, base_rate, lag_chunks, rate_matrix, receiving_times, take_times)
 
@@ -37,48 +37,52 @@ def probe(
     windows: int = 0,
     directions: dict[str, Tensor] | None = None,
     keep_directions: bool = False,
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Envelope (per lag), units (per unit and lag) and psi (per lag and sequence) tables.
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Envelope (per lag), units (per unit and lag), psi (per lag and sequence) and total tables.
 
     ``batches`` yields (x (B, T, D), y (B, T), y_hat (B, T)); ``rates`` is the H x H
     per-parameter rate matrix of an adaptive optimizer (None: Lambda = lr); ``windows`` is
-    the number of receiving times per lag (0: all); ``directions`` maps cell parameter names
-    to (K, *shape) tangent directions (None: no psi).
+    the number of receiving times per lag of the envelope and per-unit rates (0: all; METHOD
+    §4); psi always averages over every receiving time (METHOD §5). ``directions`` maps cell
+    parameter names to (K, *shape) tangent directions (None: empty psi and total). The total
+    holds S_n = sum over l = 0..T-1 of psi_n(l) per sequence (METHOD §7b, pooled).
     """
     if directions is not None and not keep_directions:  # tangents are linear in the direction
         directions = {n: d.mean(0, keepdim=True) for n, d in directions.items()}
     lag_t = torch.as_tensor(list(lags), dtype=torch.long)
     acc = EnvelopeAccumulator(lags, cell.hidden_size, lr)
-    psi_rows, offset = [], 0
+    psi_rows, total_rows, offset = [], [], 0
     for x, y, y_hat in batches:
         trace = cell.trace(x)
         lam = base_rate(trace.presynaptic, rates, lr).float()
         transport = Transport(trace, order)
-        delta = output_error(y_hat, y, w_out).float() if directions is not None else None
-        v = tangents(cell, x, directions).float() if directions is not None else None
-        if v is not None and not keep_directions:
-            v = v[0]
         B, T, H = lam.shape
         t_all, k_all, mask_all = receiving_times(lag_t.to(x.device), T, windows)
-        per_lag = B * t_all.shape[1] * H * (v.shape[0] if v is not None and v.dim() == 4 else 1)
-        batch_psi = []
         start = 0
-        for chunk in lag_chunks(lags, per_lag):
+        for chunk in lag_chunks(lags, B * t_all.shape[1] * H):
             idx = slice(start, start + len(chunk))
             start += len(chunk)
             t, k, mask = t_all[idx], k_all[idx], mask_all[idx]
             g0, g = transport.gamma(t, k, mask)
-            mu = acc.add(idx, g0, g, take_times(lam, k), mask, order)
-            if v is not None:
-                batch_psi.append(psi_chunk(mu, delta, v, t, k, mask))
-        if v is not None:
-            psi = torch.cat(batch_psi, -1).cpu().numpy()  # (B, L) or (K, B, L)
-            psi_rows.append(_psi_frame(psi, lags, offset))
+            acc.add(idx, g0, g, take_times(lam, k), mask, order)
+        if directions is not None:
+            delta = output_error(y_hat, y, w_out).float()
+            v = tangents(cell, x, directions).float()
+            psi = psi_all_lags(transport, lam, delta, v if keep_directions else v[0])  # (..., B, T)
+            psi_rows.append(_psi_frame(psi[..., lag_t.to(psi.device)].cpu().numpy(), lags, offset))
+            total = psi.mean(0) if keep_directions else psi
+            total_rows.append(_total_frame(total.sum(-1).cpu().numpy(), offset))
         offset += x.shape[0]
     env, units = acc.tables(order)
     psi_df = pd.concat(psi_rows, ignore_index=True) if psi_rows else pd.DataFrame(
         {"lag": [], "sequence": [], "psi": []})
-    return env, units, psi_df
+    total_df = pd.concat(total_rows, ignore_index=True) if total_rows else _total_frame(np.zeros(0), 0)
+    return env, units, psi_df, total_df
+
+
+def _total_frame(total: np.ndarray, offset: int) -> pd.DataFrame:
+    """Rows (sequence, S) from a (B,) array of S_n."""
+    return pd.DataFrame({"sequence": np.arange(len(total), dtype=np.int64) + offset, "S": total})
 
 
 def _psi_frame(psi: np.ndarray, lags: Sequence[int], offset: int) -> pd.DataFrame:
@@ -113,13 +117,12 @@ def snapshot_checkpoint(
     keep_directions: bool,
     keys: dict,
     device: str = "cpu",
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Envelope, units and psi tables of one checkpoint on the diag split, with run keys."""
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Envelope, units, psi and total tables of one checkpoint on the diag split, with run keys."""
     state = io.load_checkpoint(checkpoint, map_location=device)
     x_all, y_all = load_split(data_dir, "diag")
     if state.get("diverged"):  # a tombstone of a diverged run: NaN tables, same shape
-        env, units, psi = _nan_tables(lags, state["model_config"]["hidden"], x_all.shape[0])
-        return _with_keys((env, units, psi), keys)
+        return _with_keys(_nan_tables(lags, state["model_config"]["hidden"], x_all.shape[0]), keys)
     model = build_model(state["cell"], **state["model_config"]).to(device)
     model.load_state_dict(state["model"])
     model.eval()
@@ -137,26 +140,27 @@ def snapshot_checkpoint(
                 y_hat = model(x)
             yield x, y, y_hat
 
-    env, units, psi = probe(cell, model.W_out.detach(), batches(), lags, lr=state["hparams"]["lr"],
-                            rates=rates, order=order, windows=windows, directions=cell_dirs,
-                            keep_directions=keep_directions)
-    return _with_keys((env, units, psi), keys)
+    tables = probe(cell, model.W_out.detach(), batches(), lags, lr=state["hparams"]["lr"],
+                   rates=rates, order=order, windows=windows, directions=cell_dirs,
+                   keep_directions=keep_directions)
+    return _with_keys(tables, keys)
 
 
-def _with_keys(tables, keys: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def _with_keys(tables, keys: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Run-key columns first, rows in a fixed order."""
-    env, units, psi = tables
+    env, units, psi, total = tables
     for df in tables:
         for col, value in reversed(list(keys.items())):
             df.insert(0, col, value)
     return (_sorted(env, ["lag"]), _sorted(units, ["unit", "lag"]),
-            _sorted(psi, [c for c in ("lag", "sequence", "direction") if c in psi.columns]))
+            _sorted(psi, [c for c in ("lag", "sequence", "direction") if c in psi.columns]),
+            _sorted(total, ["sequence"]))
 
 
 def _nan_tables(lags: Sequence[int], hidden: int, n_seq: int):
-    """Envelope, units and psi tables of a diverged run: every value NaN."""
+    """Envelope, units, psi and total tables of a diverged run: every value NaN."""
     env, units = EnvelopeAccumulator(lags, hidden, lr=1.0).tables(order=1)
     env[env.columns.drop("lag")] = np.nan
     units[["mu_abs", "tau"]] = np.nan
     psi = _psi_frame(np.full((n_seq, len(lags)), np.nan), lags, 0)
-    return env, units, psi
+    return env, units, psi, _total_frame(np.full(n_seq, np.nan), 0)

@@ -32,7 +32,7 @@ def test_constgate_untrained_order0_sgd_closed_form():
     x = torch.randn(5, T, 3)
     lags = list(range(1, 30))
     y = torch.zeros(5, T)
-    env, units, _ = probe(model.cell, model.W_out.detach(), [(x, y, y)], lags, lr=lr, order=0)
+    env, units, _, _ = probe(model.cell, model.W_out.detach(), [(x, y, y)], lags, lr=lr, order=0)
     expected = lr * H * (1 - s) ** np.asarray(lags, dtype=np.float64)
     np.testing.assert_allclose(env["f"], expected, rtol=1e-6)
     np.testing.assert_allclose(env["f_gates"], expected, rtol=1e-6)
@@ -179,14 +179,14 @@ def test_psi_zero_when_output_error_zero_and_linear_in_error():
     dirs = {n.removeprefix("cell."): d.double() for n, d in random_directions(model, 3, 0).items()
             if n.startswith("cell.")}
     w = model.W_out.detach()
-    _, _, psi0 = probe(model.cell, w, [(x, y_hat, y_hat)], [1, 2, 4], lr=0.1, directions=dirs)
+    _, _, psi0, _ = probe(model.cell, w, [(x, y_hat, y_hat)], [1, 2, 4], lr=0.1, directions=dirs)
     assert np.all(psi0["psi"].to_numpy() == 0)
-    _, _, psi1 = probe(model.cell, w, [(x, y_hat - 1, y_hat)], [1, 2, 4], lr=0.1, directions=dirs)
-    _, _, psi2 = probe(model.cell, w, [(x, y_hat - 2, y_hat)], [1, 2, 4], lr=0.1, directions=dirs)
+    _, _, psi1, _ = probe(model.cell, w, [(x, y_hat - 1, y_hat)], [1, 2, 4], lr=0.1, directions=dirs)
+    _, _, psi2, _ = probe(model.cell, w, [(x, y_hat - 2, y_hat)], [1, 2, 4], lr=0.1, directions=dirs)
     assert np.abs(psi1["psi"]).min() > 0
     np.testing.assert_allclose(psi2["psi"], 2 * psi1["psi"], rtol=1e-5)  # float32 work arrays
     # the direction mean of psi equals psi of the mean direction (tangents are linear)
-    _, _, per_dir = probe(model.cell, w, [(x, y_hat - 1, y_hat)], [1, 2, 4], lr=0.1, directions=dirs,
+    _, _, per_dir, _ = probe(model.cell, w, [(x, y_hat - 1, y_hat)], [1, 2, 4], lr=0.1, directions=dirs,
                           keep_directions=True)
     mean = per_dir.groupby(["lag", "sequence"])["psi"].mean().to_numpy()
     np.testing.assert_allclose(mean, psi1.sort_values(["lag", "sequence"])["psi"], rtol=1e-5)

@@ -41,6 +41,9 @@ def test_smoke_artifacts(smoke_run, smoke_config):
                 h_n = read_table(snap / "H_N.parquet", "H_N")
                 assert list(env["lag"]) == lags and list(alpha["lag"]) == lags
                 assert len(psi) == len(lags) * cfg["task"]["n_diag"]
+                total = read_table(snap / "total.parquet", "total")
+                assert list(total["sequence"]) == list(range(cfg["task"]["n_diag"]))
+                assert np.isfinite(total["S"]).all()
                 assert (env["f"] > 0).all() and np.isfinite(env["f"]).all()
                 assert np.all(np.diff(h_n["H_N"]) >= 0) and list(h_n["N"]) == cfg["window"]["N_grid"]
                 assert env["epoch"].iloc[0] == str(epoch) and (env["model"] == model).all()

@@ -1,5 +1,5 @@
 # Stage snapshot (METHOD §4-5): one job per (model, optimizer, seed, snapshot epoch). Streams
-# the diag split in batches and writes envelope, units and psi tables.
+# the diag split in batches and writes envelope, units, psi and total (S_n, METHOD §7b) tables.
 
 
 rule take_snapshot:
@@ -11,6 +11,7 @@ rule take_snapshot:
         envelope=f"{SNAP}/envelope.parquet",
         units=f"{SNAP}/units.parquet",
         psi=f"{SNAP}/psi.parquet",
+        total=f"{SNAP}/total.parquet",
     params:
         snapshot=section("snapshot"),
         device=config["device"],
@@ -27,4 +28,4 @@ rule take_snapshot:
         "../scripts/take_snapshot.py"
 
 
-SNAPSHOT_TARGETS = snapshots("psi.parquet")
+SNAPSHOT_TARGETS = snapshots("psi.parquet") + snapshots("total.parquet")

@@ -13,7 +13,7 @@ from learnwin.snapshot import snapshot_checkpoint  # noqa: E402
 
 wc, cfg = snakemake.wildcards, snakemake.params.snapshot
 keys = {"model": wc.model, "optimizer": wc.optimizer, "seed": int(wc.seed), "epoch": wc.epoch}
-envelope, units, psi = snapshot_checkpoint(
+envelope, units, psi, total = snapshot_checkpoint(
     checkpoint=snakemake.input.checkpoint,
     data_dir=Path(snakemake.input.x).parent,
     lags=lag_grid(cfg),
@@ -28,4 +28,5 @@ envelope, units, psi = snapshot_checkpoint(
 io.write_table(envelope, snakemake.output.envelope, "envelope")
 io.write_table(units, snakemake.output.units, "units")
 io.write_table(psi, snakemake.output.psi, "psi")
+io.write_table(total, snakemake.output.total, "total")
 log.info("snapshot %s: %d lags, %d psi rows", keys, len(envelope), len(psi))

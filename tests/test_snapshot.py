@@ -1,0 +1,138 @@
+"""psi over every receiving time and the lag-independent total S_n (METHOD §5, §7b).
+
+Oracles: a float64 loop over lags and receiving times that multiplies the one-step factors of
+each Gamma directly and averages psi over the K directions after the fact (the package takes
+the mean direction first), and the closed form of a ConstGate with W_h = 0 under SGD, where
+mu_{t,l} = lr (1 - s)^l exactly.
+"""
+
+import numpy as np
+import pytest
+import torch
+
+from learnwin import io
+from learnwin.cells import build_model
+from learnwin.data import write_splits
+from learnwin.detect import output_error, random_directions, tangents
+from learnwin.envelope import receiving_times
+from learnwin.snapshot import probe, snapshot_checkpoint
+
+F64 = torch.float64
+
+
+def _setup(name, T=12, B=3, H=4, D=3, K=3, seed=0):
+    torch.manual_seed(seed)
+    model = build_model(name, D, H).double()
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if "norm" not in n and not n.startswith("cell.b_"):
+                p.add_(0.4 * torch.randn(p.shape, generator=gen, dtype=F64))
+    x = torch.randn(B, T, D, dtype=F64, generator=gen)
+    y_hat = model(x).detach()
+    y = y_hat + torch.randn(B, T, dtype=F64, generator=gen)
+    dirs = {n.removeprefix("cell."): d.double() for n, d in random_directions(model, K, seed).items()
+            if n.startswith("cell.")}
+    rates = 1e-3 * (0.5 + torch.rand(H, H, dtype=F64, generator=gen))  # an adaptive optimizer's rates
+    return model, x, y, y_hat, dirs, rates
+
+
+def naive_psi(model, x, y, y_hat, dirs, rates, lags, windows=0):
+    """psi_n(l) (B, L) by loops over lags and receiving times, in float64 (METHOD §4-5)."""
+    cell = model.cell
+    trace = cell.trace(x)
+    leak = trace.leak.clamp(1e-12, 1.0)
+    ratio = trace.correction / leak
+    h2 = trace.presynaptic ** 2
+    lam = torch.where(h2.sum(-1, keepdim=True) > 0, h2 @ rates.T / h2.sum(-1, keepdim=True),
+                      rates.mean(1))  # Rayleigh quotient at h_{k-1}
+    delta = output_error(y_hat, y, model.W_out.detach())
+    v = tangents(cell, x, dirs)  # (K, B, T, H), every direction
+    T = x.shape[1]
+    t_all, _, mask = receiving_times(torch.as_tensor(lags), T, windows)
+    out = torch.zeros(x.shape[0], len(lags), dtype=F64)
+    for i, lag in enumerate(lags):
+        times = t_all[i][mask[i]].tolist()
+        for t in times:
+            k = t - lag
+            steps = slice(k + 1, t + 1)  # empty at lag 0: Gamma = the receiving factor
+            gamma = trace.receive[:, t] * leak[:, steps].prod(1) * (1 + ratio[:, steps].sum(1))
+            mu = lam[:, k] * gamma
+            out[:, i] += (mu * delta[:, t] * v[:, :, k]).sum(-1).mean(0) / len(times)
+    return out.numpy()
+
+
+def _probe(model, x, y, y_hat, dirs, rates, lags, windows, keep=False):
+    return probe(model.cell, model.W_out.detach(), [(x, y, y_hat)], lags, lr=1e-3, rates=rates,
+                 windows=windows, directions=dirs, keep_directions=keep)
+
+
+def _wide(psi, lags):
+    return psi.pivot(index="sequence", columns="lag", values="psi")[lags].to_numpy()
+
+
+@pytest.mark.parametrize("name", ["gru", "lstm"])
+def test_psi_averages_every_receiving_time_and_S_sums_every_lag(name):
+    model, x, y, y_hat, dirs, rates = _setup(name)
+    T, lags = x.shape[1], [1, 3, 6, 9]
+    ref = naive_psi(model, x, y, y_hat, dirs, rates, lags)
+    env, _, psi, total = _probe(model, x, y, y_hat, dirs, rates, lags, windows=3)
+    got = _wide(psi, lags)
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6 * np.abs(ref).max())
+    # the envelope's 3 windows do not reach psi: the windowed mean is a different number
+    sub = naive_psi(model, x, y, y_hat, dirs, rates, lags, windows=3)
+    assert np.abs(got - sub).max() > 1e-2 * np.abs(ref).max()
+    env0, _, psi0, total0 = _probe(model, x, y, y_hat, dirs, rates, lags, windows=0)
+    np.testing.assert_array_equal(psi0["psi"], psi["psi"])
+    np.testing.assert_array_equal(total0["S"], total["S"])
+    assert not np.allclose(env0["f"], env["f"], rtol=1e-3)  # windows do reach the envelope
+    # S_n: every lag 0..T-1, the instantaneous lag 0 included
+    every = naive_psi(model, x, y, y_hat, dirs, rates, list(range(T)))
+    assert total["sequence"].tolist() == list(range(x.shape[0]))
+    scale = np.abs(every).sum(1)
+    np.testing.assert_allclose(total["S"], every.sum(1), rtol=1e-5, atol=1e-6 * scale.max())
+    assert not np.allclose(total["S"], every[:, 1:].sum(1), rtol=1e-5, atol=1e-6 * scale.max())  # lag 0 counts
+    # per direction: S is the direction mean of the per-direction sums, psi's average
+    _, _, per_dir, total_k = _probe(model, x, y, y_hat, dirs, rates, lags, windows=3, keep=True)
+    np.testing.assert_allclose(per_dir.groupby(["sequence", "lag"])["psi"].mean().to_numpy(),
+                               got.ravel(), rtol=1e-5, atol=1e-6 * np.abs(ref).max())
+    np.testing.assert_allclose(total_k["S"], total["S"], rtol=1e-5, atol=1e-6 * scale.max())
+
+
+def test_constgate_without_recurrence_closed_form():
+    """W_h = 0 and SGD: r = 0, Lambda = lr, so mu_{t,l} = lr (1 - s)^l at every t."""
+    s, lr, T, lags = 0.2, 0.05, 10, [1, 2, 5]
+    torch.manual_seed(3)
+    model = build_model("const", 2, 3, const_s=s).double()
+    with torch.no_grad():
+        model.cell.W_h.zero_()
+    x = torch.randn(4, T, 2, dtype=F64)
+    y_hat = model(x).detach()
+    y = torch.randn(4, T, dtype=F64)
+    dirs = {n.removeprefix("cell."): d.double() for n, d in random_directions(model, 2, 1).items()
+            if n.startswith("cell.")}
+    _, _, psi, total = probe(model.cell, model.W_out.detach(), [(x, y, y_hat)], lags, lr=lr, windows=2,
+                             directions=dirs)
+    delta = output_error(y_hat, y, model.W_out.detach()).numpy()
+    v = tangents(model.cell, x, dirs).mean(0).numpy()
+    gram = np.einsum("bth,bkh->btk", delta, v)  # delta_t . v_k
+    # psi_n(l) = lr (1 - s)^l mean_t delta_t . v_{t-l}: the l-th lower diagonal of the Gram matrix
+    closed = np.stack([lr * (1 - s) ** l * np.diagonal(gram, -l, 1, 2).mean(-1) for l in range(T)], 1)
+    np.testing.assert_allclose(_wide(psi, lags), closed[:, lags], rtol=1e-5, atol=1e-7 * np.abs(closed).max())
+    np.testing.assert_allclose(total["S"], closed.sum(1), rtol=1e-5, atol=1e-7 * np.abs(closed).sum(1).max())
+
+
+def test_diverged_checkpoint_gives_nan_total_of_the_same_shape(tmp_path):
+    task = dict(T=10, D=2, lags=[2], coefs=[0.5], noise_std=0.1, n_train=4, n_val=4, n_diag=5)
+    write_splits(1, task, tmp_path / "data")
+    io.save_checkpoint({"diverged": "loss became nan", "model_config": {"hidden": 3}}, tmp_path / "best.pt")
+    keys = dict(model="gru", optimizer="sgd", seed=1, epoch="best")
+    env, units, psi, total = snapshot_checkpoint(
+        checkpoint=tmp_path / "best.pt", data_dir=tmp_path / "data", lags=[1, 2], order=1, windows=0,
+        directions=2, batch_size=8, keep_directions=False, keys=keys)
+    assert list(total.columns) == ["model", "optimizer", "seed", "epoch", "sequence", "S"]
+    assert total["sequence"].tolist() == list(range(5)) and total["S"].isna().all()
+    assert len(psi) == 2 * 5 and psi["psi"].isna().all()
+    io.write_table(total, tmp_path / "total.parquet", "total")
+    back = io.read_table(tmp_path / "total.parquet", "total")
+    assert back["sequence"].dtype == np.int64 and back["S"].isna().all()
