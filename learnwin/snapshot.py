@@ -20,7 +20,7 @@ from torch import Tensor
 from learnwin import io
 from learnwin.cells import build_model
 from learnwin.data import load_split
-from learnwin.detect import output_error, psi_chunk, random_directions, tangents
+from learnwin.detect import output_error, psi_chunk, psi_frame, random_directions, tangents
 from learnwin.envelope import (
     EnvelopeAccumulator, Transport, base_rate, lag_chunks, rate_matrix, receiving_times, take_times)
 
@@ -73,28 +73,12 @@ def probe(
                 batch_psi.append(psi_chunk(mu, delta, v, t, k, mask))
         if v is not None:
             psi = torch.cat(batch_psi, -1).cpu().numpy()  # (B, L) or (K, B, L)
-            psi_rows.append(_psi_frame(psi, lags, offset))
+            psi_rows.append(psi_frame(psi, lags, offset))
         offset += x.shape[0]
     env, units = acc.tables(order)
     psi_df = pd.concat(psi_rows, ignore_index=True) if psi_rows else pd.DataFrame(
         {"lag": [], "sequence": [], "psi": []})
     return env, units, psi_df
-
-
-def _psi_frame(psi: np.ndarray, lags: Sequence[int], offset: int) -> pd.DataFrame:
-    """Long rows (lag, sequence[, direction], psi) from a (B, L) or (K, B, L) array."""
-    lags = np.asarray(lags, dtype=np.int64)
-    if psi.ndim == 2:
-        B, L = psi.shape
-        return pd.DataFrame({"lag": np.tile(lags, B), "sequence": np.repeat(np.arange(B) + offset, L),
-                             "psi": psi.ravel()})
-    K, B, L = psi.shape
-    return pd.DataFrame({
-        "lag": np.tile(lags, K * B),
-        "sequence": np.tile(np.repeat(np.arange(B) + offset, L), K),
-        "direction": np.repeat(np.arange(K), B * L),
-        "psi": psi.ravel(),
-    })
 
 
 def _sorted(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -158,5 +142,5 @@ def _nan_tables(lags: Sequence[int], hidden: int, n_seq: int):
     env, units = EnvelopeAccumulator(lags, hidden, lr=1.0).tables(order=1)
     env[env.columns.drop("lag")] = np.nan
     units[["mu_abs", "tau"]] = np.nan
-    psi = _psi_frame(np.full((n_seq, len(lags)), np.nan), lags, 0)
+    psi = psi_frame(np.full((n_seq, len(lags)), np.nan), lags, 0)
     return env, units, psi
