@@ -23,7 +23,7 @@ import yaml
 #: Schema version of each Parquet artifact. Bump when its columns change.
 SCHEMA_VERSIONS: dict[str, int] = {
     "curve": 1,
-    "envelope": 1,
+    "envelope": 2,
     "units": 1,
     "psi": 1,
     "alpha": 1,

@@ -23,6 +23,7 @@ from learnwin.data import load_split
 from learnwin.detect import output_error, psi_chunk, psi_frame, random_directions, tangents
 from learnwin.envelope import (
     EnvelopeAccumulator, Transport, base_rate, lag_chunks, rate_matrix, receiving_times, take_times)
+from learnwin.exact_transport import probe_exact
 
 
 def probe(
@@ -97,8 +98,15 @@ def snapshot_checkpoint(
     keep_directions: bool,
     keys: dict,
     device: str = "cpu",
+    transport: str = "diagonal",
+    exact_sequences: int = 64,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Envelope, units and psi tables of one checkpoint on the diag split, with run keys."""
+    """Envelope, units and psi tables of one checkpoint on the diag split, with run keys.
+
+    ``transport`` = exact takes units, psi and the envelope's f and f_geo from
+    :func:`learnwin.exact_transport.probe_exact` (METHOD §4b); the diagonal envelope stays in
+    ``f_diagonal`` (and f_gates, f_order0/1, lambda_mean/std stay diagonal-path quantities).
+    """
     state = io.load_checkpoint(checkpoint, map_location=device)
     x_all, y_all = load_split(data_dir, "diag")
     if state.get("diverged"):  # a tombstone of a diverged run: NaN tables, same shape
@@ -121,9 +129,20 @@ def snapshot_checkpoint(
                 y_hat = model(x)
             yield x, y, y_hat
 
-    env, units, psi = probe(cell, model.W_out.detach(), batches(), lags, lr=state["hparams"]["lr"],
-                            rates=rates, order=order, windows=windows, directions=cell_dirs,
+    lr, w_out = state["hparams"]["lr"], model.W_out.detach()
+    exact = transport == "exact"
+    env, units, psi = probe(cell, w_out, batches(), lags, lr=lr, rates=rates, order=order,
+                            windows=windows, directions=None if exact else cell_dirs,
                             keep_directions=keep_directions)
+    env["f_diagonal"] = env["f"]
+    if exact:
+        env_x, units, psi, _ = probe_exact(cell, w_out, batches(), lags, lr=lr, rates=rates,
+                                           windows=windows, directions=cell_dirs,
+                                           keep_directions=keep_directions,
+                                           exact_sequences=exact_sequences)
+        env["f"], env["f_geo"] = env_x["f"].to_numpy(), env_x["f_geo"].to_numpy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            env["ratio"] = np.where(env["f_gates"] > 0, env["f"] / env["f_gates"], np.nan)
     return _with_keys((env, units, psi), keys)
 
 
@@ -140,6 +159,7 @@ def _with_keys(tables, keys: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataF
 def _nan_tables(lags: Sequence[int], hidden: int, n_seq: int):
     """Envelope, units and psi tables of a diverged run: every value NaN."""
     env, units = EnvelopeAccumulator(lags, hidden, lr=1.0).tables(order=1)
+    env["f_diagonal"] = np.nan
     env[env.columns.drop("lag")] = np.nan
     units[["mu_abs", "tau"]] = np.nan
     psi = psi_frame(np.full((n_seq, len(lags)), np.nan), lags, 0)

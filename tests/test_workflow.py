@@ -59,7 +59,7 @@ def test_smoke_artifacts(smoke_run, smoke_config):
 
 def test_parquet_schema_dtypes(smoke_run):
     table = pq.read_table(smoke_run / "results/snapshots/adamw/gru/seed2/epoch0/envelope.parquet")
-    assert table.schema.metadata[b"learnwin.schema"] == b"envelope:1"
+    assert table.schema.metadata[b"learnwin.schema"] == b"envelope:2"
     assert str(table.schema.field("f").type) == "float"  # float32
     assert str(table.schema.field("seed").type) == "int64"
     assert pa.types.is_string(table.schema.field("epoch").type) or pa.types.is_large_string(
