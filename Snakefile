@@ -29,6 +29,7 @@ rule all:
     default_target: True
     input:
         TRAIN_TARGETS,
+        MEMORY_TARGETS,
         FIGURE_TARGETS,
         REPORT_TARGETS,
 
@@ -46,6 +47,7 @@ rule train:
 rule snapshot:
     input:
         SNAPSHOT_TARGETS,
+        MEMORY_TARGETS,
 
 
 rule alpha:

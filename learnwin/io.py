@@ -33,6 +33,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "master": 1,
     "summary": 1,
     "recovery": 1,
+    "memory": 1,
 }
 _META_KEY = b"learnwin.schema"
 _UMASK = os.umask(0o022)

@@ -13,7 +13,7 @@ FIG_DECAY = expand(
 )
 FIG_RUNS = {
     name: runs(f"{SNAP}/{name}.parquet", epoch=FIG_EPOCH)
-    for name in ("envelope", "units", "alpha", "window")
+    for name in ("envelope", "units", "alpha", "window", "memory")
 }
 FIG_PARAMS = dict(models=MODELS, optimizers=OPTIMIZERS, dpi=config["figures"]["dpi"])
 
@@ -328,6 +328,32 @@ rule plot_epochs:
         "../scripts/plot_figure.py"
 
 
+rule plot_memory:
+    input:
+        envelope=FIG_RUNS["envelope"],
+        memory=FIG_RUNS["memory"],
+    output:
+        png=report(
+            "results/figures/memory.png",
+            caption="../report/memory.rst",
+            category="Envelope",
+            labels={"figure": "13 · envelopes vs memory curve", "epoch": FIG_EPOCH},
+        ),
+        pdf="results/figures/memory.pdf",
+    params:
+        **FIG_PARAMS,
+    log:
+        f"{LOGS}/figures/memory.log",
+    benchmark:
+        f"{BENCH}/figures/memory.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+        runtime=10,
+    script:
+        "../scripts/plot_figure.py"
+
+
 FIGURE_NAMES = [
     "H_N",
     "envelope",
@@ -341,6 +367,7 @@ FIGURE_NAMES = [
     "optimizers",
     "decay_table",
     "epochs",
+    "memory",
 ]
 FIGURE_TARGETS = expand("results/figures/{name}.{ext}", name=FIGURE_NAMES, ext=["png", "pdf"])
 
@@ -358,3 +385,4 @@ localrules:
     plot_optimizers,
     plot_decay_table,
     plot_epochs,
+    plot_memory,
