@@ -34,6 +34,7 @@ rule all:
     default_target: True
     input:
         TRAIN_TARGETS,
+        MEMORY_TARGETS,
         FIGURE_TARGETS,
         REPORT_TARGETS,
 
@@ -51,6 +52,7 @@ rule train:
 rule snapshot:
     input:
         SNAPSHOT_TARGETS,
+        MEMORY_TARGETS,
 
 
 rule alpha:

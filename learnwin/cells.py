@@ -17,7 +17,10 @@ one-step Jacobian diagonal of step t is ``leak[:, t] + correction[:, t]``.
 
 Choices (METHOD §2 silent): LayerNorm has learnable affine parameters (nn.LayerNorm
 defaults); gate layers not pinned by the spec (GRU reset, LSTM input and output gates) keep
-PyTorch's default uniform(+-1/sqrt(fan_in)) weights with zero biases. Speed: all input
+PyTorch's default uniform(+-1/sqrt(fan_in)) weights with zero biases. ``gate_init`` (METHOD §4b):
+``paper`` is the above; ``official`` gives every gate layer of Shared, Diag, GRU and LSTM
+orthogonal input and recurrent weights and an nn.Linear-style uniform(+-1/sqrt(D)) bias (the
+bias belongs to the input projection, fan_in = D), as the official code's --orth_init. Speed: all input
 projections are one matmul over the whole sequence, and the recurrent matmuls of a step are
 fused into one.
 """
@@ -68,6 +71,20 @@ def _uniform(rows: int, cols: int) -> nn.Parameter:
 
 def _zeros(*shape: int) -> nn.Parameter:
     return nn.Parameter(torch.zeros(*shape))
+
+
+GATE_INITS = ("paper", "official")
+
+
+def _gate_layer(rows: int, input_size: int, hidden_size: int, gate_init: str, bias: float = 0.0,
+                paper=_zeros) -> tuple[nn.Parameter, nn.Parameter, nn.Parameter]:
+    """(W, U, b) of one gate layer: ``paper`` weights (zeros, or PyTorch's uniform) and a constant
+    bias, or ``official`` orthogonal weights and a uniform(+-1/sqrt(input_size)) bias."""
+    if gate_init == "official":
+        bound = 1.0 / math.sqrt(input_size)
+        return (_orthogonal(rows, input_size), _orthogonal(rows, hidden_size),
+                nn.Parameter(torch.empty(rows).uniform_(-bound, bound)))
+    return paper(rows, input_size), paper(rows, hidden_size), _full(bias, rows)
 
 
 def _full(value: float, *shape: int) -> nn.Parameter:
@@ -170,11 +187,10 @@ class ConstGate(GatedCell):
 class SharedGate(ConstGate):
     """ConstGate with one learned scalar gate per step, s_t = sigmoid(w_s.x_t + b_s + u_s.h)."""
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
+    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, gate_init="paper", **_):
         super().__init__(input_size, hidden_size, layer_norm, const_s)
-        self.w_s = _zeros(1, input_size)
-        self.b_s = _full(_logit(const_s), 1)
-        self.u_s = _zeros(1, hidden_size)
+        w, u, b = _gate_layer(1, input_size, hidden_size, gate_init, _logit(const_s))
+        self.w_s, self.b_s, self.u_s = w, b, u  # registration order = parameter order
 
     def _input_weights(self):
         return [self.W_x, self.w_s]
@@ -205,11 +221,10 @@ class SharedGate(ConstGate):
 class DiagGate(SharedGate):
     """One gate per unit: s_t = sigmoid(W_s x_t + b_s + U_s h_{t-1}) in R^H (METHOD §2)."""
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
+    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, gate_init="paper", **_):
         ConstGate.__init__(self, input_size, hidden_size, layer_norm, const_s)
-        self.W_s = _zeros(hidden_size, input_size)
-        self.b_s = _full(_logit(const_s), hidden_size)
-        self.U_s = _zeros(hidden_size, hidden_size)
+        w, u, b = _gate_layer(hidden_size, input_size, hidden_size, gate_init, _logit(const_s))
+        self.W_s, self.b_s, self.U_s = w, b, u  # registration order = parameter order
 
     def _input_weights(self):
         return [self.W_x, self.W_s]
@@ -227,12 +242,12 @@ class DiagGate(SharedGate):
 class GRU(GatedCell):
     """GRU cell with LN on the candidate; update gate z starts at gru_init_update (METHOD §2)."""
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, gru_init_update=0.05, **_):
+    def __init__(self, input_size, hidden_size, layer_norm=True, gru_init_update=0.05,
+                 gate_init="paper", **_):
         super().__init__(input_size, hidden_size, layer_norm)
         H, D = hidden_size, input_size
-        self.W_z, self.U_z = _zeros(H, D), _zeros(H, H)
-        self.b_z = _full(_logit(gru_init_update), H)
-        self.W_r, self.U_r, self.b_r = _uniform(H, D), _uniform(H, H), _zeros(H)
+        self.W_z, self.U_z, self.b_z = _gate_layer(H, D, H, gate_init, _logit(gru_init_update))
+        self.W_r, self.U_r, self.b_r = _gate_layer(H, D, H, gate_init, paper=_uniform)
         self.W_h, self.U_h, self.b_h = _orthogonal(H, D), _orthogonal(H, H), _zeros(H)
 
     def _input_weights(self):
@@ -270,13 +285,13 @@ class LSTM(GatedCell):
 
     transported_name = "cell"
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, lstm_init_forget=0.5, **_):
+    def __init__(self, input_size, hidden_size, layer_norm=True, lstm_init_forget=0.5,
+                 gate_init="paper", **_):
         super().__init__(input_size, hidden_size, layer_norm)
         H, D = hidden_size, input_size
-        self.W_i, self.U_i, self.b_i = _uniform(H, D), _uniform(H, H), _zeros(H)
-        self.W_f, self.U_f = _zeros(H, D), _zeros(H, H)
-        self.b_f = _full(_logit(lstm_init_forget), H)
-        self.W_o, self.U_o, self.b_o = _uniform(H, D), _uniform(H, H), _zeros(H)
+        self.W_i, self.U_i, self.b_i = _gate_layer(H, D, H, gate_init, paper=_uniform)
+        self.W_f, self.U_f, self.b_f = _gate_layer(H, D, H, gate_init, _logit(lstm_init_forget))
+        self.W_o, self.U_o, self.b_o = _gate_layer(H, D, H, gate_init, paper=_uniform)
         self.W_g, self.U_g, self.b_g = _orthogonal(H, D), _orthogonal(H, H), _zeros(H)
 
     def _input_weights(self):
@@ -338,4 +353,6 @@ def build_model(cell: str, input_size: int, hidden: int, layer_norm: bool = True
     """Build a :class:`GatedRNN` from the ``model`` config section and the cell name."""
     if cell not in CELLS:
         raise ValueError(f"unknown model {cell!r}; allowed: {', '.join(MODELS)}")
+    if gates.get("gate_init", "paper") not in GATE_INITS:
+        raise ValueError(f"model.gate_init = {gates['gate_init']!r}; allowed: {', '.join(GATE_INITS)}")
     return GatedRNN(CELLS[cell](input_size, hidden, layer_norm, **gates))

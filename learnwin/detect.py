@@ -18,6 +18,10 @@ and their sum over l is the lag-independent total S_n of METHOD §7b (pooled noi
 
 from __future__ import annotations
 
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
 import torch
 from torch import Tensor
 from torch.func import functional_call, jvp, vmap
@@ -34,11 +38,13 @@ def random_directions(model: torch.nn.Module, K: int, seed: int) -> dict[str, Te
     return {n: (d / norm.view(-1, *[1] * (d.dim() - 1))).to(params[n].device) for n, d in draws.items()}
 
 
-def tangents(cell: torch.nn.Module, x: Tensor, directions: dict[str, Tensor]) -> Tensor:
+def tangents(cell: torch.nn.Module, x: Tensor, directions: dict[str, Tensor],
+             state: Callable[[Tensor, Tensor], Tensor] | None = None) -> Tensor:
     """(K, B, T, H) tangents of the transported state along each direction.
 
     ``directions`` maps the cell's parameter names to (K, *shape) tensors; parameters of the
-    cell that have no entry get a zero tangent.
+    cell that have no entry get a zero tangent. ``state`` maps the cell's outputs (hidden,
+    transported) to the state whose tangent is taken (default: transported).
     """
     params = {n: p.detach() for n, p in cell.named_parameters()}
     K = next(iter(directions.values())).shape[0]
@@ -46,7 +52,8 @@ def tangents(cell: torch.nn.Module, x: Tensor, directions: dict[str, Tensor]) ->
             for n, p in params.items()}
 
     def transported(p):
-        return functional_call(cell, p, (x,))[1]
+        hidden, moved = functional_call(cell, p, (x,))
+        return moved if state is None else state(hidden, moved)
 
     def along(d):
         return jvp(transported, (params,), (d,))[1]
@@ -92,3 +99,19 @@ def psi_all_lags(transport: Transport, lam: Tensor, delta: Tensor, v: Tensor) ->
         _, gamma = transport.gamma(t, k, mask)
         out.append(psi_chunk(take_times(lam, k) * gamma, delta, v, t, k, mask))
     return torch.cat(out, -1)
+
+
+def psi_frame(psi: np.ndarray, lags: Sequence[int], offset: int) -> pd.DataFrame:
+    """Long rows (lag, sequence[, direction], psi) from a (B, L) or (K, B, L) array."""
+    lags = np.asarray(lags, dtype=np.int64)
+    if psi.ndim == 2:
+        B, L = psi.shape
+        return pd.DataFrame({"lag": np.tile(lags, B), "sequence": np.repeat(np.arange(B) + offset, L),
+                             "psi": psi.ravel()})
+    K, B, L = psi.shape
+    return pd.DataFrame({
+        "lag": np.tile(lags, K * B),
+        "sequence": np.tile(np.repeat(np.arange(B) + offset, L), K),
+        "direction": np.repeat(np.arange(K), B * L),
+        "psi": psi.ravel(),
+    })

@@ -23,7 +23,7 @@ import yaml
 #: Schema version of each Parquet artifact. Bump when its columns change.
 SCHEMA_VERSIONS: dict[str, int] = {
     "curve": 1,
-    "envelope": 1,
+    "envelope": 2,
     "units": 1,
     "psi": 1,
     "total": 1,
@@ -35,6 +35,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "exponents": 1,
     "summary": 1,
     "recovery": 1,
+    "memory": 1,
 }
 _META_KEY = b"learnwin.schema"
 _UMASK = os.umask(0o022)

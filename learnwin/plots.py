@@ -762,6 +762,45 @@ def plot_epochs(envelope, alpha, *, models, optimizers, epochs) -> Figure:
 
 
 #: Figure name (file stem under results/figures/, rule plot_<name>) -> drawing function.
+@_drawn
+def plot_memory(envelope, memory, *, models, optimizers) -> Figure:
+    """Figure 13: the envelope f of the configured transport and the diagonal envelope
+    f_diagonal, each normalised at the first lag, against the memory curve
+    mean |u . d y_hat_t / d x_{t-l}| (dotted), normalised the same way (METHOD §4b);
+    one panel per model and optimizer, semi-log y.
+    """
+    fig, axes = _figure(len(optimizers), len(models))
+    curves = (("envelope", "f", "-", "$f$"), ("envelope", "f_diagonal", "--", "$f_{diagonal}$"),
+              ("memory", "m_mem_abs", ":", "mean$|u\\cdot\\partial\\hat y_t/\\partial x_{t-l}|$"))
+    for i, opt in enumerate(optimizers):
+        for col, model in enumerate(models):
+            ax = axes[i, col]
+            tables = {"envelope": _sel(envelope, optimizer=opt, model=model),
+                      "memory": _sel(memory, optimizer=opt, model=model)}
+            drawn = False
+            for (name, column, ls, label), color in zip(curves, (MODEL_COLORS.get(model, "k"), "0.3", "0.5")):
+                drawn |= _band(ax, seed_band(_normalised(tables[name], column), "lag", column),
+                               "lag", color, label=label, ls=ls)
+            if drawn:
+                ax.legend(loc="best", frameon=False)
+                _log_ok(ax, "y")
+            else:
+                _no_data(ax)
+            ax.set_title(f"{model}, {opt}")
+            ax.set_xlabel("lag $l$")
+            ax.set_ylabel("normalised at the first lag")
+    return fig
+
+
+def _normalised(df: pd.DataFrame, column: str) -> pd.DataFrame:
+    """``column`` divided by its value at the first lag, per seed (NaN when that is not > 0)."""
+    if df.empty:
+        return df
+    df = df.sort_values("lag")
+    first = df.groupby("seed")[column].transform("first")
+    return df.assign(**{column: np.where(first > 0, df[column] / first, np.nan)})
+
+
 FIGURES: dict[str, Callable] = {
     "H_N": plot_H_N,
     "envelope": plot_envelope,
@@ -776,4 +815,5 @@ FIGURES: dict[str, Callable] = {
     "decay_table": plot_decay_table,
     "epochs": plot_epochs,
     "exponents": plot_exponents,
+    "memory": plot_memory,
 }

@@ -20,9 +20,10 @@ from torch import Tensor
 from learnwin import io
 from learnwin.cells import build_model
 from learnwin.data import load_split
-from learnwin.detect import output_error, psi_all_lags, random_directions, tangents
+from learnwin.detect import output_error, psi_all_lags, psi_frame, random_directions, tangents
 from learnwin.envelope import (
     EnvelopeAccumulator, Transport, base_rate, lag_chunks, rate_matrix, receiving_times, take_times)
+from learnwin.exact_transport import probe_exact
 
 
 def probe(
@@ -69,7 +70,7 @@ def probe(
             delta = output_error(y_hat, y, w_out).float()
             v = tangents(cell, x, directions).float()
             psi = psi_all_lags(transport, lam, delta, v if keep_directions else v[0])  # (..., B, T)
-            psi_rows.append(_psi_frame(psi[..., lag_t.to(psi.device)].cpu().numpy(), lags, offset))
+            psi_rows.append(psi_frame(psi[..., lag_t.to(psi.device)].cpu().numpy(), lags, offset))
             total = psi.mean(0) if keep_directions else psi
             total_rows.append(_total_frame(total.sum(-1).cpu().numpy(), offset))
         offset += x.shape[0]
@@ -83,22 +84,6 @@ def probe(
 def _total_frame(total: np.ndarray, offset: int) -> pd.DataFrame:
     """Rows (sequence, S) from a (B,) array of S_n."""
     return pd.DataFrame({"sequence": np.arange(len(total), dtype=np.int64) + offset, "S": total})
-
-
-def _psi_frame(psi: np.ndarray, lags: Sequence[int], offset: int) -> pd.DataFrame:
-    """Long rows (lag, sequence[, direction], psi) from a (B, L) or (K, B, L) array."""
-    lags = np.asarray(lags, dtype=np.int64)
-    if psi.ndim == 2:
-        B, L = psi.shape
-        return pd.DataFrame({"lag": np.tile(lags, B), "sequence": np.repeat(np.arange(B) + offset, L),
-                             "psi": psi.ravel()})
-    K, B, L = psi.shape
-    return pd.DataFrame({
-        "lag": np.tile(lags, K * B),
-        "sequence": np.tile(np.repeat(np.arange(B) + offset, L), K),
-        "direction": np.repeat(np.arange(K), B * L),
-        "psi": psi.ravel(),
-    })
 
 
 def _sorted(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -117,8 +102,15 @@ def snapshot_checkpoint(
     keep_directions: bool,
     keys: dict,
     device: str = "cpu",
+    transport: str = "diagonal",
+    exact_sequences: int = 64,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Envelope, units, psi and total tables of one checkpoint on the diag split, with run keys."""
+    """Envelope, units, psi and total tables of one checkpoint on the diag split, with run keys.
+
+    ``transport`` = exact takes units, psi, total and the envelope's f and f_geo from
+    :func:`learnwin.exact_transport.probe_exact` (METHOD §4b); the diagonal envelope stays in
+    ``f_diagonal`` (and f_gates, f_order0/1, lambda_mean/std stay diagonal-path quantities).
+    """
     state = io.load_checkpoint(checkpoint, map_location=device)
     x_all, y_all = load_split(data_dir, "diag")
     if state.get("diverged"):  # a tombstone of a diverged run: NaN tables, same shape
@@ -140,10 +132,21 @@ def snapshot_checkpoint(
                 y_hat = model(x)
             yield x, y, y_hat
 
-    tables = probe(cell, model.W_out.detach(), batches(), lags, lr=state["hparams"]["lr"],
-                   rates=rates, order=order, windows=windows, directions=cell_dirs,
-                   keep_directions=keep_directions)
-    return _with_keys(tables, keys)
+    lr, w_out = state["hparams"]["lr"], model.W_out.detach()
+    exact = transport == "exact"
+    env, units, psi, total = probe(cell, w_out, batches(), lags, lr=lr, rates=rates, order=order,
+                                   windows=windows, directions=None if exact else cell_dirs,
+                                   keep_directions=keep_directions)
+    env["f_diagonal"] = env["f"]
+    if exact:
+        env_x, units, psi, total = probe_exact(cell, w_out, batches(), lags, lr=lr, rates=rates,
+                                               windows=windows, directions=cell_dirs,
+                                               keep_directions=keep_directions,
+                                               exact_sequences=exact_sequences)
+        env["f"], env["f_geo"] = env_x["f"].to_numpy(), env_x["f_geo"].to_numpy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            env["ratio"] = np.where(env["f_gates"] > 0, env["f"] / env["f_gates"], np.nan)
+    return _with_keys((env, units, psi, total), keys)
 
 
 def _with_keys(tables, keys: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -160,7 +163,8 @@ def _with_keys(tables, keys: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataF
 def _nan_tables(lags: Sequence[int], hidden: int, n_seq: int):
     """Envelope, units, psi and total tables of a diverged run: every value NaN."""
     env, units = EnvelopeAccumulator(lags, hidden, lr=1.0).tables(order=1)
+    env["f_diagonal"] = np.nan
     env[env.columns.drop("lag")] = np.nan
     units[["mu_abs", "tau"]] = np.nan
-    psi = _psi_frame(np.full((n_seq, len(lags)), np.nan), lags, 0)
+    psi = psi_frame(np.full((n_seq, len(lags)), np.nan), lags, 0)
     return env, units, psi, _total_frame(np.full(n_seq, np.nan), 0)

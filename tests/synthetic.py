@@ -58,6 +58,7 @@ def _run_tables(opt: str, model: str, seed: int, epoch: str) -> dict[str, pd.Dat
             ratio=np.full(len(LAGS), 2.0),
             lambda_mean=0.9,
             lambda_std=0.01,
+            f_diagonal=f * np.exp(-LAGS / 10.0),
         )
     )
     unit_tau = [tau * (0.5 + 0.5 * u) for u in range(UNITS - 1)] + [np.inf]
@@ -155,6 +156,8 @@ def _run_tables(opt: str, model: str, seed: int, epoch: str) -> dict[str, pd.Dat
         H_N=_per_noise(pd.DataFrame(h_n)),
         master=_per_noise(master),
         exponents=_per_noise(exponents),
+        memory=pd.DataFrame(dict(**key, lag=LAGS, m_mem=0.5 * np.exp(-LAGS / tau),
+                                 m_mem_abs=0.6 * np.exp(-LAGS / tau))),
     )
 
 

@@ -96,3 +96,75 @@ def test_orthogonal_init_and_zero_biases():
 def test_unknown_model_is_named():
     with pytest.raises(ValueError, match="unknown model 'rnn'"):
         build_model("rnn", 3, 4)
+
+
+def _orth(rows, cols):
+    w = torch.empty(rows, cols)
+    torch.nn.init.orthogonal_(w)
+    return w
+
+
+def _unif(rows, cols):
+    bound = 1 / math.sqrt(cols)
+    return torch.empty(rows, cols).uniform_(-bound, bound)
+
+
+def _paper_reference(name, D, H):
+    """METHOD §2's init written out in the constructors' draw order (the pre-gate_init cells)."""
+    z = torch.zeros
+    ref = {"cell.W_x": _orth(H, D), "cell.b_x": z(H), "cell.W_h": _orth(H, H)} if name in ("shared", "diag") else {}
+    if name == "shared":
+        ref.update({"cell.w_s": z(1, D), "cell.b_s": torch.full((1,), math.log(0.05 / 0.95)), "cell.u_s": z(1, H)})
+    if name == "diag":
+        ref.update({"cell.W_s": z(H, D), "cell.b_s": torch.full((H,), math.log(0.05 / 0.95)), "cell.U_s": z(H, H)})
+    if name == "gru":
+        ref.update({"cell.W_z": z(H, D), "cell.U_z": z(H, H), "cell.b_z": torch.full((H,), math.log(0.05 / 0.95)),
+                    "cell.W_r": _unif(H, D), "cell.U_r": _unif(H, H), "cell.b_r": z(H),
+                    "cell.W_h": _orth(H, D), "cell.U_h": _orth(H, H), "cell.b_h": z(H)})
+    if name == "lstm":
+        ref.update({"cell.W_i": _unif(H, D), "cell.U_i": _unif(H, H), "cell.b_i": z(H),
+                    "cell.W_f": z(H, D), "cell.U_f": z(H, H), "cell.b_f": z(H),
+                    "cell.W_o": _unif(H, D), "cell.U_o": _unif(H, H), "cell.b_o": z(H),
+                    "cell.W_g": _orth(H, D), "cell.U_g": _orth(H, H), "cell.b_g": z(H)})
+    ref["W_out"] = _orth(1, H)
+    return ref
+
+
+@pytest.mark.parametrize("name", ["shared", "diag", "gru", "lstm"])
+def test_paper_gate_init_reproduces_the_reference_draws_bit_for_bit(name):
+    torch.manual_seed(7)
+    ref = _paper_reference(name, 3, 5)
+    torch.manual_seed(7)
+    params = dict(build_model(name, 3, 5, gate_init="paper").named_parameters())
+    for key, value in ref.items():
+        assert torch.equal(params[key].detach(), value.to(params[key].dtype)), key
+    torch.manual_seed(7)
+    default = dict(build_model(name, 3, 5).named_parameters())
+    assert list(default) == list(params)  # registration (= optimizer) order unchanged
+    assert all(torch.equal(default[k], params[k]) for k in params)
+
+
+GATES = {"shared": ["s"], "diag": ["s"], "gru": ["z", "r"], "lstm": ["i", "f", "o"]}
+
+
+@pytest.mark.parametrize("name", ["shared", "diag", "gru", "lstm"])
+def test_official_gate_init_is_orthogonal_with_uniform_biases(name):
+    D, H = 3, 5
+    cell = build_model(name, D, H, gate_init="official").cell
+    for gate in GATES[name]:
+        W, U, b = ((cell.w_s, cell.u_s, cell.b_s) if name == "shared" else
+                   (getattr(cell, f"W_{gate}"), getattr(cell, f"U_{gate}"), getattr(cell, f"b_{gate}")))
+        for w in (W.detach(), U.detach()):  # orthonormal rows or columns, whichever are fewer
+            gram = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+            torch.testing.assert_close(gram, torch.eye(gram.shape[0]), rtol=0, atol=1e-5)
+        assert b.abs().max() <= 1 / math.sqrt(D)
+        if b.numel() > 1:
+            assert b.std() > 0  # not a constant bias
+    paper = build_model(name, D, H, gate_init="paper").cell
+    assert not torch.equal(paper.b_s if name in ("shared", "diag") else paper.W_z if name == "gru" else paper.W_f,
+                           cell.b_s if name in ("shared", "diag") else cell.W_z if name == "gru" else cell.W_f)
+
+
+def test_unknown_gate_init_is_named():
+    with pytest.raises(ValueError, match="model.gate_init = 'orth'"):
+        build_model("gru", 3, 4, gate_init="orth")

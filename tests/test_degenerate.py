@@ -36,7 +36,7 @@ def _psi(values):  # values: (lags, sequences)
 def _envelope(f):
     return _with_keys(pd.DataFrame({"lag": LAGS, "f": f, "f_geo": f, "f_gates": f, "f_order0": f,
                                     "f_order1": f, "ratio": np.ones_like(f), "lambda_mean": 1.0,
-                                    "lambda_std": 0.0}))
+                                    "lambda_std": 0.0, "f_diagonal": f}))
 
 
 CASES = {
@@ -98,6 +98,8 @@ def test_degenerate_inputs_flow_through_statistics_and_plots(case, tmp_path):
         plots.plot_decay_table(dec, models=["gru"], optimizers=["adamw"], **out(10)),
         plots.plot_epochs(env, a, models=["gru"], optimizers=["adamw"], epochs=["best"], **out(11)),
         plots.plot_exponents(expo_all, models=["gru"], optimizers=["adamw"], epoch="best", **out(12)),
+        plots.plot_memory(env, _with_keys(pd.DataFrame({"lag": LAGS, "m_mem": f, "m_mem_abs": f})),
+                          models=["gru"], optimizers=["adamw"], **out(13)),
     ]
     assert len(figs) == len(plots.FIGURES)
     for i in range(len(figs)):

@@ -22,7 +22,7 @@ def test_write_table_is_float32_zstd_and_versioned(tmp_path):
     assert meta.row_group(0).column(3).compression == "ZSTD"
     table = pq.read_table(path)
     assert table.schema.field("f").type == pa.float32()
-    assert table.schema.metadata[b"learnwin.schema"] == b"envelope:1"
+    assert table.schema.metadata[b"learnwin.schema"] == b"envelope:2"
     back = io.read_table(path, "envelope")
     np.testing.assert_array_equal(back["f"], np.float32([0.5, 0.25]))
     assert [p.name for p in path.parent.iterdir()] == ["envelope.parquet"]  # no temp left

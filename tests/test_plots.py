@@ -32,7 +32,7 @@ def tables(tmp_path_factory) -> dict[str, pd.DataFrame]:
     snap = "snapshots/*/*/seed*/epoch{}/{}.parquet"
     out = {
         name: _load(root, name, snap.format("best", name))
-        for name in ("envelope", "units", "alpha", "window")
+        for name in ("envelope", "units", "alpha", "window", "memory")
     }
     out["decay"] = _load(root, "decay", "decay/*/*/epochbest.parquet")
     out["curve"] = _load(root, "curve", "train/*/*/seed*/curve.parquet")
@@ -63,6 +63,7 @@ def _calls(t: dict, models=MODELS, optimizers=OPTIMIZERS) -> dict:
             envelope=t["envelope_all"], alpha=t["alpha_all"], epochs=list(S.EPOCHS), **common
         ),
         "exponents": dict(exponents=t["exponents"], epoch="best", **common),
+        "memory": dict(envelope=t["envelope"], memory=t["memory"], **common),
     }
 
 
@@ -135,6 +136,20 @@ def test_envelope_draws_seed_mean_and_stored_fits(drawn):
     ][0]
     x = fit.get_xdata()
     np.testing.assert_allclose(fit.get_ydata(), np.exp(-x / np.mean(tau)), rtol=1e-5)
+
+
+def test_memory_normalises_each_curve_at_the_first_lag(drawn):
+    fig = drawn["memory"][0]
+    tau = [S.tau_of("gru", s, "best") for s in S.SEEDS]
+    lags = S.LAGS
+    f, diag, mem = _lines(fig, 1)[:3]  # gru, adamw panel: f, f_diagonal, memory curve
+    assert f.get_color() == "tab:red" and diag.get_linestyle() == "--"
+    norm = lambda y: y / y[0]  # noqa: E731
+    np.testing.assert_allclose(f.get_ydata(), np.mean([norm(np.exp(-lags / t)) for t in tau], 0), rtol=1e-5)
+    np.testing.assert_allclose(diag.get_ydata(), np.mean(
+        [norm(np.exp(-lags / t - lags / 10.0)) for t in tau], 0), rtol=1e-5)
+    np.testing.assert_allclose(mem.get_ydata(), np.mean([norm(np.exp(-lags / t)) for t in tau], 0), rtol=1e-5)
+    assert fig.axes[1].get_yscale() == "log"
 
 
 def test_H_N_draws_mean_and_predicted(drawn, tables):

@@ -13,7 +13,7 @@ FIG_DECAY = expand(
 )
 FIG_RUNS = {
     name: runs(f"{SNAP}/{name}.parquet", epoch=FIG_EPOCH)
-    for name in ("envelope", "units", "alpha", "window")
+    for name in ("envelope", "units", "alpha", "window", "memory")
 }
 FIG_PARAMS = dict(models=MODELS, optimizers=OPTIMIZERS, dpi=config["figures"]["dpi"])
 
@@ -346,6 +346,26 @@ rule plot_exponents:
         f"{LOGS}/figures/exponents.log",
     benchmark:
         f"{BENCH}/figures/exponents.tsv"
+
+
+rule plot_memory:
+    input:
+        envelope=FIG_RUNS["envelope"],
+        memory=FIG_RUNS["memory"],
+    output:
+        png=report(
+            "results/figures/memory.png",
+            caption="../report/memory.rst",
+            category="Envelope",
+            labels={"figure": "14 · envelopes vs memory curve", "epoch": FIG_EPOCH},
+        ),
+        pdf="results/figures/memory.pdf",
+    params:
+        **FIG_PARAMS,
+    log:
+        f"{LOGS}/figures/memory.log",
+    benchmark:
+        f"{BENCH}/figures/memory.tsv"
     threads: 1
     resources:
         mem_mb=1500,
@@ -368,6 +388,7 @@ FIGURE_NAMES = [
     "decay_table",
     "epochs",
     "exponents",
+    "memory",
 ]
 FIGURE_TARGETS = expand("results/figures/{name}.{ext}", name=FIGURE_NAMES, ext=["png", "pdf"])
 
@@ -386,3 +407,4 @@ localrules:
     plot_decay_table,
     plot_epochs,
     plot_exponents,
+    plot_memory,

@@ -29,3 +29,31 @@ rule take_snapshot:
 
 
 SNAPSHOT_TARGETS = snapshots("psi.parquet") + snapshots("total.parquet")
+
+
+# Memory curve (METHOD §4b): u . d y_hat_t / d x_{t-l} by autograd, independent of both
+# transports. One job per snapshot; reads the checkpoint, the diag inputs and the task vector u.
+rule memory_curve:
+    input:
+        checkpoint=snapshot_checkpoint,
+        x=f"{DATA}/diag_x.npy",
+        task=f"{DATA}/task.json",
+    output:
+        memory=f"{SNAP}/memory.parquet",
+    params:
+        snapshot=section("snapshot"),
+        device=config["device"],
+    log:
+        f"{LOGS}/memory_curve/{{optimizer}}/{{model}}/seed{{seed}}/epoch{{epoch}}.log",
+    benchmark:
+        f"{BENCH}/memory_curve/{{optimizer}}/{{model}}/seed{{seed}}/epoch{{epoch}}.tsv"
+    threads: 1
+    resources:
+        mem_mb=lambda wc: snapshot_mem_mb(),
+        runtime=lambda wc: max(10, train_runtime_min() // 4),
+        gpu=0,
+    script:
+        "../scripts/memory_curve.py"
+
+
+MEMORY_TARGETS = snapshots("memory.parquet")

@@ -24,6 +24,8 @@ envelope, units, psi, total = snapshot_checkpoint(
     keep_directions=cfg["keep_directions"],
     keys=keys,
     device=runtime.resolve_device(snakemake.params.device),
+    transport=cfg["transport"],
+    exact_sequences=cfg["exact_sequences"],
 )
 io.write_table(envelope, snakemake.output.envelope, "envelope")
 io.write_table(units, snakemake.output.units, "units")

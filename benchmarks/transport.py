@@ -1,0 +1,83 @@
+"""Snapshot cost of the two transports (METHOD §4 diagonal, §4b exact) and of the memory curve.
+
+Run: python benchmarks/transport.py [--config config/config.yaml] [--models gru lstm]
+
+Size from the config (T, D, H, n_diag, lag grid, windows, snapshot batch, K, exact_sequences,
+memory_sequences), 1 thread, untrained models on the seed-2 diag split. Times what the snapshot
+job computes: the diagonal probe with psi (transport: diagonal), and the diagonal probe without
+psi plus the exact probe (transport: exact: psi and S on every sequence, the exact envelope on
+``exact_sequences``); then the memory curve on ``memory_sequences``. Prints seconds and the
+exact / diagonal ratio.
+"""
+
+import argparse
+import time
+
+import numpy as np
+import torch
+import yaml
+
+from learnwin.cells import build_model
+from learnwin.config import lag_grid
+from learnwin.data import make_split, task_vector
+from learnwin.detect import random_directions
+from learnwin.exact_transport import probe_exact
+from learnwin.memory import MemoryAccumulator, input_sensitivity
+from learnwin.snapshot import probe
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", default="config/config.yaml")
+    parser.add_argument("--models", nargs="+", default=["gru", "lstm"])
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    cfg = yaml.safe_load(open(args.config))
+    task, snap, H = cfg["task"], cfg["snapshot"], cfg["model"]["hidden"]
+    x_np, y_np = make_split(2, "diag", task["n_diag"], task["T"], task["D"], task["lags"],
+                            task["coefs"], task["noise_std"])
+    x_all, y_all = torch.from_numpy(x_np), torch.from_numpy(y_np)
+    lags, bs = lag_grid(snap), snap["batch_size"]
+    print(f"T {task['T']}, H {H}, n_diag {task['n_diag']}, {len(lags)} lags, windows {snap['windows']}, "
+          f"K {snap['directions']}, exact_sequences {snap['exact_sequences']}, 1 thread")
+    for name in args.models:
+        torch.manual_seed(0)
+        model = build_model(name, task["D"], H)
+        dirs = {n.removeprefix("cell."): d for n, d in random_directions(model, snap["directions"], 2).items()
+                if n.startswith("cell.")}
+        w_out = model.W_out.detach()
+
+        def batches():
+            for i in range(0, x_all.shape[0], bs):
+                x = x_all[i:i + bs]
+                with torch.no_grad():
+                    yield x, y_all[i:i + bs], model(x)
+
+        common = dict(lr=0.005, windows=snap["windows"])
+        probe(model.cell, w_out, batches(), lags, directions=dirs, **common)  # warm-up (vmap, jvp)
+        t0 = time.perf_counter()
+        probe(model.cell, w_out, batches(), lags, directions=dirs, **common)
+        t1 = time.perf_counter()
+        probe(model.cell, w_out, batches(), lags, directions=None, **common)
+        t2 = time.perf_counter()
+        probe_exact(model.cell, w_out, batches(), lags, directions=dirs,
+                    exact_sequences=snap["exact_sequences"], **common)
+        t3 = time.perf_counter()
+        probe_exact(model.cell, w_out, batches(), lags, directions=None,
+                    exact_sequences=snap["exact_sequences"], **common)
+        t4 = time.perf_counter()
+        u = torch.from_numpy(task_vector(2, task["D"]))
+        acc = MemoryAccumulator(lags, task["T"])
+        n_mem = snap["memory_sequences"]
+        for i in range(0, n_mem, bs):
+            acc.add(input_sensitivity(model, x_all[i:min(i + bs, n_mem)], u))
+        t5 = time.perf_counter()
+        diagonal, exact = t1 - t0, (t2 - t1) + (t3 - t2)
+        print(f"{name}: diagonal snapshot {diagonal:.2f} s; exact snapshot {exact:.2f} s "
+              f"(diagonal envelope {t2 - t1:.2f} + exact psi/S/envelope {t3 - t2:.2f}, of which the "
+              f"exact envelope alone {t4 - t3:.2f}); exact / diagonal = {exact / diagonal:.1f}x; "
+              f"memory curve ({n_mem} sequences) {t5 - t4:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Memory curve m_mem(l) = mean over sequences and receiving times of u . d y_hat_t / d x_{t-l}.
+
+An independent check of both transports (METHOD §4b): it uses only the model's forward pass and
+autograd, no trace, no Gamma, no adjoint sweep. For a batch, one backward pass per receiving
+time t, all batched (``is_grads_batched``), gives d y_hat_t / d x_k for every (t, k); its
+projection on the task vector u is gathered at k = t - l for the lag grid. Choice (METHOD
+silent): every receiving time t = l..T-1 enters the mean (no windows), over the first
+``snapshot.memory_sequences`` diag sequences (the batched backward costs about 20 ms per sequence
+at the default size on one core); the mean of |.| over the same (sequence, t) pairs is also kept.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+
+from learnwin import io
+from learnwin.cells import build_model
+from learnwin.data import load_split
+from learnwin.envelope import receiving_times
+
+
+def input_sensitivity(model: torch.nn.Module, x: Tensor, u: Tensor) -> Tensor:
+    """G[b, t, k] = u . d y_hat[b, t] / d x[b, k], shape (B, T, T) (zero for k > t)."""
+    B, T, _ = x.shape
+    with torch.enable_grad():
+        xg = x.detach().requires_grad_(True)
+        y_hat = model(xg)  # (B, T)
+        probes = torch.eye(T, dtype=y_hat.dtype, device=x.device)[:, None, :].expand(T, B, T)
+        grads = torch.autograd.grad(y_hat, xg, probes, is_grads_batched=True)[0]  # (T_t, B, T_k, D)
+    return (grads @ u).transpose(0, 1)
+
+
+class MemoryAccumulator:
+    """Per-lag sums of u . d y_hat_t / d x_{t-l} and of its absolute value over (sequence, t)."""
+
+    def __init__(self, lags: Sequence[int], T: int):
+        self.lags = np.asarray(lags, dtype=np.int64)
+        self.t, self.k, self.mask = receiving_times(torch.as_tensor(self.lags), T)
+        self.sum = np.zeros(len(self.lags))
+        self.abs = np.zeros(len(self.lags))
+        self.count = np.zeros(len(self.lags))
+
+    def add(self, G: Tensor) -> None:
+        vals = G[:, self.t, self.k].double() * self.mask  # (B, L, T)
+        self.sum += vals.sum((0, 2)).cpu().numpy()
+        self.abs += vals.abs().sum((0, 2)).cpu().numpy()
+        self.count += G.shape[0] * self.mask.sum(1).cpu().numpy()
+
+    def table(self) -> pd.DataFrame:
+        n = np.maximum(self.count, 1)
+        return pd.DataFrame({"lag": self.lags, "m_mem": self.sum / n, "m_mem_abs": self.abs / n})
+
+
+def memory_checkpoint(*, checkpoint: str | Path, data_dir: str | Path, u: Sequence[float],
+                      lags: Sequence[int], batch_size: int, sequences: int, keys: dict,
+                      device: str = "cpu") -> pd.DataFrame:
+    """The memory table (run keys, lag, m_mem, m_mem_abs) of one checkpoint on the diag split."""
+    state = io.load_checkpoint(checkpoint, map_location=device)
+    x_all = load_split(data_dir, "diag")[0][:sequences]
+    acc = MemoryAccumulator(lags, x_all.shape[1])
+    if state.get("diverged"):
+        table = acc.table().assign(m_mem=np.nan, m_mem_abs=np.nan)
+    else:
+        model = build_model(state["cell"], **state["model_config"]).to(device)
+        model.load_state_dict(state["model"])
+        model.eval()
+        u_t = torch.as_tensor(np.asarray(u, dtype=np.float32), device=device)
+        for i in range(0, x_all.shape[0], batch_size):
+            x = torch.from_numpy(np.array(x_all[i:i + batch_size])).to(device)
+            acc.add(input_sensitivity(model, x, u_t))
+        table = acc.table()
+    for col, value in reversed(list(keys.items())):
+        table.insert(0, col, value)
+    return table

@@ -1,0 +1,172 @@
+"""The exact transport (METHOD §4b) against brute-force products of full one-step Jacobians."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.func import jacrev
+
+from learnwin import exact_transport as et
+from learnwin.cells import build_model
+from learnwin.data import targets
+from learnwin.detect import output_error, random_directions, tangents
+from learnwin.envelope import Transport, base_rate, receiving_times
+
+F64 = torch.float64
+D, H, T = 3, 4, 9
+
+
+def _trained(name, steps=5, seed=0):
+    """A small float64 model after a few AdamW steps on the delayed-regression task."""
+    torch.manual_seed(seed)
+    model = build_model(name, D, H).double()
+    opt = torch.optim.AdamW(model.parameters(), lr=0.05)
+    x = torch.randn(16, T, D, dtype=F64)
+    y = torch.as_tensor(targets(x.numpy(), np.ones(D) / math.sqrt(D), [2, 4], [0.6, 0.5]))
+    for _ in range(steps):
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+    return model, opt
+
+
+def _brute_force_M(cell, x):
+    """M[b, t, k] = d z_t / d z_k (S H x S H) as products of jacrev one-step Jacobians."""
+    z = et.full_state(cell)(*cell(x)).detach()
+    z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
+    xp = F.linear(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0)).detach()
+    u_rec = cell._recurrent().detach()
+    n = z.shape[-1]
+    M = torch.zeros(x.shape[0], T, T, n, n, dtype=F64)
+    for b in range(x.shape[0]):
+        J = [jacrev(lambda zz: et._step(cell, u_rec, xp[b:b + 1, k], zz[None])[0])(z_prev[b, k]).detach()
+             for k in range(T)]
+        for t in range(T):
+            prod = torch.eye(n, dtype=F64)
+            for k in range(t, -1, -1):
+                M[b, t, k] = prod
+                prod = prod @ J[k]
+    return M
+
+
+def _sweep(cell, x, src):
+    """a[b, t, k] (P, S H) from the adjoint sweep, zero for k > t."""
+    B, _, P, n = src.shape
+    a = torch.zeros(B, T, T, P, n, dtype=F64)
+
+    def visit(k, A):
+        a[:, k:, k] = A
+
+    et.adjoint_sweep(cell, x, src, visit)
+    return a
+
+
+@pytest.mark.parametrize("name", ["gru", "lstm"])
+def test_step_reproduces_the_forward_pass(name):
+    cell = _trained(name)[0].cell
+    x = torch.randn(2, T, D, dtype=F64)
+    z = et.full_state(cell)(*cell(x))
+    xp = F.linear(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0))
+    state = torch.zeros(2, z.shape[-1], dtype=F64)
+    for t in range(T):
+        state = et._step(cell, cell._recurrent(), xp[:, t], state)
+        torch.testing.assert_close(state, z[:, t], rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("name", ["gru", "lstm"])
+def test_adjoints_equal_brute_force_jacobian_products(name):
+    """a_{t,k} = M_{t,k}^T delta_t and diag of M to 1e-10; the diagonal Gamma is only reported."""
+    model, _ = _trained(name)
+    cell = model.cell
+    x = torch.randn(2, T, D, dtype=F64)
+    M = _brute_force_M(cell, x)
+    S = et.state_blocks(cell)
+    delta = torch.randn(2, T, H, dtype=F64)
+    a = _sweep(cell, x, et._h_block(delta, S)[:, :, None])[:, :, :, 0]
+    expected = torch.einsum("btkij,bti->btkj", M, et._h_block(delta, S))
+    torch.testing.assert_close(a, expected, rtol=0, atol=1e-10)
+    assert a.abs().max() > 1e-3  # a real signal, not zeros on both sides
+    # diagonal of d h_t / d z_k at unit q's transported component, from H basis adjoints
+    basis = et._h_block(torch.eye(H, dtype=F64), S).expand(2, T, H, S * H)
+    col = (S - 1) * H
+    diag = torch.diagonal(_sweep(cell, x, basis)[..., col:col + H], dim1=-2, dim2=-1)
+    exact = torch.diagonal(M[..., :H, col:col + H], dim1=-2, dim2=-1)
+    tk = torch.ones(T, T, dtype=torch.bool).tril()
+    torch.testing.assert_close(diag[:, tk], exact[:, tk], rtol=0, atol=1e-10)
+    # report: the diagonal first-order Gamma against the exact diagonal (never asserted equal)
+    lags = torch.arange(1, T)
+    t, k, mask = receiving_times(lags, T)
+    _, gamma = Transport(cell.trace(x), order=1, dtype=F64).gamma(t, k, mask)
+    ex = exact[:, t, k] * mask[None, :, :, None]
+    ratio = gamma.abs().sum((0, 2, 3)) / ex.abs().sum((0, 2, 3))
+    print(f"{name}: sum|Gamma1| / sum|exact diag| by lag 1..{T - 1}:", np.round(ratio.numpy(), 3))
+
+
+def test_constgate_without_recurrence_is_exactly_a_leak_power():
+    s = 0.25  # exact in float32, so the float64 buffer is exactly s
+    model = build_model("const", D, H, const_s=s).double()
+    with torch.no_grad():
+        model.cell.W_h.zero_()
+    x = torch.randn(3, T, D, dtype=F64)
+    acc = et.ExactAccumulator(list(range(1, T)), T, H, windows=0)
+    acc.envelope_batch(model.cell, x, torch.full((3, T, H), 0.01, dtype=F64))
+    env, units = acc.tables()
+    lags = np.arange(1, T)
+    np.testing.assert_allclose(env["f"], 0.01 * H * (1 - s) ** lags, rtol=1e-12)
+    np.testing.assert_allclose(units["tau"], -1 / math.log(1 - s), rtol=1e-10)
+    M = _brute_force_M(model.cell, x)
+    off = M[:, 5, 1] - torch.diagonal(M[:, 5, 1], dim1=-2, dim2=-1).diag_embed()
+    assert off.abs().max() == 0
+
+
+def test_constgate_recurrence_couples_units_off_the_diagonal():
+    """W_h != 0: the exact Jacobian has off-diagonal coupling and its diagonal is not Gamma."""
+    model = build_model("const", D, H, const_s=0.3, layer_norm=False).double()
+    x = torch.randn(2, T, D, dtype=F64)
+    M = _brute_force_M(model.cell, x)
+    off = M[:, 6, 2] - torch.diagonal(M[:, 6, 2], dim1=-2, dim2=-1).diag_embed()
+    assert off.abs().max() > 1e-3
+    basis = torch.eye(H, dtype=F64).expand(2, T, H, H)
+    diag = torch.diagonal(_sweep(model.cell, x, basis), dim1=-2, dim2=-1)[:, 6, 2]
+    t, k = torch.tensor([[6]]), torch.tensor([[2]])
+    _, gamma = Transport(model.cell.trace(x), order=1, dtype=F64).gamma(t, k, torch.ones(1, 1, dtype=torch.bool))
+    assert (diag - gamma[:, 0, 0]).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("name", ["gru", "lstm"])
+def test_psi_and_S_against_a_naive_loop(name):
+    model, opt = _trained(name, seed=1)
+    cell = model.cell
+    x = torch.randn(2, T, D, dtype=F64)
+    y = torch.randn(2, T, dtype=F64)
+    y_hat = model(x).detach()
+    S = et.state_blocks(cell)
+    rates = torch.rand(H, H, dtype=F64) * 0.01
+    hidden = cell(x)[0].detach()
+    lam = base_rate(F.pad(hidden, (0, 0, 1, 0))[:, :-1], rates, 0.01)
+    dirs = {n.removeprefix("cell."): d.double() for n, d in random_directions(model, 3, 0).items()
+            if n.startswith("cell.")}
+    mean_dir = {n: d.mean(0, keepdim=True) for n, d in dirs.items()}
+    v = tangents(cell, x, mean_dir, et.full_state(cell))[0]
+    delta = output_error(y_hat, y, model.W_out.detach())
+    M = _brute_force_M(cell, x)
+    naive = torch.zeros(2, T, dtype=F64)
+    for b in range(2):
+        for lag in range(T):
+            vals = []
+            for t in range(lag, T):
+                a = M[b, t, t - lag].T @ et._h_block(delta[b, t], S)
+                vals.append((a * lam[b, t - lag].repeat(S) * v[b, t - lag]).sum())
+            naive[b, lag] = torch.stack(vals).mean()
+    psi = et.psi_all_lags(cell, x, delta, lam, v)
+    torch.testing.assert_close(psi, naive, rtol=1e-10, atol=1e-14)
+    assert naive.abs().min() > 0
+    lags = [1, 3, 5]
+    env, units, table, total = et.probe_exact(cell, model.W_out.detach(), [(x, y, y_hat)], lags, lr=0.01,
+                                              rates=rates, directions=dirs)
+    np.testing.assert_allclose(table.sort_values(["sequence", "lag"])["psi"], naive[:, lags].reshape(-1),
+                               rtol=1e-10)
+    np.testing.assert_allclose(total["S"], naive.sum(1), rtol=1e-10)
+    assert list(env.columns) == ["lag", "f", "f_geo"] and len(units) == H * len(lags)
