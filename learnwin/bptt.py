@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-aten = torch.ops.aten
+_ln_backward = torch.ops.aten.native_layer_norm_backward.default
 
 
 def _ln_forward(a: Tensor, ln: tuple | None):
@@ -30,24 +30,25 @@ def _ln_forward(a: Tensor, ln: tuple | None):
     if ln is None:
         return a, None, None
     w, b, eps = ln
-    return aten.native_layer_norm(a, a.shape[-1:], w, b, eps)
+    return torch.native_layer_norm(a, a.shape[-1:], w, b, eps)
 
 
-def _ln_input_grad(dy: Tensor, a: Tensor, mean: Tensor, rstd: Tensor, ln: tuple) -> Tensor:
+def _ln_input_grad(dy: Tensor, a: Tensor, mean: Tensor, rstd: Tensor, ln: tuple | None) -> Tensor:
+    if ln is None:
+        return dy
     w, b, _ = ln
-    return aten.native_layer_norm_backward(dy, a, a.shape[-1:], mean, rstd, w, b,
-                                           [True, False, False])[0]
+    return _ln_backward(dy, a, a.shape[-1:], mean, rstd, w, b, [True, False, False])[0]
 
 
-def _ln_param_grads(dy: Tensor, a: Tensor, mean: Tensor, rstd: Tensor, ln: tuple | None):
+def _ln_param_grads(dys: list, a: Tensor, means: list, rstds: list, ln: tuple | None):
     """LayerNorm weight and bias gradients over all steps at once (None without LN)."""
     if ln is None:
         return None, None
     w, b, _ = ln
     H = a.shape[-1]
-    _, gw, gb = aten.native_layer_norm_backward(
-        dy.reshape(-1, H), a.reshape(-1, H), [H], mean.reshape(-1, 1), rstd.reshape(-1, 1), w, b,
-        [False, w is not None, b is not None])
+    _, gw, gb = _ln_backward(
+        torch.stack(dys).reshape(-1, H), a.reshape(-1, H), [H], torch.stack(means).reshape(-1, 1),
+        torch.stack(rstds).reshape(-1, 1), w, b, [False, w is not None, b is not None])
     return gw, gb
 
 
@@ -58,6 +59,11 @@ def _outer(da: Tensor, h: Tensor) -> Tensor:
 
 def _ln_args(ln_w, ln_b, eps):
     return None if eps is None else (ln_w, ln_b, eps)
+
+
+def _steps(v: Tensor) -> tuple:
+    """(B, T, ...) -> T tensors (B, ...)."""
+    return v.unbind(1)
 
 
 class GateScan(torch.autograd.Function):
@@ -73,21 +79,19 @@ class GateScan(torch.autograd.Function):
         B, T, G = xproj.shape
         H = u.shape[1]
         ln = _ln_args(ln_w, ln_b, eps)
-        xp, uT = xproj.transpose(0, 1), u.T
+        uT = u.T
         h = xproj.new_zeros(B, H)
         hs, pres, gs, gates, means, rstds = [h], [], [], [], [], []
-        for t in range(T):
-            pre = torch.addmm(xp[t], h, uT)
-            n, mean, rstd = _ln_forward(pre[:, :H], ln)
+        for xp in _steps(xproj):
+            pre = torch.addmm(xp, h, uT)
+            a, s_pre = pre.split(H, -1) if G > H else (pre, None)
+            n, mean, rstd = _ln_forward(a, ln)
             g = torch.tanh(n)
-            s_t = torch.sigmoid(pre[:, H:]) if G > H else s
-            h = h + s_t * (g - h)
+            s_t = torch.sigmoid(s_pre) if G > H else s
+            h = torch.lerp(h, g, s_t)
             hs.append(h), pres.append(pre), gs.append(g), gates.append(s_t)
             means.append(mean), rstds.append(rstd)
-        ctx.hs, ctx.pre, ctx.g = torch.stack(hs), torch.stack(pres), torch.stack(gs)
-        ctx.s = torch.stack(gates) if G > H else s
-        if ln is not None:
-            ctx.mean, ctx.rstd = torch.stack(means), torch.stack(rstds)
+        ctx.lists = hs, pres, gs, gates, means, rstds
         ctx.save_for_backward(u, ln_w, ln_b)
         ctx.eps = eps
         return torch.stack(hs[1:], 1)
@@ -97,34 +101,31 @@ class GateScan(torch.autograd.Function):
     def backward(ctx, grad_h):
         u, ln_w, ln_b = ctx.saved_tensors
         ln = _ln_args(ln_w, ln_b, ctx.eps)
-        hs, pre, g, s = ctx.hs, ctx.pre, ctx.g, ctx.s
-        T, B, G = pre.shape
+        hs, pres, gs, gates, means, rstds = ctx.lists
         H = u.shape[1]
-        gh = grad_h.transpose(0, 1)
-        hp = hs[:-1]
-        k = s * (1 - g * g)  # dLN-output / dh_t
-        keep = (1 - s).expand(T, 1, 1) if s.dim() == 0 else 1 - s
-        if G > H:
-            sd = s * (1 - s)
-            diff = g - hp
-        da = pre.new_empty(T, B, G)
-        dy = pre.new_empty(T, B, H)
-        dh = torch.zeros_like(gh[0])
-        for t in range(T - 1, -1, -1):
-            dh = dh + gh[t]
-            torch.mul(dh, k[t], out=dy[t])
-            if ln is None:
-                da[t, :, :H] = dy[t]
-            else:
-                da[t, :, :H] = _ln_input_grad(dy[t], pre[t, :, :H], ctx.mean[t], ctx.rstd[t], ln)
-            if G > H:
-                ds = dh * diff[t]
-                if G == H + 1:
-                    ds = ds.sum(-1, keepdim=True)
-                torch.mul(ds, sd[t], out=da[t, :, H:])
-            dh = torch.addmm(dh * keep[t], da[t], u)
-        gw, gb = _ln_param_grads(dy, pre[..., :H], getattr(ctx, "mean", None),
-                                 getattr(ctx, "rstd", None), ln)
+        gated = u.shape[0] > H
+        hp, pre, g = torch.stack(hs[:-1]), torch.stack(pres), torch.stack(gs)
+        s = torch.stack(gates) if gated else gates[0]
+        a = pre[..., :H]
+        k = (s * (1 - g * g)).unbind(0)  # d LN-output / dh_t
+        keep = (1 - s).unbind(0) if gated else [1 - s] * len(gs)
+        if gated:
+            kd = ((g - hp) * s * (1 - s)).unbind(0)  # d a_s / dh_t (summed over units if shared)
+        a_t = a.unbind(0)
+        ghs = _steps(grad_h)
+        das, dys = [], []
+        dh = ghs[-1]
+        for t in range(len(gs) - 1, -1, -1):
+            dy = dh * k[t]
+            da = _ln_input_grad(dy, a_t[t], means[t], rstds[t], ln)
+            if gated:
+                ds = dh * kd[t]
+                da = torch.cat([da, ds.sum(-1, keepdim=True) if u.shape[0] == H + 1 else ds], -1)
+            if t:
+                dh = torch.addmm(torch.addcmul(ghs[t - 1], dh, keep[t]), da, u)
+            das.append(da), dys.append(dy)
+        da, dys = torch.stack(das[::-1]), dys[::-1]
+        gw, gb = _ln_param_grads(dys, a, means, rstds, ln)
         return da.transpose(0, 1), _outer(da, hp), None, gw, gb, None
 
 
@@ -137,22 +138,20 @@ class GRUScan(torch.autograd.Function):
         B, T, _ = xproj.shape
         H = u_h.shape[0]
         ln = _ln_args(ln_w, ln_b, eps)
-        xp, uzrT, uhT = xproj.transpose(0, 1), u_zr.T, u_h.T
+        uzrT, uhT = u_zr.T, u_h.T
         h = xproj.new_zeros(B, H)
         hs, zrs, qs, ahs, gs, means, rstds = [h], [], [], [], [], [], []
-        for t in range(T):
-            zr = torch.sigmoid(torch.addmm(xp[t, :, :2 * H], h, uzrT))
-            q = zr[:, H:] * h
-            ah = torch.addmm(xp[t, :, 2 * H:], q, uhT)
+        for xzr, xh in zip(_steps(xproj[..., :2 * H]), _steps(xproj[..., 2 * H:])):
+            zr = torch.sigmoid(torch.addmm(xzr, h, uzrT))
+            z, r = zr.split(H, -1)
+            q = r * h
+            ah = torch.addmm(xh, q, uhT)
             n, mean, rstd = _ln_forward(ah, ln)
             g = torch.tanh(n)
-            h = h + zr[:, :H] * (g - h)
+            h = torch.lerp(h, g, z)
             hs.append(h), zrs.append(zr), qs.append(q), ahs.append(ah), gs.append(g)
             means.append(mean), rstds.append(rstd)
-        ctx.hs, ctx.zr, ctx.q = torch.stack(hs), torch.stack(zrs), torch.stack(qs)
-        ctx.ah, ctx.g = torch.stack(ahs), torch.stack(gs)
-        if ln is not None:
-            ctx.mean, ctx.rstd = torch.stack(means), torch.stack(rstds)
+        ctx.lists = hs, zrs, qs, ahs, gs, means, rstds
         ctx.save_for_backward(u_zr, u_h, ln_w, ln_b)
         ctx.eps = eps
         return torch.stack(hs[1:], 1)
@@ -162,32 +161,29 @@ class GRUScan(torch.autograd.Function):
     def backward(ctx, grad_h):
         u_zr, u_h, ln_w, ln_b = ctx.saved_tensors
         ln = _ln_args(ln_w, ln_b, ctx.eps)
-        hs, zr, ah, g = ctx.hs, ctx.zr, ctx.ah, ctx.g
-        T, B, H = g.shape
-        gh = grad_h.transpose(0, 1)
-        hp = hs[:-1]
+        hs, zrs, qs, ahs, gs, means, rstds = ctx.lists
+        H = u_h.shape[0]
+        hp, zr, g = torch.stack(hs[:-1]), torch.stack(zrs), torch.stack(gs)
         z, r = zr[..., :H], zr[..., H:]
-        kz = (g - hp) * z * (1 - z)  # d a_z / dh_t
-        kg = z * (1 - g * g)  # d LN-output / dh_t
-        kr = hp * r * (1 - r)  # d a_r / dq
-        keep = 1 - z
-        da = ah.new_empty(T, B, 3 * H)
-        dy = ah.new_empty(T, B, H)
-        dh = torch.zeros_like(gh[0])
-        for t in range(T - 1, -1, -1):
-            dh = dh + gh[t]
-            torch.mul(dh, kz[t], out=da[t, :, :H])
-            torch.mul(dh, kg[t], out=dy[t])
-            if ln is None:
-                da[t, :, 2 * H:] = dy[t]
-            else:
-                da[t, :, 2 * H:] = _ln_input_grad(dy[t], ah[t], ctx.mean[t], ctx.rstd[t], ln)
-            dq = da[t, :, 2 * H:] @ u_h
-            torch.mul(dq, kr[t], out=da[t, :, H:2 * H])
-            dh = torch.addmm(torch.addcmul(dh * keep[t], dq, r[t]), da[t, :, :2 * H], u_zr)
-        gw, gb = _ln_param_grads(dy, ah, getattr(ctx, "mean", None), getattr(ctx, "rstd", None), ln)
-        return (da.transpose(0, 1), _outer(da[..., :2 * H], hp), _outer(da[..., 2 * H:], ctx.q),
-                gw, gb, None)
+        kg = (z * (1 - g * g)).unbind(0)  # d LN-output / dh_t
+        kzr = (torch.cat([g - hp, hp], -1) * zr * (1 - zr)).unbind(0)  # d a_(z,r) / d(h_t, q_t)
+        keep, r_t = (1 - z).unbind(0), r.unbind(0)
+        ghs = _steps(grad_h)
+        dzrs, dahs, dys = [], [], []
+        dh = ghs[-1]
+        for t in range(len(gs) - 1, -1, -1):
+            dy = dh * kg[t]
+            dah = _ln_input_grad(dy, ahs[t], means[t], rstds[t], ln)
+            dq = dah @ u_h
+            dzr = torch.cat([dh, dq], -1) * kzr[t]
+            if t:
+                dh = torch.addmm(torch.addcmul(torch.addcmul(ghs[t - 1], dh, keep[t]), dq, r_t[t]),
+                                 dzr, u_zr)
+            dzrs.append(dzr), dahs.append(dah), dys.append(dy)
+        dzr, dah = torch.stack(dzrs[::-1]), torch.stack(dahs[::-1])
+        gw, gb = _ln_param_grads(dys[::-1], torch.stack(ahs), means, rstds, ln)
+        return (torch.cat([dzr, dah], -1).transpose(0, 1), _outer(dzr, hp),
+                _outer(dah, torch.stack(qs)), gw, gb, None)
 
 
 class LSTMScan(torch.autograd.Function):
@@ -199,23 +195,21 @@ class LSTMScan(torch.autograd.Function):
         B, T, _ = xproj.shape
         H = u.shape[1]
         ln = _ln_args(ln_w, ln_b, eps)
-        xp, uT = xproj.transpose(0, 1), u.T
+        uT = u.T
         h = c = xproj.new_zeros(B, H)
-        hs, cs, pres, ifos, gs, tcs, means, rstds = [h], [c], [], [], [], [], [], []
-        for t in range(T):
-            pre = torch.addmm(xp[t], h, uT)
-            ifo = torch.sigmoid(pre[:, :3 * H])
-            n, mean, rstd = _ln_forward(pre[:, 3 * H:], ln)
+        hs, cs, ifos, ags, gs, tcs, means, rstds = [h], [c], [], [], [], [], [], []
+        for xp in _steps(xproj):
+            ifo_pre, ag = torch.addmm(xp, h, uT).split(3 * H, -1)
+            ifo = torch.sigmoid(ifo_pre)
+            i, f, o = ifo.split(H, -1)
+            n, mean, rstd = _ln_forward(ag, ln)
             g = torch.tanh(n)
-            c = ifo[:, H:2 * H] * c + ifo[:, :H] * g
+            c = torch.addcmul(f * c, i, g)
             tc = torch.tanh(c)
-            h = ifo[:, 2 * H:] * tc
-            hs.append(h), cs.append(c), pres.append(pre), ifos.append(ifo), gs.append(g)
+            h = o * tc
+            hs.append(h), cs.append(c), ifos.append(ifo), ags.append(ag), gs.append(g)
             tcs.append(tc), means.append(mean), rstds.append(rstd)
-        ctx.hs, ctx.cs, ctx.pre = torch.stack(hs), torch.stack(cs), torch.stack(pres)
-        ctx.ifo, ctx.g, ctx.tc = torch.stack(ifos), torch.stack(gs), torch.stack(tcs)
-        if ln is not None:
-            ctx.mean, ctx.rstd = torch.stack(means), torch.stack(rstds)
+        ctx.lists = hs, cs, ifos, ags, gs, tcs, means, rstds
         ctx.save_for_backward(u, ln_w, ln_b)
         ctx.eps = eps
         return torch.stack(hs[1:], 1), torch.stack(cs[1:], 1)
@@ -225,37 +219,33 @@ class LSTMScan(torch.autograd.Function):
     def backward(ctx, grad_h, grad_c):
         u, ln_w, ln_b = ctx.saved_tensors
         ln = _ln_args(ln_w, ln_b, ctx.eps)
-        pre, ifo, g, tc, cs = ctx.pre, ctx.ifo, ctx.g, ctx.tc, ctx.cs
-        T, B, G = pre.shape
-        H = G // 4
+        hs, cs, ifos, ags, gs, tcs, means, rstds = ctx.lists
+        H = u.shape[1]
+        ifo, g, tc, c = torch.stack(ifos), torch.stack(gs), torch.stack(tcs), torch.stack(cs)
         i, f, o = ifo[..., :H], ifo[..., H:2 * H], ifo[..., 2 * H:]
-        ki = g * i * (1 - i)  # d a_i / dc_t
-        kf = cs[:-1] * f * (1 - f)  # d a_f / dc_t
-        ko = tc * o * (1 - o)  # d a_o / dh_t
-        kg = i * (1 - g * g)  # d LN-output / dc_t
-        kc = o * (1 - tc * tc)  # dc_t / dh_t
-        zero = pre.new_zeros(B, T, H)
-        gh = (zero if grad_h is None else grad_h).transpose(0, 1)
-        gc = (zero if grad_c is None else grad_c).transpose(0, 1)
-        da = pre.new_empty(T, B, G)
-        dy = pre.new_empty(T, B, H)
-        dh = dc = pre.new_zeros(B, H)
+        kifo = (torch.cat([g, c[:-1], tc], -1) * ifo * (1 - ifo)).unbind(0)  # d a_(i,f,o) / d(c, c, h)
+        kg = (i * (1 - g * g)).unbind(0)  # d LN-output / dc_t
+        kc = (o * (1 - tc * tc)).unbind(0)  # dc_t / dh_t
+        f_t = f.unbind(0)
+        T = len(gs)
+        ghs = None if grad_h is None else _steps(grad_h)
+        gcs = None if grad_c is None else _steps(grad_c)
+        das, dys = [], []
+        dh = torch.zeros_like(gs[0]) if ghs is None else ghs[-1]
+        dc = torch.zeros_like(gs[0])
         for t in range(T - 1, -1, -1):
-            dh = dh + gh[t]
-            dc = torch.addcmul(dc + gc[t], dh, kc[t])
-            torch.mul(dc, ki[t], out=da[t, :, :H])
-            torch.mul(dc, kf[t], out=da[t, :, H:2 * H])
-            torch.mul(dh, ko[t], out=da[t, :, 2 * H:3 * H])
-            torch.mul(dc, kg[t], out=dy[t])
-            if ln is None:
-                da[t, :, 3 * H:] = dy[t]
-            else:
-                da[t, :, 3 * H:] = _ln_input_grad(dy[t], pre[t, :, 3 * H:], ctx.mean[t], ctx.rstd[t], ln)
-            dc = dc * f[t]
-            dh = da[t] @ u
-        gw, gb = _ln_param_grads(dy, pre[..., 3 * H:], getattr(ctx, "mean", None),
-                                 getattr(ctx, "rstd", None), ln)
-        return da.transpose(0, 1), _outer(da, ctx.hs[:-1]), gw, gb, None
+            if gcs is not None:
+                dc = dc + gcs[t]
+            dc = torch.addcmul(dc, dh, kc[t])
+            dy = dc * kg[t]
+            da = torch.cat([torch.cat([dc, dc, dh], -1) * kifo[t],
+                            _ln_input_grad(dy, ags[t], means[t], rstds[t], ln)], -1)
+            dc = dc * f_t[t]
+            dh = da @ u if ghs is None or not t else torch.addmm(ghs[t - 1], da, u)
+            das.append(da), dys.append(dy)
+        da = torch.stack(das[::-1])
+        gw, gb = _ln_param_grads(dys[::-1], torch.stack(ags), means, rstds, ln)
+        return da.transpose(0, 1), _outer(da, torch.stack(hs[:-1])), gw, gb, None
 
 
 def active() -> bool:
