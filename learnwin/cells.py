@@ -19,7 +19,8 @@ Choices (METHOD §2 silent): LayerNorm has learnable affine parameters (nn.Layer
 defaults); gate layers not pinned by the spec (GRU reset, LSTM input and output gates) keep
 PyTorch's default uniform(+-1/sqrt(fan_in)) weights with zero biases. Speed: all input
 projections are one matmul over the whole sequence, and the recurrent matmuls of a step are
-fused into one.
+fused into one. Training (grad mode on) runs through the hand-written BPTT of
+:mod:`learnwin.bptt`; the step-by-step scan here is the reference path (see ``forward``).
 """
 
 from __future__ import annotations
