@@ -22,7 +22,8 @@ PyTorch's default uniform(+-1/sqrt(fan_in)) weights with zero biases. ``gate_ini
 orthogonal input and recurrent weights and an nn.Linear-style uniform(+-1/sqrt(D)) bias (the
 bias belongs to the input projection, fan_in = D), as the official code's --orth_init. Speed: all input
 projections are one matmul over the whole sequence, and the recurrent matmuls of a step are
-fused into one.
+fused into one. Training (grad mode on) runs through the hand-written BPTT of
+:mod:`learnwin.bptt`; the step-by-step scan here is the reference path (see ``forward``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from learnwin import bptt
 
 MODELS = ("const", "shared", "diag", "gru", "lstm")
 
@@ -100,6 +103,7 @@ class GatedCell(nn.Module):
     """
 
     transported_name = "hidden"
+    _bptt: str | None = None  # family of the hand-written BPTT in learnwin.bptt; None = none
 
     def __init__(self, input_size: int, hidden_size: int, layer_norm: bool = True):
         super().__init__()
@@ -138,7 +142,16 @@ class GatedCell(nn.Module):
             outs.append(out)
         return [torch.stack(parts, 1) for parts in zip(*outs)]
 
-    def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, x: Tensor, reference: bool = False) -> tuple[Tensor, Tensor]:
+        """(hidden, transported) for x (B, T, D).
+
+        Training fast path: with grad mode on, outside torch.func transforms and forward-mode
+        AD, the pass runs through the hand-written BPTT of :mod:`learnwin.bptt` (same numbers,
+        first-order only). Everywhere else, or with ``reference=True`` (needed for double
+        backward or to differentiate through ``_step``), it is the step-by-step autograd scan.
+        """
+        if not reference and self._bptt is not None and bptt.active():
+            return bptt.scan(self, x)
         outs = self._scan(x, trace=False)
         return outs[0], outs[-1]
 
@@ -149,6 +162,8 @@ class GatedCell(nn.Module):
 
 class ConstGate(GatedCell):
     """h_t = (1 - s) h_{t-1} + s tanh(LN(W_x x_t + b_x + W_h h_{t-1})), s fixed (METHOD §2)."""
+
+    _bptt = "gate"
 
     def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
         super().__init__(input_size, hidden_size, layer_norm)
@@ -242,6 +257,8 @@ class DiagGate(SharedGate):
 class GRU(GatedCell):
     """GRU cell with LN on the candidate; update gate z starts at gru_init_update (METHOD §2)."""
 
+    _bptt = "gru"
+
     def __init__(self, input_size, hidden_size, layer_norm=True, gru_init_update=0.05,
                  gate_init="paper", **_):
         super().__init__(input_size, hidden_size, layer_norm)
@@ -284,6 +301,7 @@ class LSTM(GatedCell):
     """
 
     transported_name = "cell"
+    _bptt = "lstm"
 
     def __init__(self, input_size, hidden_size, layer_norm=True, lstm_init_forget=0.5,
                  gate_init="paper", **_):
@@ -344,8 +362,9 @@ class GatedRNN(nn.Module):
         self.W_out = _orthogonal(1, cell.hidden_size)
         self.b_out = _zeros(1)
 
-    def forward(self, x: Tensor) -> Tensor:
-        hidden, _ = self.cell(x)
+    def forward(self, x: Tensor, reference: bool = False) -> Tensor:
+        """Readout at every step; ``reference`` selects the cell's step-by-step path."""
+        hidden, _ = self.cell(x, reference=reference)
         return (hidden @ self.W_out.T + self.b_out).squeeze(-1)
 
 

@@ -1,0 +1,88 @@
+"""The hand-written BPTT of learnwin.bptt against the step-by-step autograd reference."""
+
+import pytest
+import torch
+
+from learnwin import bptt
+from learnwin.cells import MODELS, build_model
+
+
+def _random_model(name, layer_norm, D=3, H=5):
+    """float64, every parameter random (LayerNorm affine included), so no gate sits at init."""
+    torch.manual_seed(0)
+    model = build_model(name, D, H, layer_norm=layer_norm, const_s=0.3).double()
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(0.6 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+        if layer_norm:
+            model.cell.norm.weight.add_(1.0)
+    return model
+
+
+def _loss_and_grads(model, x, y, reference):
+    model.zero_grad(set_to_none=True)
+    loss = torch.mean((model(x, reference=reference) - y) ** 2)
+    loss.backward()
+    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("layer_norm", [True, False])
+@pytest.mark.parametrize("name", MODELS)
+def test_fast_path_equals_reference(name, layer_norm):
+    model = _random_model(name, layer_norm)
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(4, 9, 3, generator=gen, dtype=torch.float64)
+    y = torch.randn(4, 9, generator=gen, dtype=torch.float64)
+    loss, grads = _loss_and_grads(model, x, y, reference=False)
+    ref_loss, ref_grads = _loss_and_grads(model, x, y, reference=True)
+    torch.testing.assert_close(loss, ref_loss, rtol=0, atol=1e-10)
+    assert grads.keys() == ref_grads.keys()
+    for n, g in ref_grads.items():
+        assert g.abs().max() > 1e-3, n  # the comparison is not between two zeros
+        torch.testing.assert_close(grads[n], g, rtol=0, atol=1e-10, msg=n)
+
+
+@pytest.mark.parametrize("hidden_too", [True, False])
+@pytest.mark.parametrize("name", MODELS)
+def test_gradients_of_both_states_and_input(name, hidden_too):
+    """Loss on the transported state (and the hidden one); gradient w.r.t. the input x too."""
+    model = _random_model(name, True)
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 7, 3, generator=gen, dtype=torch.float64)
+    wh, wc = torch.randn(2, 3, 7, 5, generator=gen, dtype=torch.float64)
+    out = []
+    for reference in (False, True):
+        xr = x.clone().requires_grad_()
+        h, c = model.cell(xr, reference=reference)
+        loss = (c.sin() * wc).sum() + ((h * wh).sum() if hidden_too else 0)
+        loss.backward()
+        out.append((h.detach(), c.detach(), xr.grad))
+    for fast, ref in zip(*out):
+        torch.testing.assert_close(fast, ref, rtol=0, atol=1e-10)
+
+
+def test_fast_path_is_taken_only_when_safe(monkeypatch):
+    model = _random_model("gru", True)
+    x = torch.randn(2, 4, 3, dtype=torch.float64)
+    calls = []
+    real = bptt.scan
+    monkeypatch.setattr(bptt, "scan", lambda *a: calls.append(1) or real(*a))
+    model(x)
+    assert len(calls) == 1
+    model(x, reference=True)
+    with torch.no_grad():
+        model(x)
+    params = dict(model.named_parameters())
+    torch.func.jvp(lambda p: torch.func.functional_call(model, p, (x,)), (params,),
+                   ({n: torch.ones_like(p) for n, p in params.items()},))
+    torch.func.grad(lambda p: torch.func.functional_call(model, p, (x,)).sum())(params)
+    assert len(calls) == 1
+
+
+def test_double_backward_through_fast_path_raises():
+    model = _random_model("lstm", True)
+    x = torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True)
+    (gx,) = torch.autograd.grad(model(x).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError):
+        gx.sum().backward()
