@@ -19,7 +19,7 @@ Per-seed measurements (:func:`measure`, one table per claim):
   constant on the points, and with fewer than 3 points "censored" (when censoring removed
   points) or "too few points". Expected: logarithmic (saturating) for const and shared ("flat"
   does not count), power for diag, gru and lstm.
-- (c) optimizer, AdamW against SGD with paired seeds: the spread of log tau_q,
+- (c) optimizer, AdamW against plain SGD (``sgd``, else ``sgd_momentum``: both have Lambda = lr) with paired seeds: the spread of log tau_q,
   :func:`log_tau_iqr` (IQR over units; tau = inf counts as the largest values, NaN is left out),
   and tau_env = -1 / the OLS slope of log f on l over the lag grid (:func:`decay_length`; the
   envelope's decay length, comparable across decay classes). The val R^2 of each optimizer is
@@ -54,6 +54,7 @@ EXPECTED_GROWTH = {"const": "logarithmic", "shared": "logarithmic",
 MIN_GROWTH_POINTS = 3
 NOISE_ANY = "-"  # noise column of claims (a) and (c), which do not depend on the noise definition
 RUN = ["model", "optimizer", "seed"]
+PLAIN_SGD = ("sgd", "sgd_momentum")  # (c) compares AdamW with the first of these in the run (Lambda = lr)
 COLUMNS = ["claim", "check", "model", "optimizer", "noise", "expected", "verdict", "k", "n", "holds",
            "estimate", "spread", "detail"]
 
@@ -244,20 +245,21 @@ def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
                         f"{counts} of {len(g)} seeds ({int(g['censored'].sum())} censored)"
                         + (f"; power exponent c {number(mean)} ± {number(sd)}" if np.isfinite(mean) else "")))
     c = per_seed["c"]
-    if {"adamw", "sgd"} <= set(c["optimizer"]):
-        pair = c[c["optimizer"] == "adamw"].merge(c[c["optimizer"] == "sgd"], on=["model", "seed"],
+    plain = next((o for o in PLAIN_SGD if o in set(c["optimizer"])), None)
+    if "adamw" in set(c["optimizer"]) and plain is not None:
+        pair = c[c["optimizer"] == "adamw"].merge(c[c["optimizer"] == plain], on=["model", "seed"],
                                                   suffixes=("_adamw", "_sgd"))
         for m, g in pair.groupby("model", sort=False):
-            r2 = f"val R² AdamW {number(g['val_r2_adamw'].mean())} vs SGD {number(g['val_r2_sgd'].mean())}"
+            r2 = f"val R² AdamW {number(g['val_r2_adamw'].mean())} vs {plain} {number(g['val_r2_sgd'].mean())}"
             for col, check, word in (("log_tau_iqr", "log tau_q IQR", "broader"),
                                      ("tau_env", "tau_env", "slower")):
                 a, s = g[f"{col}_adamw"], g[f"{col}_sgd"]
                 both = a.notna() & s.notna()
                 k, n = int((a[both] > s[both]).sum()), int(both.sum())
                 (ma, sa), (ms, ss) = mean_sd(a[both]), mean_sd(s[both])
-                out.append(_row("c", check, m, "adamw vs sgd", NOISE_ANY, f"adamw {word}",
+                out.append(_row("c", check, m, f"adamw vs {plain}", NOISE_ANY, f"adamw {word}",
                                 f"adamw {word}" if n and k > n / 2 else f"adamw not {word}", k, n,
-                                ma, sa, f"{k} of {n} seeds; AdamW {number(ma)} ± {number(sa)} vs SGD "
+                                ma, sa, f"{k} of {n} seeds; AdamW {number(ma)} ± {number(sa)} vs {plain} "
                                 f"{number(ms)} ± {number(ss)}; {r2}"))
     for (m, o, noise), g in per_seed["d"].groupby(["model", "optimizer", "noise"], sort=False):
         g = g[np.isfinite(g[["slope_lo", "slope_hi"]].astype(float)).all(axis=1)]

@@ -130,7 +130,11 @@ def test_optimizer_verdicts_pair_seeds():
     assert (spread["k"], spread["n"], spread["holds"], spread["verdict"]) == (2, 3, True, "adamw broader")
     assert (env["k"], env["n"], env["holds"], env["verdict"]) == (0, 2, False, "adamw not slower")
     assert env["estimate"] == pytest.approx(5.5)
-    assert "val R² AdamW 0.60 vs SGD 0.20" in spread["detail"]
+    assert "val R² AdamW 0.60 vs sgd 0.20" in spread["detail"]
+    # with SGD + momentum as the plain-rate optimizer, (c) pairs AdamW with it instead
+    v = verdicts(_per_seed(c=c.replace({"optimizer": {"sgd": "sgd_momentum"}}))).set_index("check")
+    assert v.loc["tau_env", "optimizer"] == "adamw vs sgd_momentum"
+    assert (v.loc["log tau_q IQR", "k"], v.loc["log tau_q IQR", "n"]) == (2, 3)
 
 
 def test_master_ci_covers_one_per_noise():

@@ -58,7 +58,7 @@ def test_results_tables_print_the_run(tmp_path, capsys):
     # claims: the log-tau spread 3.5 log 2 (wide) against 3.5 log 1.1 (narrow)
     wide, narrow = 3.5 * np.log(2.0), 3.5 * np.log(1.1)
     assert any(line.startswith("| c | log tau_q IQR | gru | adamw vs sgd | - | adamw broader | adamw broader | "
-                               f"2/2 | yes | 2 of 2 seeds; AdamW {wide:.2f} ± 0.00 vs SGD {narrow:.2f}")
+                               f"2/2 | yes | 2 of 2 seeds; AdamW {wide:.2f} ± 0.00 vs sgd {narrow:.2f}")
                for line in lines)
     assert any(line.startswith("| b | H_N growth | const | adamw | pooled | logarithmic | censored | 0/2 | no |")
                for line in lines)
