@@ -52,7 +52,7 @@ BAD = {
     "snapshot epoch > epochs": (_set(["train", "snapshot_epochs"], [0, 99, "best"]),
                                 r"train.snapshot_epochs \[99\] exceed train.epochs = 30"),
     "snapshot epoch name": (_set(["train", "snapshot_epochs"], [0, "last"]), r"'last' is not valid"),
-    "batch > n_train": (_set(["train", "batch_size"], 4096), r"train.batch_size = 4096 must be <= task.n_train = 512"),
+    "batch > n_train": (_set(["train", "batch_size"], 4096), r"train.batch_size = 4096 must be <= task.n_train = 1024"),
     "K < 1": (_set(["snapshot", "directions"], 0), r"0 is less than the minimum of 1[\s\S]*\['directions'\]"),
     "diagnostic lag >= T": (_set(["snapshot", "lag_stop"], 128), r"snapshot.lag_stop = 128 must be < task.T"),
     "transport order": (_set(["snapshot", "order"], 2), r"2 is not one of \[0, 1\]"),
