@@ -8,7 +8,9 @@ for the seed-mean envelope (METHOD §8) with its scale and 95 % CI, tau_env of t
 envelope; H_N (seed mean ± sd) at the smallest, middle and largest N per noise definition, with
 the closed-form prediction at the largest N; the master-law slope with each seed's 95 % CI per
 noise definition; the exponents a and b when results/stats/exponents.parquet exists (METHOD §7b);
-and the claim verdicts of learnwin.claims (METHOD §8b).
+the decay lengths of the envelope, the diagonal envelope and the memory curve when every run has a
+memory.parquet (METHOD §4b); the claim verdicts of learnwin.claims (METHOD §8b); and the cost per
+rule from results/benchmarks/ when present.
 """
 
 from __future__ import annotations
@@ -104,6 +106,39 @@ def exponents_table(exps: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def transport_table(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFrame:
+    """Decay lengths (tau_env, mean ± sd over seeds) of the envelope the run used (f), of the
+    diagonal first-order envelope (f_diagonal) and of the memory curve mean |u . dy_t/dx_{t-l}|
+    (memory.parquet), with f(l_max) / f(l_min) for f and f_diagonal (docs/method.md §4b)."""
+    rows = []
+    for (m, o), g in runs.groupby(KEYS, sort=False):
+        per = {"f": [], "f_diagonal": [], "memory": [], "f drop": [], "f_diagonal drop": []}
+        for seed in g["seed"]:
+            snap = results / f"snapshots/{o}/{m}/seed{seed}/epoch{epoch}"
+            env = io.read_table(snap / "envelope.parquet", "envelope").sort_values("lag")
+            mem = io.read_table(snap / "memory.parquet", "memory").sort_values("lag")
+            for col in ("f", "f_diagonal"):
+                per[col].append(decay_length(env["lag"], env[col].to_numpy()))
+                per[f"{col} drop"].append(env[col].iloc[-1] / env[col].iloc[0])
+            per["memory"].append(decay_length(mem["lag"], mem["m_mem_abs"].to_numpy()))
+        rows.append({"model": m, "optimizer": o, "τ of f": _pm(per["f"], 1),
+                     "τ of f_diagonal": _pm(per["f_diagonal"], 1), "τ of memory curve": _pm(per["memory"], 1),
+                     "f(l_max)/f(l_min)": number(np.mean(per["f drop"])),
+                     "f_diagonal(l_max)/f_diagonal(l_min)": number(np.mean(per["f_diagonal drop"]))})
+    return pd.DataFrame(rows)
+
+
+def cost_table(results: Path) -> pd.DataFrame:
+    """Per rule, from Snakemake's benchmark TSVs: jobs, mean wall and CPU seconds, max peak RSS."""
+    rows = []
+    for rule in sorted(p for p in (results / "benchmarks").iterdir() if p.is_dir()):
+        tsv = pd.concat([pd.read_csv(f, sep="\t") for f in sorted(rule.rglob("*.tsv"))])
+        rows.append({"rule": rule.name, "jobs": len(tsv), "wall s per job": number(tsv["s"].mean(), 1),
+                     "CPU s per job": number(tsv["cpu_time"].mean(), 1),
+                     "peak RSS MB (max)": number(tsv["max_rss"].max(), 0)})
+    return pd.DataFrame(rows)
+
+
 def tables(results: str | Path, epoch: str = "best") -> str:
     """All tables as one markdown text."""
     results = Path(results)
@@ -129,8 +164,14 @@ def tables(results: str | Path, epoch: str = "best") -> str:
         exps = in_run(_read(exponents, "exponents"))
         out += ["### Exponents: m ~ f^b, sigma ~ f^a (mean ± sd over seeds)", "",
                 markdown(exponents_table(exps)), ""]
+    if all((results / f"snapshots/{o}/{m}/seed{s}/epoch{epoch}/memory.parquet").exists()
+           for m, o, s in runs[[*KEYS, "seed"]].itertuples(index=False)):
+        out += ["### Transport: the envelope used, the diagonal one and the memory curve (decay lengths)", "",
+                markdown(transport_table(results, runs, epoch)), ""]
     out += ["### Claims (METHOD §8b; k/n = seeds that agree with the expectation)", "",
             to_markdown(verdicts(per_seed)), ""]
+    if (results / "benchmarks").is_dir():
+        out += ["### Cost per job (Snakemake benchmark TSVs)", "", markdown(cost_table(results)), ""]
     return "\n".join(out)
 
 

@@ -1,4 +1,4 @@
-"""Run the issue-8 sweep (experiments/sweep.yaml) and tabulate the claims of each variant.
+"""Run the config sweep (experiments/sweep.yaml) and tabulate the claims of each variant.
 
 Each variant runs the workflow's `summary` target (training, snapshots, statistics; no figures)
 in experiments/runs/<variant>/ with its merged config, then learnwin.claims measures it. The

@@ -85,3 +85,23 @@ def test_sweep_scores_a_run(tmp_path, monkeypatch):
                    "claim_b:pooled": "0/4", "claim_c": "2/4", "claim_d:per_lag": "0/4", "claim_d:pooled": "3/4"}
     saved = pd.read_csv(tmp_path / "variant" / "claims.csv")
     assert len(saved) == 24 and saved["holds"].sum() == 13
+
+
+def test_results_tables_transport_and_cost(tmp_path, capsys):
+    """Decay lengths of f, f_diagonal (= f e^{-l/10} in synthetic.py) and the memory curve, and the
+    per-rule cost from benchmark TSVs."""
+    write_claim_run(tmp_path)
+    bench = tmp_path / "results" / "benchmarks" / "train_model" / "adamw"
+    bench.mkdir(parents=True)
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    for name, (s, rss, cpu) in {"a.tsv": (10.0, 300.0, 9.0), "b.tsv": (14.0, 420.0, 13.0)}.items():
+        (bench / name).write_text(header + f"{s}\t0:00:10\t{rss}\t0\t0\t0\t0\t0\t0\t{cpu}\n")
+    lines = _run(capsys, tmp_path / "results").splitlines()
+    taus = np.array([syn.tau_of("const", s, "best") for s in syn.SEEDS])
+    diag = 1 / (1 / taus + 1 / 10.0)
+    start = next(i for i, line in enumerate(lines) if line.startswith("### Transport"))
+    row = next(line for line in lines[start:] if line.startswith("| const | adamw | "))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert cells[2] == f"{taus.mean():.1f} ± {taus.std(ddof=1):.1f}"
+    assert cells[3] == f"{diag.mean():.1f} ± {diag.std(ddof=1):.1f}"
+    assert "| train_model | 2 | 12.0 | 11.0 | 420 |" in lines

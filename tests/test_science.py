@@ -1,4 +1,4 @@
-"""A reduced version of the default science: the robust parts of the paper's claims (issue 8).
+"""A reduced version of the default science: the robust parts of the paper's claims.
 
 ConstGate's envelope is exponential (its leak is fixed), so the decay regression must select
 the exponential law; DiagGate learns per-unit gates, so its tau_q spectrum is broader than

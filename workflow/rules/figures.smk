@@ -346,6 +346,12 @@ rule plot_exponents:
         f"{LOGS}/figures/exponents.log",
     benchmark:
         f"{BENCH}/figures/exponents.tsv"
+    threads: 1
+    resources:
+        mem_mb=1500,
+        runtime=10,
+    script:
+        "../scripts/plot_figure.py"
 
 
 rule plot_memory:
