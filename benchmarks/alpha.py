@@ -1,4 +1,4 @@
-"""Benchmark of the alpha estimators (METHOD §6): time per fit and bias / RMSE at n = 1e3, 1e4.
+"""Benchmark of the alpha estimators (docs/method.md §6): time per fit and bias / RMSE at n = 1e3, 1e4.
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/alpha.py``. scipy's private McCulloch start
 (``scipy.stats._levy_stable._fitstart_S1``) is a reference only; it is skipped when absent.

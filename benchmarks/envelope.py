@@ -11,7 +11,7 @@ for the envelope and psi: this compares the kernels. (The package's psi now aver
 whatever the windows; benchmarks/snapshot.py times the whole snapshot and uses ``vectorised``
 below as its "before".)
 - naive: a Python loop over lags and receiving times t, each multiplying its l one-step
-  factors (the direct transcription of METHOD §4-5; vectorised over sequences and units);
+  factors (the direct transcription of docs/method.md §4-5; vectorised over sequences and units);
 - per-lag: a Python loop over lags only, vectorised over t (a stronger baseline).
 The loops do O(l) work per (lag, t) where the prefix sums do O(1) (about 25 elementwise passes
 over gathered (B, L, W, H) arrays), so the ratio against the naive loop grows with the lag range.

@@ -1,4 +1,4 @@
-"""Snapshot cost of the two transports (METHOD §4 diagonal, §4b exact) and of the memory curve.
+"""Snapshot cost of the two transports (docs/method.md §4 diagonal, §4b exact) and of the memory curve.
 
 Run: python benchmarks/transport.py [--config config/config.yaml] [--models gru lstm]
 

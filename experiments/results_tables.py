@@ -4,12 +4,12 @@
 
 RESULTS_DIR is a run's ``results/`` folder. The runs are the rows of summary.parquet with status
 "ok". Tables, per (model, optimizer): val R^2 (mean ± sd over seeds), the decay class selected
-for the seed-mean envelope (METHOD §8) with its scale and 95 % CI, tau_env of the seed-mean
+for the seed-mean envelope (docs/method.md §8) with its scale and 95 % CI, tau_env of the seed-mean
 envelope; H_N (seed mean ± sd) at the smallest, middle and largest N per noise definition, with
 the closed-form prediction at the largest N; the master-law slope with each seed's 95 % CI per
-noise definition; the exponents a and b when results/stats/exponents.parquet exists (METHOD §7b);
+noise definition; the exponents a and b when results/stats/exponents.parquet exists (docs/method.md §7b);
 the decay lengths of the envelope, the diagonal envelope and the memory curve when every run has a
-memory.parquet (METHOD §4b); the claim verdicts of learnwin.claims (METHOD §8b); and the cost per
+memory.parquet (docs/method.md §4b); the claim verdicts of learnwin.claims (docs/method.md §8b); and the cost per
 rule from results/benchmarks/ when present.
 """
 
@@ -168,7 +168,7 @@ def tables(results: str | Path, epoch: str = "best") -> str:
            for m, o, s in runs[[*KEYS, "seed"]].itertuples(index=False)):
         out += ["### Transport: the envelope used, the diagonal one and the memory curve (decay lengths)", "",
                 markdown(transport_table(results, runs, epoch)), ""]
-    out += ["### Claims (METHOD §8b; k/n = seeds that agree with the expectation)", "",
+    out += ["### Claims (docs/method.md §8b; k/n = seeds that agree with the expectation)", "",
             to_markdown(verdicts(per_seed)), ""]
     if (results / "benchmarks").is_dir():
         out += ["### Cost per job (Snakemake benchmark TSVs)", "", markdown(cost_table(results)), ""]

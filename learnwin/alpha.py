@@ -1,8 +1,8 @@
-"""Symmetric alpha-stable tail index of the detection statistic psi, per lag (METHOD §6).
+"""Symmetric alpha-stable tail index of the detection statistic psi, per lag (docs/method.md §6).
 
 Two estimators, one selection rule:
 
-* ECF regression (primary, Koutrouvelis-type, exactly as METHOD §6): s = IQR / 1.349; 50 points
+* ECF regression (primary, Koutrouvelis-type, exactly as docs/method.md §6): s = IQR / 1.349; 50 points
   t in [0.05/s, 3/s]; |phi(t)|^2 from the mean cos and sin; keep 0.01 < |phi|^2 < 0.95 (>= 5
   points), else 1e-4 < |phi|^2 < 0.999 (>= 3 points), else the fit fails; weighted least squares
   of log(-log|phi|^2) on log t with weights exp(-2 (log|phi|^2 + 0.7)^2); alpha = slope clipped
@@ -20,13 +20,13 @@ Two estimators, one selection rule:
   come from one (B, m) gamma draw of the spacings). This has the distribution of the (B, n)
   index-draw bootstrap at O(B) memory and time instead of O(B n) (400 MB at n = 1e5, B = 500).
 
-Selection (METHOD §6): ECF when it succeeded and the sample is reliable; else the McCulloch
+Selection (docs/method.md §6): ECF when it succeeded and the sample is reliable; else the McCulloch
 bootstrap median when its CI width < ``ci_width_max``; else alpha = 2 (method ``default``,
 sigma from the IQR at alpha = 2).
 
 Choices where the spec is silent:
 
-* Sample reliability (METHOD §6): n >= ``min_samples``, IQR >= 1e-10, sigma >= 1e-12. In addition
+* Sample reliability (docs/method.md §6): n >= ``min_samples``, IQR >= 1e-10, sigma >= 1e-12. In addition
   any non-finite value in the input makes the row unreliable (the finite values are still fitted)
   and fewer than 10 finite values skip both fits (alpha = 2, method ``default``).
 * The output column ``reliable`` is the sample reliability AND a non-default method AND a finite
@@ -40,7 +40,7 @@ Choices where the spec is silent:
   and lag l's generator from (that seed, l); so a direct library call gives the workflow's numbers.
 * ``fit_lags`` fits lags one by one (each lag is its own estimation problem with its own failure
   modes). With a ``direction`` column, psi is first averaged over directions per (lag, sequence),
-  which is the per-sequence sample METHOD §5 defines; nothing per direction is returned.
+  which is the per-sequence sample docs/method.md §5 defines; nothing per direction is returned.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ SEED_OFFSET = 6_000  # bootstrap seed of a run's tail fits = run seed + SEED_OFF
 
 
 def kappa(alpha):
-    """kappa(alpha) = alpha / (alpha - 1), ``inf`` for alpha <= 1 (METHOD §6); scalar or array."""
+    """kappa(alpha) = alpha / (alpha - 1), ``inf`` for alpha <= 1 (docs/method.md §6); scalar or array."""
     a = np.asarray(alpha, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(a > 1.0, a / (a - 1.0), np.inf)
@@ -88,7 +88,7 @@ def _q75_unit(alpha) -> np.ndarray:
 
 
 def ecf_fit(x: np.ndarray) -> tuple[float, float, bool]:
-    """Symmetric ECF regression of METHOD §6 -> (alpha, sigma, clipped); NaNs when it fails."""
+    """Symmetric ECF regression of docs/method.md §6 -> (alpha, sigma, clipped); NaNs when it fails."""
     q25, q75 = np.quantile(x, [0.25, 0.75])
     s = (q75 - q25) / 1.349
     if not s > 0:
@@ -176,7 +176,7 @@ def fit_sample(
     ci_width_max: float = 0.3,
     seed=0,
 ) -> AlphaFit:
-    """Fit one sample (METHOD §6): both estimators, selection, reliability. Never raises."""
+    """Fit one sample (docs/method.md §6): both estimators, selection, reliability. Never raises."""
     rng = np.random.default_rng(seed)
     x = np.asarray(x, dtype=float).ravel()
     reasons = []

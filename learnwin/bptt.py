@@ -1,4 +1,4 @@
-"""Hand-written backpropagation through time for the cells of METHOD §2 (training fast path).
+"""Hand-written backpropagation through time for the cells of docs/method.md §2 (training fast path).
 
 The step-by-step scan of :mod:`learnwin.cells` lets autograd record every small op of every
 step; at the default size most of a training step is that per-op overhead. Here one

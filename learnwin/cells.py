@@ -1,4 +1,4 @@
-"""The five gated recurrent cells of METHOD §2 behind one small interface.
+"""The five gated recurrent cells of docs/method.md §2 behind one small interface.
 
 Interface (what :mod:`learnwin.envelope` and :mod:`learnwin.detect` use; a user's own cell
 that implements it can be probed too):
@@ -7,17 +7,17 @@ that implements it can be probed too):
 * ``forward(x) -> (hidden, transported)``: states for inputs ``x`` of shape (B, T, D), each of
   shape (B, T, H). ``transported`` is the state along which gradients are transported: the
   hidden state, or the cell state for the LSTM;
-* ``trace(x) -> Trace``: the same pass with the per-step diagonal Jacobian terms of METHOD §4
+* ``trace(x) -> Trace``: the same pass with the per-step diagonal Jacobian terms of docs/method.md §4
   (leak, correction, receiving-end factor), the candidate and the pre-synaptic state;
 * ``recurrent_weights() -> list[str]``: names of the H x H recurrent matrices whose adaptive
-  rates make the base rate Lambda (METHOD §4).
+  rates make the base rate Lambda (docs/method.md §4).
 
 Indexing: step t = 0..T-1 consumes x_t and produces h_t from h_{t-1} (h_{-1} = 0). The
 one-step Jacobian diagonal of step t is ``leak[:, t] + correction[:, t]``.
 
-Choices (METHOD §2 silent): LayerNorm has learnable affine parameters (nn.LayerNorm
+Choices (docs/method.md §2 silent): LayerNorm has learnable affine parameters (nn.LayerNorm
 defaults); gate layers not pinned by the spec (GRU reset, LSTM input and output gates) keep
-PyTorch's default uniform(+-1/sqrt(fan_in)) weights with zero biases. ``gate_init`` (METHOD §4b):
+PyTorch's default uniform(+-1/sqrt(fan_in)) weights with zero biases. ``gate_init`` (docs/method.md §4b):
 ``paper`` is the above; ``official`` gives every gate layer of Shared, Diag, GRU and LSTM
 orthogonal input and recurrent weights and an nn.Linear-style uniform(+-1/sqrt(D)) bias (the
 bias belongs to the input projection, fan_in = D), as the official code's --orth_init. Speed: all input
@@ -42,7 +42,7 @@ MODELS = ("const", "shared", "diag", "gru", "lstm")
 
 @dataclass
 class Trace:
-    """Per-step internals of one pass, each (B, T, H) (METHOD §4)."""
+    """Per-step internals of one pass, each (B, T, H) (docs/method.md §4)."""
 
     hidden: Tensor  # h_t
     transported: Tensor  # h_t, or c_t for the LSTM
@@ -161,7 +161,7 @@ class GatedCell(nn.Module):
 
 
 class ConstGate(GatedCell):
-    """h_t = (1 - s) h_{t-1} + s tanh(LN(W_x x_t + b_x + W_h h_{t-1})), s fixed (METHOD §2)."""
+    """h_t = (1 - s) h_{t-1} + s tanh(LN(W_x x_t + b_x + W_h h_{t-1})), s fixed (docs/method.md §2)."""
 
     _bptt = "gate"
 
@@ -234,7 +234,7 @@ class SharedGate(ConstGate):
 
 
 class DiagGate(SharedGate):
-    """One gate per unit: s_t = sigmoid(W_s x_t + b_s + U_s h_{t-1}) in R^H (METHOD §2)."""
+    """One gate per unit: s_t = sigmoid(W_s x_t + b_s + U_s h_{t-1}) in R^H (docs/method.md §2)."""
 
     def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, gate_init="paper", **_):
         ConstGate.__init__(self, input_size, hidden_size, layer_norm, const_s)
@@ -255,7 +255,7 @@ class DiagGate(SharedGate):
 
 
 class GRU(GatedCell):
-    """GRU cell with LN on the candidate; update gate z starts at gru_init_update (METHOD §2)."""
+    """GRU cell with LN on the candidate; update gate z starts at gru_init_update (docs/method.md §2)."""
 
     _bptt = "gru"
 
@@ -295,9 +295,9 @@ class GRU(GatedCell):
 
 
 class LSTM(GatedCell):
-    """LSTM cell with LN on the candidate; forget gate starts at lstm_init_forget (METHOD §2).
+    """LSTM cell with LN on the candidate; forget gate starts at lstm_init_forget (docs/method.md §2).
 
-    Gradients are transported along the cell state c (METHOD §4, LSTM row).
+    Gradients are transported along the cell state c (docs/method.md §4, LSTM row).
     """
 
     transported_name = "cell"
@@ -354,7 +354,7 @@ CELLS = {"const": ConstGate, "shared": SharedGate, "diag": DiagGate, "gru": GRU,
 
 
 class GatedRNN(nn.Module):
-    """A cell plus the scalar readout y_hat_t = W_out h_t + b_out (METHOD §2)."""
+    """A cell plus the scalar readout y_hat_t = W_out h_t + b_out (docs/method.md §2)."""
 
     def __init__(self, cell: nn.Module):
         super().__init__()

@@ -1,4 +1,4 @@
-"""The paper's four claims as checks, each with its count over seeds (METHOD §8b; §4, §7, §8).
+"""The paper's four claims as checks, each with its count over seeds (docs/method.md §8b; §4, §7, §8).
 
 Per-seed measurements (:func:`measure`, one table per claim):
 
@@ -27,7 +27,7 @@ Per-seed measurements (:func:`measure`, one table per claim):
 - (d) master law: the per-seed slope and its 95 % CI (master.parquet); holds when the CI covers 1.
 
 H_N and the master law are measured per noise definition (column ``noise`` of H_N.parquet and
-master.parquet, METHOD §7b; a table without it is ``per_lag``). :func:`claim_table` gives one
+master.parquet, docs/method.md §7b; a table without it is ``per_lag``). :func:`claim_table` gives one
 verdict per (claim, check, model, optimizer, noise): ``k`` of ``n`` seeds agree with the
 expectation, and the claim holds for that row when k > n / 2 (choice). Seeds without a value
 (a diverged run, a CI that is NaN) are left out of n. ``estimate`` and ``spread`` are the mean
@@ -158,7 +158,7 @@ def decay_length(lag, f) -> float:
 
 
 def with_noise(table: pd.DataFrame) -> pd.DataFrame:
-    """The table with a ``noise`` column (``per_lag`` when the artifact predates METHOD §7b)."""
+    """The table with a ``noise`` column (``per_lag`` when the artifact predates docs/method.md §7b)."""
     return table if "noise" in table.columns else table.assign(noise="per_lag")
 
 

@@ -1,7 +1,7 @@
 """Cross-field config checks that a JSON schema cannot express.
 
 The schema (``workflow/schemas/config.schema.yaml``) checks keys, types, enums and ranges and
-fills in defaults; :func:`check` then checks how keys relate (METHOD §1, §3-§7). Both run when
+fills in defaults; :func:`check` then checks how keys relate (docs/method.md §1, §3-§7). Both run when
 the Snakefile is parsed, so a bad config fails before any job starts.
 """
 
@@ -57,7 +57,7 @@ def coerce_strings(config: dict, schema: str | Path) -> None:
 
 
 def lag_grid(snapshot: Mapping) -> list[int]:
-    """Diagnostic lags ``lag_start..lag_stop`` (inclusive) in steps of ``lag_step`` (METHOD §4)."""
+    """Diagnostic lags ``lag_start..lag_stop`` (inclusive) in steps of ``lag_step`` (docs/method.md §4)."""
     return list(range(snapshot["lag_start"], snapshot["lag_stop"] + 1, snapshot["lag_step"]))
 
 

@@ -1,4 +1,4 @@
-"""Synthetic multi-lag delayed regression task (METHOD §1).
+"""Synthetic multi-lag delayed regression task (docs/method.md §1).
 
 y_t = sum_k c_k (u . x_{t-l_k}) 1[t >= l_k] + eps_t with x_t ~ N(0, I_D) and a unit vector u
 drawn once per seed. Each split (train, val, diag) has its own seeded stream derived from
@@ -21,7 +21,7 @@ _STREAM = {"u": 0, "train": 1, "val": 2, "diag": 3}
 
 
 def task_vector(seed: int, D: int) -> np.ndarray:
-    """The unit vector u of a seed (METHOD §1), shared by all splits."""
+    """The unit vector u of a seed (docs/method.md §1), shared by all splits."""
     u = np.random.default_rng([seed, _STREAM["u"]]).standard_normal(D)
     return (u / np.linalg.norm(u)).astype(np.float32)
 

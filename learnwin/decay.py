@@ -1,4 +1,4 @@
-"""Decay class of the envelope f(l) by regression on y = log f, and the predicted H_N (METHOD §8).
+"""Decay class of the envelope f(l) by regression on y = log f, and the predicted H_N (docs/method.md §8).
 
 Candidate laws (``T`` is the transformed lag, every law is y = a + b T(l) [+ floor]):
 
@@ -8,7 +8,7 @@ Candidate laws (``T`` is the transformed lag, every law is y = a + b T(l) [+ flo
 - tempered:     f = A l^(-beta) exp(-(l / l_c)^k),  T = log l,           scale = beta, extra = l_c, k
 - exp_floor, power_floor, log_floor: the plain law + F (F >= 0), same T and scale, extra = F
 
-Choices where METHOD §8 says "choose":
+Choices where docs/method.md §8 says "choose":
 
 * Fit window: lags > 0 with finite f > 0, sorted, then ``trim`` points dropped at each end; fewer
   than ``min_points`` left -> every row of that scope is flagged and not selected. Points near a
@@ -240,7 +240,7 @@ def fit_curve(
     block: int = 5,
     seed=0,
 ) -> pd.DataFrame:
-    """Fit every law to one envelope (METHOD §8) -> one row per law (decay.parquet columns)."""
+    """Fit every law to one envelope (docs/method.md §8) -> one row per law (decay.parquet columns)."""
     lag = np.asarray(lag, dtype=float)
     f = np.asarray(f, dtype=float)
     order = np.argsort(lag)
@@ -365,7 +365,7 @@ def fit_envelopes(
 
 
 def predict_window(decay_row, alpha: float, sigma: float, c: float, eps: float, N_grid) -> np.ndarray:
-    """Closed-form H_N(N) of METHOD §8 from one selected decay row (see the module docstring)."""
+    """Closed-form H_N(N) of docs/method.md §8 from one selected decay row (see the module docstring)."""
     N = np.asarray(N_grid, dtype=float)
     law = decay_row["law"]
     inv_kappa = max(1.0 - 1.0 / alpha, 0.0) if alpha > 0 else np.nan

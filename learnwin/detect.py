@@ -1,4 +1,4 @@
-"""Detection statistic psi_n(l) (METHOD §5).
+"""Detection statistic psi_n(l) (docs/method.md §5).
 
 delta_t = (y_hat_t - y_t) W_out^T is the output error seen by the hidden units. For K seeded
 random directions w_k (unit norm jointly over all parameters of the model), the tangent
@@ -13,7 +13,7 @@ averaged over EVERY receiving time t = l..T-1 (no subsampling: the spread of thi
 sigma) and over the K directions (psi is linear in v, so the direction mean is taken on v
 first) gives one sample psi_n(l) per diag sequence and lag. :func:`psi_all_lags` computes it at
 every lag l = 0..T-1 in one pass over lag chunks; the diagnostic grid is a subset of those lags,
-and their sum over l is the lag-independent total S_n of METHOD §7b (pooled noise).
+and their sum over l is the lag-independent total S_n of docs/method.md §7b (pooled noise).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def psi_all_lags(transport: Transport, lam: Tensor, delta: Tensor, v: Tensor) ->
     """psi_n(l) at every lag l = 0..T-1, each the mean over every t = l..T-1: (..., B, T) float64.
 
     ``lam`` (B, T, H) is Lambda at each perturbation time, ``delta`` (B, T, H) the output error
-    and ``v`` (..., B, T, H) the tangents, all in the transport's dtype (METHOD §5). Lag 0 is
+    and ``v`` (..., B, T, H) the tangents, all in the transport's dtype (docs/method.md §5). Lag 0 is
     the instantaneous term mu_{t,0} = Lambda(n, t) e_t. Lags come in chunks of contiguous lags
     [a, b) that share the receiving times t = a..T-1, sized by :func:`lag_chunks` to bound memory.
     """

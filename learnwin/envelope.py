@@ -1,4 +1,4 @@
-"""Effective learning rates and the envelope f(l) (METHOD §4).
+"""Effective learning rates and the envelope f(l) (docs/method.md §4).
 
 For unit q, the one-step Jacobian diagonal of step j is leak + correction, lambda_j + r_j.
 The transport factor over the steps j = k+1..k+l is
@@ -20,7 +20,7 @@ T^2 = 2.4M pairs per sequence where the grid needs 192 lags x 32 windows (384x f
 
 The adaptive base rate Lambda^(q)(n, k) is the Rayleigh quotient of the per-parameter rate
 matrix (averaged over the cell's H x H recurrent matrices) at the pre-synaptic state h_{k-1};
-Lambda = lr for SGD. Choice (METHOD silent): a snapshot taken before the first optimizer step
+Lambda = lr for SGD. Choice (docs/method.md silent): a snapshot taken before the first optimizer step
 (epoch 0) has no second-moment state, so Lambda = lr there for every optimizer.
 
 mu_{t,l} = Lambda(n, t-l) Gamma_{t-l,l}; f(l) = mean over sequences and receiving times
@@ -71,7 +71,7 @@ def rate_matrix(model: torch.nn.Module, recurrent: Sequence[str], optimizer: str
 
 
 def base_rate(presynaptic: Tensor, rates: Tensor | None, lr: float) -> Tensor:
-    """Lambda^(q)(n, k) (B, T, H): Rayleigh quotient of ``rates`` at h_{k-1} (METHOD §4)."""
+    """Lambda^(q)(n, k) (B, T, H): Rayleigh quotient of ``rates`` at h_{k-1} (docs/method.md §4)."""
     if rates is None:
         return torch.full_like(presynaptic, lr, dtype=torch.float64)
     h2 = presynaptic.double() ** 2
@@ -133,8 +133,8 @@ def receiving_times(lags: Tensor, T: int, windows: int = 0) -> tuple[Tensor, Ten
     """Receiving times t, perturbation times k = t - l and a validity mask, each (L, W).
 
     ``windows = 0`` uses every t = l..T-1 (W = T). Otherwise each lag uses ``min(windows, T - l)``
-    evenly spaced receiving times in [l, T-1] (W = windows): the "windows t" of METHOD §4, which
-    bound the cost of the envelope at long sequences (psi always uses every t, METHOD §5).
+    evenly spaced receiving times in [l, T-1] (W = windows): the "windows t" of docs/method.md §4, which
+    bound the cost of the envelope at long sequences (psi always uses every t, docs/method.md §5).
     """
     lags = lags.long()
     n_valid = T - lags  # receiving times available per lag
@@ -224,7 +224,7 @@ class EnvelopeAccumulator:
 
 
 def unit_timescales(lags: np.ndarray, mu_abs: np.ndarray, min_points: int = 5) -> np.ndarray:
-    """tau_q = -1 / slope of the OLS of log mean|mu^(q)(l)| on l (METHOD §4); inf if slope >= 0.
+    """tau_q = -1 / slope of the OLS of log mean|mu^(q)(l)| on l (docs/method.md §4); inf if slope >= 0.
 
     Vectorised over units; lags with non-positive or non-finite values are left out per unit,
     and a unit with fewer than ``min_points`` usable lags gets NaN.

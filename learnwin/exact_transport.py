@@ -1,4 +1,4 @@
-"""Exact transport: Jacobian products of the recurrence instead of the diagonal Gamma (METHOD §4b).
+"""Exact transport: Jacobian products of the recurrence instead of the diagonal Gamma (docs/method.md §4b).
 
 The paper's Eq. 10 is exact: g_{t,l} = delta_t^T M_{t,l} B_l with M_{t,l} = d z_t / d z_{t-l}, z
 the full state of the recurrence: z = h, or z = (h, c) for the LSTM (2H components). One
@@ -17,14 +17,14 @@ path of :mod:`learnwin.envelope` and :mod:`learnwin.detect`):
 * psi (src_t = delta_t on the h block): psi_n(l) = mean over every t = l..T-1 of
   sum_q a_{t,t-l}^q Lambda^q(n, t-l) v_{t-l}^q, v the tangent of the full state z (mean over the
   K directions first, as in :func:`learnwin.snapshot.probe`); lags 0..T-1 all come from one sweep.
-  S_n = sum over l = 0..T-1 of psi_n(l) (METHOD §7b, the instantaneous term l = 0 included).
+  S_n = sum over l = 0..T-1 of psi_n(l) (docs/method.md §7b, the instantaneous term l = 0 included).
 * the exact envelope (src_t = the H basis vectors e_q on the h block): the diagonal
   D^q_{t,l} = [d h_t / d z_{t-l}]_{q, q'} with q' = unit q's transported component (h^q, or c^q
   for the LSTM): the quantity the diagonal Gamma approximates. mu^q = Lambda^q(n, t-l) D^q,
   f_exact(l) = mean over sequences and receiving times of sum_q |mu^q|, per-unit means
   mean |mu^q(l)| -> tau_q by :func:`learnwin.envelope.unit_timescales`.
 
-Choices (METHOD §4b silent):
+Choices (docs/method.md §4b silent):
 * LSTM: the adjoint and the tangent live on (h, c); unit q's base rate Lambda^q weights both of
   its components, h^q and c^q (the rate belongs to the recurrent rows of unit q, which feed both
   through the gates).
@@ -117,7 +117,7 @@ def _h_block(values: Tensor, S: int) -> Tensor:
 
 
 class ExactAccumulator:
-    """Streams batches into psi, S and the exact envelope (METHOD §4b)."""
+    """Streams batches into psi, S and the exact envelope (docs/method.md §4b)."""
 
     def __init__(self, lags: Sequence[int], T: int, hidden: int, windows: int):
         self.lags = np.asarray(lags, dtype=np.int64)
@@ -167,7 +167,7 @@ class ExactAccumulator:
 
 
 def psi_all_lags(cell, x: Tensor, delta: Tensor, lam: Tensor, v: Tensor) -> Tensor:
-    """psi_n(l) for every lag l = 0..T-1, shape (..., B, T) (METHOD §4b, §5).
+    """psi_n(l) for every lag l = 0..T-1, shape (..., B, T) (docs/method.md §4b, §5).
 
     ``delta`` (B, T, H) is the output error, ``lam`` (B, T, H) the base rate Lambda(n, k) and ``v``
     (..., B, T, S H) the tangent of the full state (a leading direction axis is kept).
@@ -198,7 +198,7 @@ def probe_exact(
     keep_directions: bool = False,
     exact_sequences: int = 64,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Exact envelope (lag, f, f_geo), units, psi and total (sequence, S) tables (METHOD §4b).
+    """Exact envelope (lag, f, f_geo), units, psi and total (sequence, S) tables (docs/method.md §4b).
 
     Arguments as :func:`learnwin.snapshot.probe`; the envelope and units use the first
     ``exact_sequences`` sequences, psi and S every sequence (``directions`` None: both empty).

@@ -1,9 +1,9 @@
 """Memory curve m_mem(l) = mean over sequences and receiving times of u . d y_hat_t / d x_{t-l}.
 
-An independent check of both transports (METHOD §4b): it uses only the model's forward pass and
+An independent check of both transports (docs/method.md §4b): it uses only the model's forward pass and
 autograd, no trace, no Gamma, no adjoint sweep. For a batch, one backward pass per receiving
 time t, all batched (``is_grads_batched``), gives d y_hat_t / d x_k for every (t, k); its
-projection on the task vector u is gathered at k = t - l for the lag grid. Choice (METHOD
+projection on the task vector u is gathered at k = t - l for the lag grid. Choice (docs/method.md
 silent): every receiving time t = l..T-1 enters the mean (no windows), over the first
 ``snapshot.memory_sequences`` diag sequences (the batched backward costs about 20 ms per sequence
 at the default size on one core); the mean of |.| over the same (sequence, t) pairs is also kept.

@@ -1,9 +1,9 @@
 """Figure of the direct measurement: H_N_emp against N next to the predicted H_N.
 
-One panel per (optimizer, model), model colours of METHOD §9 (:data:`learnwin.plots.MODEL_COLORS`),
+One panel per (optimizer, model), model colours of docs/method.md §9 (:data:`learnwin.plots.MODEL_COLORS`),
 log-x N axis. Solid with band: H_N_emp, seed mean ± 1 std (learnwin/recovery.py). Dashed: H_N
-of the snapshot statistics (METHOD §7, seed mean); dotted: closed-form prediction of the selected
-decay class (METHOD §8); both from the snapshot epoch ``epoch``. The panel title carries the
+of the snapshot statistics (docs/method.md §7, seed mean); dotted: closed-form prediction of the selected
+decay class (docs/method.md §8); both from the snapshot epoch ``epoch``. The panel title carries the
 Spearman correlation of the optimizer's points. Computes nothing: it draws stored tables.
 """
 
@@ -28,7 +28,7 @@ def plot_recovery(comparison: pd.DataFrame, agreement: pd.DataFrame, *, epoch: s
 
 
 def _draw(comparison, agreement, *, epoch, png, pdf, dpi) -> Figure:
-    if "noise" in comparison:  # the snapshot predictions of the per_lag definition (METHOD §7b)
+    if "noise" in comparison:  # the snapshot predictions of the per_lag definition (docs/method.md §7b)
         comparison = comparison[comparison["noise"].isna() | (comparison["noise"] == "per_lag")]
         agreement = agreement[agreement["noise"] == "per_lag"]
     comp = comparison[comparison["epoch"].astype(str) == str(epoch)]

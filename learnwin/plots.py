@@ -1,4 +1,4 @@
-"""The figures of METHOD §9, drawn from stored artifacts.
+"""The figures of docs/method.md §9, drawn from stored artifacts.
 
 One function per figure. Each takes the tables it shows (already read, see
 docs/artifacts.md), the two output paths and plain settings, and writes a PNG and a PDF
@@ -29,7 +29,7 @@ from learnwin.io import atomic_path
 from learnwin.summary import SCALE_NAME, fmt
 from learnwin.window import NOISES
 
-#: Fixed colour of each model in every figure (METHOD §9).
+#: Fixed colour of each model in every figure (docs/method.md §9).
 MODEL_COLORS = {
     "const": "tab:blue",
     "shared": "tab:orange",
@@ -99,7 +99,7 @@ def _figure(nrows: int, ncols: int, height: float = PANEL_H) -> tuple[Figure, np
 
 
 def _noise_rows(df: pd.DataFrame, optimizers: Sequence[str]) -> list[tuple[str, str]]:
-    """One panel row per (optimizer, noise definition) found in ``df`` (METHOD §7b); the
+    """One panel row per (optimizer, noise definition) found in ``df`` (docs/method.md §7b); the
     definitions in the order of :data:`learnwin.window.NOISES`, per_lag alone when none."""
     found = set(df["noise"].astype(str)) if "noise" in df and len(df) else set()
     noises = [n for n in NOISES if n in found] or ["per_lag"]
@@ -217,10 +217,10 @@ def _log_bins(values: np.ndarray) -> np.ndarray:
 @_drawn
 def plot_H_N(H_N_agg, *, models, optimizers, epoch) -> Figure:
     """Figure 1: learnability window H_N vs budget N (log x), one row per optimizer and noise
-    definition (METHOD §7b).
+    definition (docs/method.md §7b).
 
     Left: mean ± 1 std over seeds; right: median and IQR. Dashed: H_N predicted in closed
-    form from the decay class selected for the seed-mean envelope (METHOD §7-§8).
+    form from the decay class selected for the seed-mean envelope (docs/method.md §7-§8).
     """
     agg = _sel(H_N_agg, epoch=epoch)
     panels = _noise_rows(agg, optimizers)
@@ -274,7 +274,7 @@ def plot_envelope(envelope, decay, *, models, optimizers) -> Figure:
     """Figure 2: envelope f(l) vs lag l on linear, semi-log and log-log axes, per optimizer.
 
     Bands: mean ± 1 std over seeds. Dashed: the stored exponential (semi-log panel) and power
-    (log-log panel) fits of the seed-mean envelope over their fit windows (METHOD §4, §8).
+    (log-log panel) fits of the seed-mean envelope over their fit windows (docs/method.md §4, §8).
     """
     fig, axes = _figure(len(optimizers), 3)
     fits = {
@@ -322,7 +322,7 @@ def plot_envelope(envelope, decay, *, models, optimizers) -> Figure:
 @_drawn
 def plot_envelope_decomposition(envelope, *, models, optimizers) -> Figure:
     """Figure 3: envelope f vs its gate-only part f_gates (upper row) and their ratio
-    f / f_gates (lower row), per model (columns) and optimizer (row pairs); METHOD §4.
+    f / f_gates (lower row), per model (columns) and optimizer (row pairs); docs/method.md §4.
     """
     fig, axes = _figure(2 * len(optimizers), len(models))
     for i, opt in enumerate(optimizers):
@@ -354,7 +354,7 @@ def plot_envelope_decomposition(envelope, *, models, optimizers) -> Figure:
 
 @_drawn
 def plot_tau_spectra(units, *, models, optimizers) -> Figure:
-    """Figure 4: spectra of the per-unit time scales tau_q (METHOD §4): histogram density
+    """Figure 4: spectra of the per-unit time scales tau_q (docs/method.md §4): histogram density
     (left) and CCDF P(tau_q > tau) (right) on log-log axes, seeds pooled; infinite tau_q
     (non-decaying units) are counted in the legend, not drawn.
     """
@@ -382,10 +382,10 @@ def plot_tau_spectra(units, *, models, optimizers) -> Figure:
 def _nhat_panels(window, master, models, optimizers, epoch, with_kappa: bool) -> Figure:
     """Scatter of the sample complexity against -log f(l) (or -kappa log f(l)) with the stored
     master-law fit of each seed evaluated at the plotted points (figures 5 and 9), one row per
-    optimizer and noise definition (METHOD §7b).
+    optimizer and noise definition (docs/method.md §7b).
 
     Filled markers are log N*(l) of the significant lags, the continuous sample complexity the
-    master law regresses (METHOD §7); hollow markers are the grid value log N_hat(l), for
+    master law regresses (docs/method.md §7); hollow markers are the grid value log N_hat(l), for
     reference; grey crosses are lags whose mean psi is not significant (left out of the fit).
     """
     points = _finite(
@@ -461,7 +461,7 @@ def _nhat_panels(window, master, models, optimizers, epoch, with_kappa: bool) ->
 
 @_drawn
 def plot_N_hat_vs_f(window, master, *, models, optimizers, epoch) -> Figure:
-    """Figure 5: log N_hat(l) against -log f(l) per model (METHOD §7); lines: each seed's
+    """Figure 5: log N_hat(l) against -log f(l) per model (docs/method.md §7); lines: each seed's
     stored master-law fit evaluated at its points, with mean slope and R^2."""
     return _nhat_panels(window, master, models, optimizers, epoch, with_kappa=False)
 
@@ -469,13 +469,13 @@ def plot_N_hat_vs_f(window, master, *, models, optimizers, epoch) -> Figure:
 @_drawn
 def plot_master_law(window, master, *, models, optimizers, epoch) -> Figure:
     """Figure 9: master-law scatter log N_hat(l) against x = -kappa(l) log f(l) per model,
-    with each seed's stored fit line and the mean slope and R^2 (theory: slope 1, METHOD §7)."""
+    with each seed's stored fit line and the mean slope and R^2 (theory: slope 1, docs/method.md §7)."""
     return _nhat_panels(window, master, models, optimizers, epoch, with_kappa=True)
 
 
 @_drawn
 def plot_alpha(alpha, *, models, optimizers) -> Figure:
-    """Figure 6: tail index alpha_hat(l) (reliable estimates only, METHOD §6): against lag
+    """Figure 6: tail index alpha_hat(l) (reliable estimates only, docs/method.md §6): against lag
     (mean ± 1 std over seeds, left) and its distribution over lags and seeds per model (right)."""
     fig, axes = _figure(len(optimizers), 2)
     reliable = alpha[alpha["reliable"].astype(bool)] if len(alpha) else alpha
@@ -511,7 +511,7 @@ def plot_alpha(alpha, *, models, optimizers) -> Figure:
 @_drawn
 def plot_eps_th(window, *, models, optimizers, budgets) -> Figure:
     """Figure 7: envelope f(l) with the implied threshold eps_th(l; N) = f (N_hat/N)^(1/kappa)
-    for the configured budgets (each mapped to the nearest N of the grid), METHOD §7; one row
+    for the configured budgets (each mapped to the nearest N of the grid), docs/method.md §7; one row
     per optimizer and noise definition (§7b)."""
     grid = np.sort(pd.unique(_finite(window, "N", positive=True)["N"].astype(float)))
     chosen = (
@@ -553,7 +553,7 @@ def plot_eps_th(window, *, models, optimizers, budgets) -> Figure:
 def plot_exponents(exponents, *, models, optimizers, epoch) -> Figure:
     """Figure 13: exponents m ~ f^b (filled circles) and sigma ~ f^a (hollow squares) per model,
     one point per seed with its stored 95 % sequence-bootstrap CI; one row per optimizer, one
-    column per noise definition (METHOD §7b). Dotted lines: b = 1 (the master law's claim) and 0.
+    column per noise definition (docs/method.md §7b). Dotted lines: b = 1 (the master law's claim) and 0.
     Under per_lag the master-law slope is about b - a; under pooled a = 0 and the slope is b."""
     exps = _sel(exponents, epoch=epoch)
     noises = [n for opt, n in _noise_rows(exps, optimizers[:1])]
@@ -594,7 +594,7 @@ def plot_exponents(exponents, *, models, optimizers, epoch) -> Figure:
 @_drawn
 def plot_learning_curves(curve, *, models, optimizers) -> Figure:
     """Figure 8: learning curves, MSE (log y) and R^2 against epoch, train (dashed) and
-    validation (solid), mean ± 1 std over seeds (METHOD §3)."""
+    validation (solid), mean ± 1 std over seeds (docs/method.md §3)."""
     fig, axes = _figure(len(optimizers), 2)
     for row, opt in enumerate(optimizers):
         for col, metric in enumerate(["mse", "r2"]):
@@ -628,7 +628,7 @@ def plot_learning_curves(curve, *, models, optimizers) -> Figure:
 def plot_optimizers(envelope, units, *, models, optimizers) -> Figure:
     """Figure 10: optimizer comparison per model: envelope f(l) (mean ± 1 std over seeds,
     upper row) and CCDF of the per-unit time scales tau_q (lower row); line style = optimizer
-    (METHOD §3-§4: the optimizer's adaptive rate enters the effective learning rate)."""
+    (docs/method.md §3-§4: the optimizer's adaptive rate enters the effective learning rate)."""
     fig, axes = _figure(2, len(models))
     for col, model in enumerate(models):
         env_ax, tau_ax = axes[:, col]
@@ -671,7 +671,7 @@ _fmt = functools.partial(fmt, missing="–")
 def plot_decay_table(decay, *, models, optimizers) -> Figure:
     """Figure 11: decay class selected (by AIC) for the seed-mean envelope of each
     (model, optimizer), with its parameters, 95 % block-bootstrap CI, R^2 and Akaike weight
-    (METHOD §8). '*' marks an ambiguous selection."""
+    (docs/method.md §8). '*' marks an ambiguous selection."""
     columns = [
         "model",
         "optimizer",
@@ -729,7 +729,7 @@ def plot_decay_table(decay, *, models, optimizers) -> Figure:
 def plot_epochs(envelope, alpha, *, models, optimizers, epochs) -> Figure:
     """Figure 12: envelope f(l) (upper row of each pair) and reliable tail index alpha(l)
     (lower row) at every snapshot epoch, colour = epoch, mean over seeds: how the envelope
-    and the tails evolve during training (the self-organisation conjecture; METHOD §4, §6)."""
+    and the tails evolve during training (the self-organisation conjecture; docs/method.md §4, §6)."""
     cmap = mpl.colormaps["viridis"]
     # viridis up to 0.85: its last, pale yellow is hard to see on white
     shades = {str(e): cmap(0.85 * i / max(len(epochs) - 1, 1)) for i, e in enumerate(epochs)}
@@ -766,7 +766,7 @@ def plot_epochs(envelope, alpha, *, models, optimizers, epochs) -> Figure:
 def plot_memory(envelope, memory, *, models, optimizers) -> Figure:
     """Figure 13: the envelope f of the configured transport and the diagonal envelope
     f_diagonal, each normalised at the first lag, against the memory curve
-    mean |u . d y_hat_t / d x_{t-l}| (dotted), normalised the same way (METHOD §4b);
+    mean |u . d y_hat_t / d x_{t-l}| (dotted), normalised the same way (docs/method.md §4b);
     one panel per model and optimizer, semi-log y.
     """
     fig, axes = _figure(len(optimizers), len(models))

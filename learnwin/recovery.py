@@ -1,13 +1,13 @@
 """Direct measurement of the learnability window, held against the prediction (beyond the paper).
 
-Task (METHOD §1 with one lag): y_t = c (u . x_{t-l}) 1[t >= l] + eps_t, drawn by
+Task (docs/method.md §1 with one lag): y_t = c (u . x_{t-l}) 1[t >= l] + eps_t, drawn by
 :func:`learnwin.data.make_split` with ``lags=[l], coefs=[c]``; a lag l >= T gives an all-noise
 target. Training sequences are the first N of the seed's train stream (nested in N); the held-out
 set is the first ``n_test`` sequences of the seed's diag stream, never trained on.
 
 Choices (documented in docs/results.md):
 
-* **Equal gradient steps.** Every run takes ``steps`` steps of the METHOD §3 recipe
+* **Equal gradient steps.** Every run takes ``steps`` steps of the docs/method.md §3 recipe
   (:func:`learnwin.train.train_epoch`: per-epoch seeded reshuffle, full batches of
   ``train.batch_size``, MSE, clip), so the epoch count is steps / (N // batch) and the last epoch
   may be partial. With a fixed batch size equal steps is also equal samples (steps x batch):
@@ -31,11 +31,11 @@ Choices (documented in docs/results.md):
   non-decreasing "within noise" when every drop of the seed mean between consecutive N is at
   most the larger seed std of the two points.
 * **Comparison.** Per snapshot epoch, against H_N of the snapshot statistics (column ``mean`` of
-  H_N_agg, METHOD §7) and the decay-class prediction (``predicted``, METHOD §8) at N = n_train:
+  H_N_agg, docs/method.md §7) and the decay-class prediction (``predicted``, docs/method.md §8) at N = n_train:
   Spearman rank correlation over all (model, N) points with finite values, and whether the
   model ordering (models ranked by their window averaged over N) is the same.
 
-Seeding: data from the run seed (as in METHOD §1); model init, batch order and the control's
+Seeding: data from the run seed (as in docs/method.md §1); model init, batch order and the control's
 permutation from (seed, lag, n_train) via :func:`run_seed`. Same config -> same numbers on CPU.
 """
 
@@ -94,7 +94,7 @@ def predict(net, x: torch.Tensor, batch: int) -> np.ndarray:
 
 def fit(net, opt, x: torch.Tensor, y: torch.Tensor, *, steps: int, seed: int, batch_size: int,
         grad_clip: float, run_name: str, lr_key: str) -> int:
-    """Exactly ``steps`` gradient steps of the METHOD §3 recipe; returns the epochs begun."""
+    """Exactly ``steps`` gradient steps of the docs/method.md §3 recipe; returns the epochs begun."""
     done, epoch = 0, 0
     while done < steps:
         epoch += 1
@@ -192,7 +192,7 @@ def nondecreasing_within_noise(mean: Sequence[float], std: Sequence[float]) -> b
 
 def compare(agg: pd.DataFrame, h_n_agg: pd.DataFrame) -> pd.DataFrame:
     """Empirical window next to the predicted ones per (model, optimizer, epoch, noise, N); the
-    noise definition (METHOD §7b) is carried when ``h_n_agg`` has one."""
+    noise definition (docs/method.md §7b) is carried when ``h_n_agg`` has one."""
     noise = ["noise"] if "noise" in h_n_agg else []
     pred = h_n_agg[["model", "optimizer", "epoch", *noise, "N", "mean", "predicted", "law"]].rename(
         columns={"mean": "H_N_snapshot", "predicted": "H_N_decay"})

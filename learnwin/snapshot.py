@@ -1,4 +1,4 @@
-"""Gradient snapshot of one checkpoint: envelope, per-unit rates, psi and S (METHOD §4-5, §7b).
+"""Gradient snapshot of one checkpoint: envelope, per-unit rates, psi and S (docs/method.md §4-5, §7b).
 
 :func:`probe` works on any cell that implements the interface of :mod:`learnwin.cells`
 (``trace``, ``forward -> (hidden, transported)``, ``hidden_size``) plus a readout weight, so a
@@ -43,10 +43,10 @@ def probe(
 
     ``batches`` yields (x (B, T, D), y (B, T), y_hat (B, T)); ``rates`` is the H x H
     per-parameter rate matrix of an adaptive optimizer (None: Lambda = lr); ``windows`` is
-    the number of receiving times per lag of the envelope and per-unit rates (0: all; METHOD
-    §4); psi always averages over every receiving time (METHOD §5). ``directions`` maps cell
+    the number of receiving times per lag of the envelope and per-unit rates (0: all; docs/method.md
+    §4); psi always averages over every receiving time (docs/method.md §5). ``directions`` maps cell
     parameter names to (K, *shape) tangent directions (None: empty psi and total). The total
-    holds S_n = sum over l = 0..T-1 of psi_n(l) per sequence (METHOD §7b, pooled).
+    holds S_n = sum over l = 0..T-1 of psi_n(l) per sequence (docs/method.md §7b, pooled).
     """
     if directions is not None and not keep_directions:  # tangents are linear in the direction
         directions = {n: d.mean(0, keepdim=True) for n, d in directions.items()}
@@ -108,7 +108,7 @@ def snapshot_checkpoint(
     """Envelope, units, psi and total tables of one checkpoint on the diag split, with run keys.
 
     ``transport`` = exact takes units, psi, total and the envelope's f and f_geo from
-    :func:`learnwin.exact_transport.probe_exact` (METHOD §4b); the diagonal envelope stays in
+    :func:`learnwin.exact_transport.probe_exact` (docs/method.md §4b); the diagonal envelope stays in
     ``f_diagonal`` (and f_gates, f_order0/1, lambda_mean/std stay diagonal-path quantities).
     """
     state = io.load_checkpoint(checkpoint, map_location=device)

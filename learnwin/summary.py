@@ -1,10 +1,10 @@
-"""The results summary table and its one-paragraph reading (METHOD §3, §6-§8).
+"""The results summary table and its one-paragraph reading (docs/method.md §3, §6-§8).
 
 :func:`build_summary` joins the stored per-run results into one row per
 (model, optimizer, seed) at the figure epoch: final validation R^2, median tail index over
 reliable lags, the decay class selected for that seed's envelope with its parameters, H_N
 at the smallest, middle and largest budget of the grid per noise definition, the master-law
-slope and the exponents a, b per noise definition (METHOD §7b). :func:`reading` states, in rst,
+slope and the exponents a, b per noise definition (docs/method.md §7b). :func:`reading` states, in rst,
 the decay class of each seed-mean envelope and H_N at the largest budget. Pure pandas.
 """
 
@@ -23,7 +23,7 @@ from learnwin.io import atomic_path, write_table
 KEYS = ["model", "optimizer", "seed"]
 #: Columns of the selected decay law copied into the summary, as ``decay_<column>``.
 DECAY_COLUMNS = ["law", "A", "scale", "scale_lo", "scale_hi", "extra", "k", "r2", "ambiguous"]
-#: Name of the scale parameter of each decay law (METHOD §8).
+#: Name of the scale parameter of each decay law (docs/method.md §8).
 SCALE_NAME = {
     "exp": "τ",
     "power": "β",
@@ -60,7 +60,7 @@ def build_summary(
     runs in ``diverged``, E = the last epoch of their curve), val_r2 (last epoch of the curve),
     alpha_median (median alpha over reliable lags), decay_<law, A, scale, ...> (the selected
     law of scope ``seed{S}``), H_N_<noise>_<N> for the three budgets of :func:`budgets` and each
-    noise definition (METHOD §7b), and, when given, slope_<noise> (master law) and b_<noise>,
+    noise definition (docs/method.md §7b), and, when given, slope_<noise> (master law) and b_<noise>,
     a_<noise> (exponents m ~ f^b, sigma ~ f^a). Missing inputs give NaN, never a missing row.
     """
     last = curve.sort_values("epoch").groupby(KEYS, as_index=False).last()
@@ -109,7 +109,7 @@ def build_summary(
 
 
 def _noise_order(noise: str) -> tuple:
-    """per_lag first, pooled second, anything else after (METHOD §7b)."""
+    """per_lag first, pooled second, anything else after (docs/method.md §7b)."""
     return (("per_lag", "pooled").index(noise) if noise in ("per_lag", "pooled") else 2, noise)
 
 
@@ -124,7 +124,7 @@ def reading(
 ) -> str:
     """An rst paragraph per optimizer: the decay class selected for each model's seed-mean
     envelope (with its scale and 95 % CI) and H_N (mean ± std over seeds) at the largest N, per
-    noise definition (METHOD §7b);
+    noise definition (docs/method.md §7b);
     then the runs left out of the statistics (``missing``, e.g. diverged runs)."""
     decay, agg = _at(decay, epoch), _at(H_N_agg, epoch)
     n_max = int(agg["N"].max()) if len(agg) else None
@@ -163,7 +163,7 @@ def reading(
                     )
                 windows.append(f"{model} {', '.join(per_noise)}")
         lines.append(
-            f"\n**{opt}.** Decay class of the seed-mean envelope (METHOD §8): {'; '.join(classes)}. "
+            f"\n**{opt}.** Decay class of the seed-mean envelope (docs/method.md §8): {'; '.join(classes)}. "
             f"Learnability window H_N at N = {n_max} in lags, mean ± std over seeds: {'; '.join(windows)}."
         )
     if missing:

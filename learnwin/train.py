@@ -1,4 +1,4 @@
-"""Training with checkpoints, snapshots and resume (METHOD §3).
+"""Training with checkpoints, snapshots and resume (docs/method.md §3).
 
 One call trains one (model, optimizer, seed). Loss: MSE over all T outputs. Each epoch
 reshuffles with a generator seeded by (seed, epoch), so an epoch's batches do not depend on
@@ -43,7 +43,7 @@ class DivergenceError(RuntimeError):
 
 
 def make_optimizer(name: str, params, hparams: dict) -> torch.optim.Optimizer:
-    """The optimizers of METHOD §3 from their config section (lr, weight_decay, ...)."""
+    """The optimizers of docs/method.md §3 from their config section (lr, weight_decay, ...)."""
     lr, wd = hparams["lr"], hparams.get("weight_decay", 0.0)
     if name == "adamw":
         return torch.optim.AdamW(params, lr=lr, weight_decay=wd)
@@ -80,7 +80,7 @@ def train_epoch(
     net, opt, x: torch.Tensor, y: torch.Tensor, *, seed: int, epoch: int, batch_size: int,
     grad_clip: float, run_name: str, lr_key: str, max_steps: int | None = None,
 ) -> int:
-    """One epoch of the METHOD §3 recipe; returns the number of gradient steps taken.
+    """One epoch of the docs/method.md §3 recipe; returns the number of gradient steps taken.
 
     Reshuffles with a generator seeded by (seed, epoch), takes full batches only (every step
     sees ``batch_size`` sequences), MSE over all outputs, global-norm clip when

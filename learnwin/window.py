@@ -1,12 +1,12 @@
 """Sample complexity, the learnability window H_N, the master law and its exponents
-(METHOD §7, §7b).
+(docs/method.md §7, §7b).
 
 Per snapshot, noise definition and lag l: m(l) = |mean_n psi_n(l)|, SNR(l, N) = m N^(1/kappa) /
 sigma with 1/kappa = 1 - 1/alpha (0 at alpha = 1, so kappa = inf needs no special case),
 N_hat(l) = the smallest N of the grid with SNR > eps (NaN when none), N*(l) = (eps sigma /
 m)^kappa, H_N = max{l : N_hat(l) <= N} (0 when none), eps_th(l; N) = f(l) (N_hat(l) / N)^(1/kappa).
 
-Two noise definitions (METHOD §7b, config ``window.noise``), each giving its own rows (column
+Two noise definitions (docs/method.md §7b, config ``window.noise``), each giving its own rows (column
 ``noise``):
 
 * ``per_lag``: (alpha(l), sigma(l)) of psi_n(l) itself, from alpha.parquet (the official code's
@@ -18,7 +18,7 @@ Two noise definitions (METHOD §7b, config ``window.noise``), each giving its ow
   with the same m(l); ``reliable`` is the S fit's flag at every lag. sigma is then constant in l,
   so a = 0 and the master-law slope equals b by construction: the claim tested is b = 1.
 
-Choices where METHOD is silent:
+Choices where docs/method.md is silent:
 
 * All lags enter SNR, N_hat and H_N, reliable or not (``reliable`` is carried along); a lag whose
   sigma is not positive and finite gets snr = NaN and is never detected (it carries no scale).
@@ -149,7 +149,7 @@ def _ci(samples: np.ndarray) -> tuple[float, float]:
 
 def master_law(x, y, *, boot_y=None) -> dict:
     """OLS of y = log N* on x = -kappa log f (valid lags only) with the bootstrap 95 % CI of the
-    slope from ``boot_y`` (resamples x lags); METHOD §7."""
+    slope from ``boot_y`` (resamples x lags); docs/method.md §7."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     nan = float("nan")
     out = dict(slope=nan, intercept=nan, r2=nan, slope_lo=nan, slope_hi=nan, n_points=int(x.size))
@@ -165,7 +165,7 @@ def master_law(x, y, *, boot_y=None) -> dict:
 
 
 def exponents(log_f, log_m, log_sigma, *, boot_log_m, boot_log_sigma) -> dict:
-    """b = slope of log m on log f and a = slope of log sigma on log f (METHOD §7b), with
+    """b = slope of log m on log f and a = slope of log sigma on log f (docs/method.md §7b), with
     bootstrap 95 % CIs from the resampled (B, lags) arrays."""
     nan = float("nan")
     out = dict(b=nan, b_lo=nan, b_hi=nan, a=nan, a_lo=nan, a_hi=nan, n_points=int(np.size(log_f)))
@@ -203,7 +203,7 @@ def window_table(
     alpha_fit: Mapping | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """window, H_N, master and exponents rows of one snapshot, one block per noise definition
-    (METHOD §7, §7b). ``total`` (total.parquet) is needed for ``pooled``; ``alpha_fit`` holds the
+    (docs/method.md §7, §7b). ``total`` (total.parquet) is needed for ``pooled``; ``alpha_fit`` holds the
     alpha config section (keywords of :func:`learnwin.alpha.fit_sample`) for the S fit. The
     sequence bootstrap draws from ``default_rng([seed, 0])``, the S fit is seeded [seed, 1]."""
     bad = sorted(set(noise) - set(NOISES))

@@ -6,7 +6,7 @@ the tail index is ALPHA[model] + 0.005 (l - 8) on reliable lags (the last lag is
 alpha = 2), so its median over reliable lags is ALPHA[model]; the sample complexity follows
 the master law exactly, N* = C f^-kappa, so N_hat and H_N follow from the N grid. The
 window, H_N, master and exponents tables hold the same values under both noise definitions
-(column ``noise``, METHOD §7b); every lag is significant; the exponents are b = 1, a = 0.
+(column ``noise``, docs/method.md §7b); every lag is significant; the exponents are b = 1, a = 0.
 """
 
 from __future__ import annotations

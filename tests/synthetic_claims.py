@@ -1,4 +1,4 @@
-"""A synthetic run whose claim verdicts (METHOD §8b) are known, on top of tests/synthetic.py.
+"""A synthetic run whose claim verdicts (docs/method.md §8b) are known, on top of tests/synthetic.py.
 
 Changes to the `best` snapshot of synthetic.write_artifacts (lags 1..16, seeds 1 and 2):
 

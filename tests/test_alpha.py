@@ -1,4 +1,4 @@
-"""METHOD §6: symmetric alpha-stable fits, selection and reliability (learnwin.alpha)."""
+"""docs/method.md §6: symmetric alpha-stable fits, selection and reliability (learnwin.alpha)."""
 
 import numpy as np
 import pandas as pd

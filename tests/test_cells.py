@@ -1,4 +1,4 @@
-"""Each cell's step against a hand-written step (METHOD §2), and the gate operating point."""
+"""Each cell's step against a hand-written step (docs/method.md §2), and the gate operating point."""
 
 import math
 
@@ -28,7 +28,7 @@ def _randomise(model):
 
 
 def _hand_step(name, m, x, h, c):
-    """One step written out from METHOD §2, with the module's parameters."""
+    """One step written out from docs/method.md §2, with the module's parameters."""
     cell = m.cell
     if name in ("const", "shared", "diag"):
         g = torch.tanh(_ln(x @ cell.W_x.T + cell.b_x + h @ cell.W_h.T))
@@ -110,7 +110,7 @@ def _unif(rows, cols):
 
 
 def _paper_reference(name, D, H):
-    """METHOD §2's init written out in the constructors' draw order (the pre-gate_init cells)."""
+    """docs/method.md §2's init written out in the constructors' draw order (the pre-gate_init cells)."""
     z = torch.zeros
     ref = {"cell.W_x": _orth(H, D), "cell.b_x": z(H), "cell.W_h": _orth(H, H)} if name in ("shared", "diag") else {}
     if name == "shared":

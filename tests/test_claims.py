@@ -1,4 +1,4 @@
-"""The claim checks of METHOD §8b (learnwin.claims) on curves and tables of known answer."""
+"""The claim checks of docs/method.md §8b (learnwin.claims) on curves and tables of known answer."""
 
 import numpy as np
 import pandas as pd

@@ -1,4 +1,4 @@
-"""METHOD §8: decay-class regression of the envelope and the predicted window (learnwin.decay)."""
+"""docs/method.md §8: decay-class regression of the envelope and the predicted window (learnwin.decay)."""
 
 import numpy as np
 import pandas as pd

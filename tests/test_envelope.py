@@ -1,4 +1,4 @@
-"""Analytic oracles for the envelope, transport factor, base rate and psi (METHOD §4-5)."""
+"""Analytic oracles for the envelope, transport factor, base rate and psi (docs/method.md §4-5)."""
 
 import math
 
@@ -105,7 +105,7 @@ def test_first_order_gamma_tracks_exact_jacobian(name, seed):
     for q in range(3):
         assert spearmanr(g1[:, q].numpy(), exact[:, q].numpy()).statistic >= 0.99
     # one step: exact for the leaky cells; the GRU's diagonal also has products of off-diagonal
-    # U_h and U_r entries, which METHOD §4 leaves out of r (second order in the coupling)
+    # U_h and U_r entries, which docs/method.md §4 leaves out of r (second order in the coupling)
     rtol = 1e-3 if name == "gru" else 1e-10
     torch.testing.assert_close(g1[0], exact[0], rtol=rtol, atol=1e-12)
     err1 = (g1[:5].log() - exact[:5].log()).abs().mean()

@@ -1,4 +1,4 @@
-"""The exact transport (METHOD §4b) against brute-force products of full one-step Jacobians."""
+"""The exact transport (docs/method.md §4b) against brute-force products of full one-step Jacobians."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""Memory curve u . d y_hat_t / d x_{t-l} (METHOD §4b) against autograd and a closed form."""
+"""Memory curve u . d y_hat_t / d x_{t-l} (docs/method.md §4b) against autograd and a closed form."""
 
 import numpy as np
 import torch

@@ -1,4 +1,4 @@
-"""Figures of METHOD §9 on synthetic artifacts with known values (tests/synthetic.py)."""
+"""Figures of docs/method.md §9 on synthetic artifacts with known values (tests/synthetic.py)."""
 
 from __future__ import annotations
 
@@ -294,7 +294,7 @@ def test_figures_survive_missing_and_degenerate_inputs(tables, tmp_path, case):
 
 
 def test_noise_definitions_get_their_own_rows(drawn):
-    """H_N, master law and eps_th: one panel row per (optimizer, noise definition), METHOD §7b."""
+    """H_N, master law and eps_th: one panel row per (optimizer, noise definition), docs/method.md §7b."""
     for name, per_row in (("H_N", 2), ("master_law", len(MODELS)), ("eps_th", len(MODELS))):
         titles = [ax.get_title() for ax in drawn[name][0].axes]
         assert len(titles) == len(OPTIMIZERS) * len(S.NOISES) * per_row, name

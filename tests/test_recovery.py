@@ -170,7 +170,7 @@ def test_plot_recovery_writes_png_and_pdf(tmp_path):
 
 
 def test_compare_and_agreement_keep_noise_definitions_apart():
-    """With a noise column (METHOD §7b) each definition keeps its own rows and agreement."""
+    """With a noise column (docs/method.md §7b) each definition keeps its own rows and agreement."""
     agg = pd.DataFrame(dict(model="gru", optimizer="adamw", N=[64, 256], emp_mean=[4.0, 8.0]))
     h_n = pd.DataFrame(dict(model="gru", optimizer="adamw", epoch="best", N=[64, 256] * 2,
                             noise=["per_lag"] * 2 + ["pooled"] * 2, mean=[2.0, 3.0, 0.0, 1.0],

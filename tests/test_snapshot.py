@@ -1,4 +1,4 @@
-"""psi over every receiving time and the lag-independent total S_n (METHOD §5, §7b).
+"""psi over every receiving time and the lag-independent total S_n (docs/method.md §5, §7b).
 
 Oracles: a float64 loop over lags and receiving times that multiplies the one-step factors of
 each Gamma directly and averages psi over the K directions after the fact (the package takes
@@ -38,7 +38,7 @@ def _setup(name, T=12, B=3, H=4, D=3, K=3, seed=0):
 
 
 def naive_psi(model, x, y, y_hat, dirs, rates, lags, windows=0):
-    """psi_n(l) (B, L) by loops over lags and receiving times, in float64 (METHOD §4-5)."""
+    """psi_n(l) (B, L) by loops over lags and receiving times, in float64 (docs/method.md §4-5)."""
     cell = model.cell
     trace = cell.trace(x)
     leak = trace.leak.clamp(1e-12, 1.0)

@@ -1,4 +1,4 @@
-"""Training: loss goes down, resume is exact, divergence is named (METHOD §3)."""
+"""Training: loss goes down, resume is exact, divergence is named (docs/method.md §3)."""
 
 import re
 

@@ -1,4 +1,4 @@
-"""METHOD §7: sample complexity, learnability window and master law (learnwin.window)."""
+"""docs/method.md §7: sample complexity, learnability window and master law (learnwin.window)."""
 
 import numpy as np
 import pandas as pd
@@ -135,7 +135,7 @@ def test_master_law_regression_matches_scipy_linregress():
     assert np.isfinite(W.master_law(x, y, boot_y=boot_y)["slope_lo"])
 
 
-# ---------------------------------------------------------------- noise definitions (METHOD §7b) ----
+# ---------------------------------------------------------------- noise definitions (docs/method.md §7b) ----
 
 LAGS7B = np.arange(2, 42, 2)
 F7B = np.exp(-LAGS7B / 10.0)

@@ -1,4 +1,4 @@
-# Stage data (METHOD §1): seeded train / val / diag splits per seed, shared by every model.
+# Stage data (docs/method.md §1): seeded train / val / diag splits per seed, shared by every model.
 
 
 rule make_data:

@@ -1,4 +1,4 @@
-# Stage figures (METHOD §9): one local job per figure, PNG + PDF under results/figures/.
+# Stage figures (docs/method.md §9): one local job per figure, PNG + PDF under results/figures/.
 # Every rule reads stored Parquet artifacts only and runs the shared adapter
 # scripts/plot_figure.py, which calls learnwin.plots.FIGURES[<name>]. Params come from the
 # figures config section (+ the model/optimizer/epoch lists), so a figures-only change

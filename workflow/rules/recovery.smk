@@ -1,5 +1,5 @@
 # Stage recovery (beyond the paper): direct measurement of the learnability window. One job per
-# (optimizer, model, seed, lag, n_train) trains a single-lag task with the METHOD §3 recipe and
+# (optimizer, model, seed, lag, n_train) trains a single-lag task with the docs/method.md §3 recipe and
 # equal gradient steps and measures recovery on held-out sequences; the aggregate turns the rows
 # into H_N_emp(N) and holds it against the predicted H_N (learnwin/recovery.py). Behind its own
 # target `recovery`, not in `all`.

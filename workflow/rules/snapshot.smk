@@ -1,5 +1,5 @@
-# Stage snapshot (METHOD §4-5): one job per (model, optimizer, seed, snapshot epoch). Streams
-# the diag split in batches and writes envelope, units, psi and total (S_n, METHOD §7b) tables.
+# Stage snapshot (docs/method.md §4-5): one job per (model, optimizer, seed, snapshot epoch). Streams
+# the diag split in batches and writes envelope, units, psi and total (S_n, docs/method.md §7b) tables.
 
 
 rule take_snapshot:
@@ -31,7 +31,7 @@ rule take_snapshot:
 SNAPSHOT_TARGETS = snapshots("psi.parquet") + snapshots("total.parquet")
 
 
-# Memory curve (METHOD §4b): u . d y_hat_t / d x_{t-l} by autograd, independent of both
+# Memory curve (docs/method.md §4b): u . d y_hat_t / d x_{t-l} by autograd, independent of both
 # transports. One job per snapshot; reads the checkpoint, the diag inputs and the task vector u.
 rule memory_curve:
     input:

@@ -1,4 +1,4 @@
-# Statistics stage (METHOD §6-§8): alpha-stable tail fits per snapshot, the learnability window per
+# Statistics stage (docs/method.md §6-§8): alpha-stable tail fits per snapshot, the learnability window per
 # snapshot, envelope decay classes per (optimizer, model, epoch), and the cross-run aggregates.
 # Each rule's params hold only the config section(s) it reads.
 

@@ -1,4 +1,4 @@
-"""Adapter: psi + alpha + envelope (+ total) -> window, H_N, master, exponents (METHOD §7, §7b;
+"""Adapter: psi + alpha + envelope (+ total) -> window, H_N, master, exponents (docs/method.md §7, §7b;
 learnwin.window)."""
 
 from learnwin import io, runtime, window

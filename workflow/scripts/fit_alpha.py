@@ -1,4 +1,4 @@
-"""Adapter: psi.parquet -> alpha.parquet (METHOD §6; learnwin.alpha.fit_lags)."""
+"""Adapter: psi.parquet -> alpha.parquet (docs/method.md §6; learnwin.alpha.fit_lags)."""
 
 from learnwin import alpha, io, runtime
 

@@ -1,4 +1,4 @@
-"""Adapter: envelope.parquet of all seeds -> decay/{optimizer}/{model}/epoch{E}.parquet (METHOD §8)."""
+"""Adapter: envelope.parquet of all seeds -> decay/{optimizer}/{model}/epoch{E}.parquet (docs/method.md §8)."""
 
 import pandas as pd
 

@@ -1,4 +1,4 @@
-"""Adapter: rule memory_curve -> learnwin.memory.memory_checkpoint (METHOD §4b)."""
+"""Adapter: rule memory_curve -> learnwin.memory.memory_checkpoint (docs/method.md §4b)."""
 import json
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""Adapter: every plot_<name> rule -> learnwin.plots.FIGURES[<name>] (METHOD §9).
+"""Adapter: every plot_<name> rule -> learnwin.plots.FIGURES[<name>] (docs/method.md §9).
 
 Each named input is a list of Parquet files of one artifact (the name, except H_N_agg, which
 is an H_N table); they are read, stacked and passed by name with the rule's params.
