@@ -71,7 +71,8 @@ def test_results_tables_without_exponents(tmp_path, capsys):
     (tmp_path / "results/stats/exponents.parquet").unlink()
     out = _run(capsys, tmp_path / "results")
     assert "Exponents" not in out and "### Claims" in out
-    assert pd.Series(out.splitlines()).str.startswith("| a | envelope class |").sum() == 4
+    # 4 verdict rows (2 models x 2 optimizers) and 2 rows at a glance (one per optimizer)
+    assert pd.Series(out.splitlines()).str.startswith("| a | envelope class |").sum() == 4 + 2
 
 
 def test_sweep_scores_a_run(tmp_path, monkeypatch):
@@ -105,3 +106,6 @@ def test_results_tables_transport_and_cost(tmp_path, capsys):
     assert cells[2] == f"{taus.mean():.1f} ± {taus.std(ddof=1):.1f}"
     assert cells[3] == f"{diag.mean():.1f} ± {diag.std(ddof=1):.1f}"
     assert "| train_model | 2 | 12.0 | 11.0 | 420 |" in lines
+    # claims at a glance: one column per model, k/n with a tick where the row holds
+    assert "| c | log tau_q IQR | adamw vs sgd | - | 0/2 | 2/2 ✓ |" in lines
+    assert "| d | master slope CI | sgd | pooled | 2/2 ✓ | 1/2 |" in lines
