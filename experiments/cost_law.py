@@ -1,0 +1,96 @@
+"""The cost law: per-job CPU seconds of training and snapshots against their work, across rungs.
+
+    python experiments/cost_law.py RESULTS_DIR:CONFIG [RESULTS_DIR:CONFIG ...] [--predict config/paper.yaml]
+
+Each argument pairs a finished run's ``results/`` folder with the config it ran. From the
+Snakemake benchmark TSVs (``cpu_time`` of every train_model and take_snapshot job) it fits, by
+non-negative least squares over all jobs of all rungs,
+
+    train_model:   cpu = a + steps * T * (c0 + c1 * B * G * H^2)
+    take_snapshot: cpu = a + n_diag * T * (c0 + c1 * G * H^2 + c2 * T * H)
+
+steps = epochs * (n_train // batch); G = the cell's gate blocks (const 1, shared 1, diag 2, gru 3,
+lstm 4). In training, c0 is the per-time-step overhead of the Python loop and c1 the
+arithmetic. In a snapshot, the G H^2 term is the trace and tangent passes over every time step,
+and the T H term is psi and S at every lag l = 0..T-1 (T^2/2 pairs per sequence, docs/method.md
+§5, §7b). It prints the fit, each rung's measured against fitted cost, and the predicted CPU
+cost per job and in all for ``--predict`` (jobs = models x optimizers x seeds x snapshot epochs).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+from scipy.optimize import nnls
+
+GATES = {"const": 1, "shared": 1, "diag": 2, "gru": 3, "lstm": 4}
+
+
+def _config(path: str | Path) -> dict:
+    return yaml.safe_load(Path(path).read_text())
+
+
+def features(rule: str, cfg: dict, model: str) -> np.ndarray:
+    """The work terms of one job (with a leading 1 for the fixed start-up cost)."""
+    t, m, tr = cfg["task"], cfg["model"], cfg["train"]
+    T, H, G = t["T"], m["hidden"], GATES[model]
+    if rule == "train_model":
+        steps = tr["epochs"] * (t["n_train"] // tr["batch_size"])
+        return np.array([1.0, steps * T, steps * T * tr["batch_size"] * G * H * H])
+    n = t["n_diag"]
+    return np.array([1.0, n * T, n * T * G * H * H, n * T * T * H])
+
+
+def jobs(results: Path, cfg: dict, rule: str) -> pd.DataFrame:
+    """One row per benchmark TSV of ``rule``: model, cpu seconds and the work features."""
+    rows = []
+    for tsv in sorted((results / "benchmarks" / rule).rglob("*.tsv")):
+        model = tsv.relative_to(results / "benchmarks" / rule).parts[1]
+        cpu = float(pd.read_csv(tsv, sep="\t")["cpu_time"].iloc[0])
+        rows.append({"model": model, "cpu": cpu, "x": features(rule, cfg, model)})
+    return pd.DataFrame(rows)
+
+
+def fit(rungs: list[tuple[Path, dict]], rule: str) -> tuple[np.ndarray, pd.DataFrame]:
+    """NNLS coefficients over every job of every rung, and the per-rung mean measured and fitted."""
+    tables = [jobs(r, c, rule).assign(rung=str(r)) for r, c in rungs]
+    data = pd.concat(tables, ignore_index=True)
+    X = np.stack(data["x"].to_numpy())
+    scale = X.max(0)  # columns of very different size: solve on unit columns
+    coef = nnls(X / scale, data["cpu"].to_numpy())[0] / scale
+    data["fitted"] = X @ coef
+    return coef, data.groupby("rung", sort=False)[["cpu", "fitted"]].mean()
+
+
+def predict(coef: np.ndarray, rule: str, cfg: dict) -> pd.Series:
+    """Fitted CPU seconds of one job per model of ``cfg``."""
+    return pd.Series({m: float(features(rule, cfg, m) @ coef) for m in cfg["models"]})
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("rungs", nargs="+", help="RESULTS_DIR:CONFIG pairs")
+    ap.add_argument("--predict", default="config/paper.yaml")
+    args = ap.parse_args(argv)
+    rungs = [(Path(r), _config(c)) for r, c in (a.split(":") for a in args.rungs)]
+    target = _config(args.predict)
+    n_runs = len(target["models"]) * len(target["optimizers"]) * len(target["seeds"])
+    n_snaps = n_runs * len(target["train"]["snapshot_epochs"])
+    for rule, count in (("train_model", n_runs), ("take_snapshot", n_snaps)):
+        coef, per_rung = fit(rungs, rule)
+        print(f"## {rule}\n\ncoefficients (s): " + ", ".join(f"{c:.3g}" for c in coef) + "\n")
+        print("| rung | measured CPU s per job | fitted |\n|---|---|---|")
+        for rung, row in per_rung.iterrows():
+            print(f"| {rung} | {row['cpu']:.1f} | {row['fitted']:.1f} |")
+        per_job = predict(coef, rule, target)
+        total_h = per_job.mean() * count / 3600
+        print(f"\n{args.predict}: CPU hours per job " + ", ".join(f"{m} {s / 3600:.1f}" for m, s in per_job.items())
+              + f"; {count} jobs, {total_h:.0f} CPU hours in all\n")
+
+
+if __name__ == "__main__":
+    main()
