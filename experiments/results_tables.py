@@ -48,7 +48,8 @@ def _read(path: Path, artifact: str) -> pd.DataFrame:
 
 
 def overview(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFrame:
-    """val R², the seed-mean envelope's decay class with its scale, and tau_env per (model, optimizer)."""
+    """val R², each seed's best-validation epoch (the `best` checkpoint), the seed-mean envelope's
+    decay class with its scale, and tau_env per (model, optimizer)."""
     rows = []
     for (m, o), g in runs.groupby(KEYS, sort=False):
         env = pd.concat([io.read_table(results / f"snapshots/{o}/{m}/seed{s}/epoch{epoch}/envelope.parquet",
@@ -62,7 +63,10 @@ def overview(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFrame:
             r = law.iloc[0]
             name = r["law"]
             scale = f"{SCALE_NAME[name]} = {number(r['scale'])} [{number(r['scale_lo'])}, {number(r['scale_hi'])}]"
+        curves = [io.read_table(results / f"train/{o}/{m}/seed{s}/curve.parquet", "curve") for s in g["seed"]]
+        best = "/".join(str(int(c["epoch"][c["val_mse"].idxmin()])) for c in curves)
         rows.append({"model": m, "optimizer": o, "seeds": len(g), "val R²": _pm(g["val_r2"]),
+                     "best epoch per seed (of last)": f"{best} ({int(curves[0]['epoch'].max())})",
                      "decay class (seed mean)": name, "scale [95 % CI]": scale,
                      "τ_env": number(decay_length(mean_f.index, mean_f.to_numpy()))})
     return pd.DataFrame(rows)
