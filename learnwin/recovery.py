@@ -210,19 +210,20 @@ def agreement(comparison: pd.DataFrame) -> pd.DataFrame:
         extra = dict(noise=key[2]) if noise else {}
         for source, col in (("snapshot", "H_N_snapshot"), ("decay", "H_N_decay")):
             ok = block[np.isfinite(block[col]) & np.isfinite(block["emp_mean"])]
-            rho, p = _spearman(ok["emp_mean"], ok[col])
+            rho, p = spearman(ok["emp_mean"], ok[col])
             means = ok.groupby("model")[["emp_mean", col]].mean()
             emp_rank = means["emp_mean"].rank(method="average")
             pred_rank = means[col].rank(method="average")
             rows.append(dict(
                 optimizer=opt, epoch=epoch, **extra, source=source, n_points=len(ok), spearman=rho,
-                p_value=p, order_empirical=_order(means["emp_mean"]), order_predicted=_order(means[col]),
+                p_value=p, order_empirical=model_order(means["emp_mean"]), order_predicted=model_order(means[col]),
                 order_agrees=bool(len(means) > 1 and emp_rank.equals(pred_rank)),
             ))
     return pd.DataFrame(rows).astype({"n_points": "int64"})
 
 
-def _spearman(a, b) -> tuple[float, float]:
+def spearman(a, b) -> tuple[float, float]:
+    """Spearman's rho and its p-value (NaN with fewer than 3 points or a constant side)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.size < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return float("nan"), float("nan")
@@ -230,7 +231,7 @@ def _spearman(a, b) -> tuple[float, float]:
     return float(res.statistic), float(res.pvalue)
 
 
-def _order(values: pd.Series) -> str:
+def model_order(values: pd.Series) -> str:
     """Models from the largest to the smallest window, '=' between ties: 'gru>lstm=diag'."""
     out = ""
     for i, (name, v) in enumerate(values.sort_values(ascending=False, kind="stable").items()):
