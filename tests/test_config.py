@@ -89,7 +89,7 @@ def test_defaults_fill_missing_sections():
     assert lag_grid(cfg["snapshot"]) == list(range(2, 61, 2))
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "smoke.yaml", "paper.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "smoke.yaml", "medium.yaml", "paper.yaml"])
 def test_shipped_configs_are_valid(name):
     resolve(yaml.safe_load((ROOT / "config" / name).read_text()))
 

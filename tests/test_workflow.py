@@ -18,7 +18,12 @@ pytestmark = pytest.mark.slow
 def smoke_config(smoke_run):
     from snakemake.utils import validate
 
-    cfg = yaml.safe_load((smoke_run / "config" / "smoke.yaml").read_text())
+    from snakemake.utils import update_config
+
+    # as Snakemake resolves `--configfile config/smoke.yaml`: on top of the Snakefile's
+    # config/config.yaml (nested keys merged), then the schema defaults
+    cfg = yaml.safe_load((smoke_run / "config" / "config.yaml").read_text())
+    update_config(cfg, yaml.safe_load((smoke_run / "config" / "smoke.yaml").read_text()))
     validate(cfg, str(smoke_run / "workflow/schemas/config.schema.yaml"), set_default=True)
     return cfg
 
