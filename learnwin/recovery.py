@@ -5,7 +5,7 @@ Task (docs/method.md §1 with one lag): y_t = c (u . x_{t-l}) 1[t >= l] + eps_t,
 target. Training sequences are the first N of the seed's train stream (nested in N); the held-out
 set is the first ``n_test`` sequences of the seed's diag stream, never trained on.
 
-Choices (documented in docs/results.md):
+Choices:
 
 * **Equal gradient steps.** Every run takes ``steps`` steps of the docs/method.md §3 recipe
   (:func:`learnwin.train.train_epoch`: per-epoch seeded reshuffle, full batches of
