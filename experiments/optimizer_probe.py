@@ -31,7 +31,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(1)
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    model_cfg = {k: v for k, v in cfg["model"].items()}
+    model_cfg = dict(cfg["model"])
     train_cfg = {k: cfg["train"][k] for k in ("epochs", "batch_size", "grad_clip", "r2_subset")}
     with tempfile.TemporaryDirectory() as tmp:
         write_splits(args.seed, cfg["task"], Path(tmp) / "data")

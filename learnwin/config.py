@@ -28,7 +28,10 @@ def _allowed_types(node: Mapping) -> set[str]:
 def _coerce(value: Any, node: Mapping) -> Any:
     kinds = _allowed_types(node)
     if isinstance(value, str) and kinds & {"integer", "number", "boolean", "array", "null"}:
-        parsed = yaml.safe_load(value)
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:  # not YAML: left for the schema to reject by name
+            parsed = value
         matches = {"integer": int, "number": (int, float), "boolean": bool, "array": list,
                    "null": type(None)}
         if any(isinstance(parsed, matches[k]) for k in kinds & matches.keys()) and not (
@@ -45,10 +48,10 @@ def _coerce(value: Any, node: Mapping) -> Any:
 def coerce_strings(config: dict, schema: str | Path) -> None:
     """Turn the strings that ``snakemake --config`` leaves into the types the schema asks for.
 
-    ``--config seeds='[2]'`` arrives as ``['2']`` (and ``task='{T: 128}'``-style values as
-    strings); each string whose key or list item the schema types as integer, number, boolean,
-    array or null is parsed as YAML and kept when the parsed value has an allowed type. Other
-    strings are left for the schema to reject with its usual message. Runs before validation.
+    ``--config seeds='[2]'`` arrives as ``['2']``; each string whose key or list item the schema
+    types as integer, number, boolean, array or null is parsed as YAML and kept when the parsed
+    value has an allowed type. Other strings are left for the schema to reject with its usual
+    message. Runs before validation.
     """
     props = yaml.safe_load(Path(schema).read_text())["properties"]
     for key in list(config):

@@ -118,6 +118,9 @@ def test_config_strings_from_the_command_line_get_the_schema_types():
     assert cfg["task"]["noise_std"] == 0.5 and cfg["train"]["snapshot_epochs"] == [0, "best"]
     assert cfg["recovery"]["models"] is None and cfg["models"] == ["gru"]
     assert cfg["window"]["eps"] == "x"  # not a number: left for the schema to reject by name
+    bad = {"seeds": ["[1, 2"]}  # not even YAML: kept as it is, and the schema names it
+    coerce_strings(bad, SCHEMA)
+    assert bad["seeds"] == ["[1, 2"]
     with pytest.raises(Exception, match="'x' is not of type 'number'"):
         resolve(cfg)
 
