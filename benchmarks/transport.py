@@ -13,7 +13,6 @@ exact / diagonal ratio.
 import argparse
 import time
 
-import numpy as np
 import torch
 import yaml
 

@@ -5,7 +5,6 @@ every schema key with the schema's default."""
 import re
 from pathlib import Path
 
-import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import torch
 from scipy.stats import spearmanr
 
 from learnwin.cells import MODELS, build_model
-from learnwin.detect import output_error, random_directions, tangents
+from learnwin.detect import random_directions, tangents
 from learnwin.envelope import Transport, base_rate, rate_matrix, receiving_times, unit_timescales
 from learnwin.snapshot import probe
 
