@@ -10,7 +10,9 @@ min_version("9.19")
 configfile: "config/config.yaml"
 
 
-lwconfig.coerce_strings(config, f"{workflow.basedir}/workflow/schemas/config.schema.yaml")
+lwconfig.coerce_strings(
+    config, f"{workflow.basedir}/workflow/schemas/config.schema.yaml"
+)
 
 
 validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
@@ -34,7 +36,7 @@ rule all:
     default_target: True
     input:
         TRAIN_TARGETS,
-        MEMORY_TARGETS,
+        SNAPSHOT_TARGETS,
         FIGURE_TARGETS,
         REPORT_TARGETS,
 
@@ -52,7 +54,6 @@ rule train:
 rule snapshot:
     input:
         SNAPSHOT_TARGETS,
-        MEMORY_TARGETS,
 
 
 rule alpha:

@@ -7,7 +7,7 @@
 # learnwin dependencies (pandas, pyarrow, scipy, matplotlib, jsonschema, pyyaml). Nothing is
 # downloaded (GPU machines may have no network): learnwin itself is taken from this checkout
 # through PYTHONPATH, so it need not be installed. The run happens in a temporary copy of the
-# workflow, so the checkout's results/ is untouched.
+# workflow, so the checkout's results are untouched.
 #
 # Environment:
 #   PYTHON=...            interpreter to use (default: python3 on PATH)
@@ -74,20 +74,22 @@ if ((rc != 0)); then
     exit "$rc"
 fi
 
-# ---- per-stage wall times from the benchmark TSVs (results/benchmarks/<rule>/...tsv, column s) ----
+# ---- per-stage wall times from the benchmark TSVs (learnwin.layout.BENCH/<rule>/...tsv, column s) ----
 "$PY" - "$WORK" "$start" "$end" <<'EOF' | tee "$WORK/gpu_check_times.txt"
 import sys
 from pathlib import Path
 import pandas as pd
+from learnwin import layout
 
 work, start, end = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 rows = []
-for tsv in sorted((work / "results" / "benchmarks").rglob("*.tsv")):
-    rule = tsv.relative_to(work / "results" / "benchmarks").parts[0]
+bench_dir = work / layout.BENCH
+for tsv in sorted(bench_dir.rglob("*.tsv")):
+    rule = tsv.relative_to(bench_dir).parts[0]
     bench = pd.read_csv(tsv, sep="\t")
     rows.append({"rule": rule, "s": float(bench["s"].iloc[0]), "max_rss": float(bench["max_rss"].iloc[0])})
 if not rows:
-    sys.exit("gpu_check: no benchmark TSVs under results/benchmarks")
+    sys.exit(f"gpu_check: no benchmark TSVs under {bench_dir}")
 table = (pd.DataFrame(rows).groupby("rule")
          .agg(jobs=("s", "size"), total_s=("s", "sum"), mean_s=("s", "mean"), max_s=("s", "max"),
               max_rss_mb=("max_rss", "max"))
@@ -98,15 +100,17 @@ print(f"sum of job times: {table['total_s'].sum():.1f} s; wall time of the whole
 EOF
 
 # Evidence that the training really ran on the GPU: the device named in the job logs.
-if grep -rqi "cuda" "$WORK/results/logs/train_model" 2>/dev/null; then
+LOGS=$("$PY" -c "from learnwin import layout; print(layout.LOGS)")
+BENCH=$("$PY" -c "from learnwin import layout; print(layout.BENCH)")
+if grep -rqi "cuda" "$WORK/$LOGS/train_model" 2>/dev/null; then
     echo "gpu_check: train_model logs mention cuda"
 else
-    echo "gpu_check: warning: no train_model log mentions 'cuda'; check $WORK/results/logs" >&2
+    echo "gpu_check: warning: no train_model log mentions 'cuda'; check $WORK/$LOGS" >&2
 fi
 
 if [[ -n ${OUT:-} ]]; then
     mkdir -p "$OUT/gpu_check"
-    cp -r "$WORK/results/benchmarks" "$WORK/results/logs" "$WORK/snakemake.log" "$WORK/gpu_check_times.txt" \
+    cp -r "$WORK/$BENCH" "$WORK/$LOGS" "$WORK/snakemake.log" "$WORK/gpu_check_times.txt" \
         "$OUT/gpu_check/" 2>/dev/null || true
 fi
 echo "gpu_check: ok"

@@ -2,9 +2,9 @@
 
     python experiments/calibrate_eps.py RESULTS_DIR [--model gru] [--N 1024] [--optimizer adamw] [--epoch best]
 
-RESULTS_DIR is a results/ folder after `snakemake --cores 2` and `snakemake recovery --cores 2`.
+RESULTS_DIR is the results folder after `snakemake --cores 2` and `snakemake recovery --cores 2`.
 It reads every snapshot's window.parquet (snr per lag, N and noise) and the recovery stage's
-results/recovery/window.parquet (H_N_emp per model, seed and N), calibrates eps per seed on the
+recovery window table (H_N_emp per model, seed and N), calibrates eps per seed on the
 chosen (model, N) (learnwin.calibrate), and prints per noise definition the calibrated eps (median
 and each seed's), Spearman's rho of predicted against measured windows over the held-out (model,
 N) points with its p-value, and the model orderings (docs/method.md §7, §7b).
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from learnwin import io
+from learnwin import io, layout
 from learnwin.calibrate import out_of_sample
 from learnwin.claims import markdown, number
 
@@ -31,10 +31,10 @@ def main(argv=None) -> None:
     ap.add_argument("--epoch", default="best")
     args = ap.parse_args(argv)
     results = Path(args.results)
-    measured = io.read_table(results / "recovery" / "window.parquet", "recovery")
+    measured = io.read_table(layout.under(results, layout.RECOVERY["window"]), "recovery")
     measured = measured[measured["optimizer"] == args.optimizer]
-    window = pd.concat([io.read_table(p, "window") for p in sorted(
-        (results / "snapshots" / args.optimizer).glob(f"*/seed*/epoch{args.epoch}/window.parquet"))])
+    snaps = layout.glob(results, f"{layout.SNAP}/window.parquet", optimizer=args.optimizer, epoch=args.epoch)
+    window = pd.concat([io.read_table(p, "window") for p in snaps])
     rows, tables = [], []
     for noise in sorted(window["noise"].unique()):
         r = out_of_sample(window, measured, model=args.model, N=args.N, noise=noise)

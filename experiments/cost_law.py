@@ -2,7 +2,7 @@
 
     python experiments/cost_law.py RESULTS_DIR:CONFIG [RESULTS_DIR:CONFIG ...] [--predict config/paper.yaml]
 
-Each argument pairs a finished run's ``results/`` folder with the config it ran. From the
+Each argument pairs a finished run's results folder with the config it ran. From the
 Snakemake benchmark TSVs (``cpu_time`` of every train_model and take_snapshot job) it fits, by
 non-negative least squares over all jobs of all rungs,
 
@@ -15,6 +15,8 @@ arithmetic. In a snapshot, the G H^2 term is the trace and tangent passes over e
 and the T H term is psi and S at every lag l = 0..T-1 (T^2/2 pairs per sequence, docs/method.md
 §5, §7b). It prints the fit, each rung's measured against fitted cost, and the predicted CPU
 cost per job and in all for ``--predict`` (jobs = models x optimizers x seeds x snapshot epochs).
+The work terms are learnwin.resources.work; the printed coefficients go into
+learnwin.resources.COEF, from which the rules request their run time.
 """
 
 from __future__ import annotations
@@ -27,31 +29,23 @@ import pandas as pd
 import yaml
 from scipy.optimize import nnls
 
-GATES = {"const": 1, "shared": 1, "diag": 2, "gru": 3, "lstm": 4}
+from learnwin import layout, resources
 
 
 def _config(path: str | Path) -> dict:
     return yaml.safe_load(Path(path).read_text())
 
 
-def features(rule: str, cfg: dict, model: str) -> np.ndarray:
-    """The work terms of one job (with a leading 1 for the fixed start-up cost)."""
-    t, m, tr = cfg["task"], cfg["model"], cfg["train"]
-    T, H, G = t["T"], m["hidden"], GATES[model]
-    if rule == "train_model":
-        steps = tr["epochs"] * (t["n_train"] // tr["batch_size"])
-        return np.array([1.0, steps * T, steps * T * tr["batch_size"] * G * H * H])
-    n = t["n_diag"]
-    return np.array([1.0, n * T, n * T * G * H * H, n * T * T * H])
-
-
 def jobs(results: Path, cfg: dict, rule: str) -> pd.DataFrame:
-    """One row per benchmark TSV of ``rule``: model, cpu seconds and the work features."""
+    """One row per benchmark TSV of ``rule``: model, cpu seconds and the work terms. A snapshot
+    job's cost includes the run's separate memory-curve job where an older run had one."""
+    bench = layout.under(results, layout.BENCH)
     rows = []
-    for tsv in sorted((results / "benchmarks" / rule).rglob("*.tsv")):
-        model = tsv.relative_to(results / "benchmarks" / rule).parts[1]
-        cpu = float(pd.read_csv(tsv, sep="\t")["cpu_time"].iloc[0])
-        rows.append({"model": model, "cpu": cpu, "x": features(rule, cfg, model)})
+    for tsv in sorted((bench / rule).rglob("*.tsv")):
+        rel = tsv.relative_to(bench / rule)
+        parts = [tsv] + ([bench / "memory_curve" / rel] if rule == "take_snapshot" else [])
+        cpu = sum(float(pd.read_csv(p, sep="\t")["cpu_time"].iloc[0]) for p in parts if p.exists())
+        rows.append({"model": rel.parts[1], "cpu": cpu, "x": resources.work(rule, cfg, rel.parts[1])})
     return pd.DataFrame(rows)
 
 
@@ -68,7 +62,7 @@ def fit(rungs: list[tuple[Path, dict]], rule: str) -> tuple[np.ndarray, pd.DataF
 
 def predict(coef: np.ndarray, rule: str, cfg: dict) -> pd.Series:
     """Fitted CPU seconds of one job per model of ``cfg``."""
-    return pd.Series({m: float(features(rule, cfg, m) @ coef) for m in cfg["models"]})
+    return pd.Series({m: float(resources.work(rule, cfg, m) @ coef) for m in cfg["models"]})
 
 
 def main(argv=None) -> None:
@@ -82,7 +76,7 @@ def main(argv=None) -> None:
     n_snaps = n_runs * len(target["train"]["snapshot_epochs"])
     for rule, count in (("train_model", n_runs), ("take_snapshot", n_snaps)):
         coef, per_rung = fit(rungs, rule)
-        print(f"## {rule}\n\ncoefficients (s): " + ", ".join(f"{c:.3g}" for c in coef) + "\n")
+        print(f"## {rule}\n\ncoefficients (s): ({', '.join(f'{c:.3g}' for c in coef)})\n")
         print("| rung | measured CPU s per job | fitted |\n|---|---|---|")
         for rung, row in per_rung.iterrows():
             print(f"| {rung} | {row['cpu']:.1f} | {row['fitted']:.1f} |")

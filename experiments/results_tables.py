@@ -2,15 +2,15 @@
 
     python experiments/results_tables.py RESULTS_DIR [--epoch best]
 
-RESULTS_DIR is a run's ``results/`` folder. The runs are the rows of summary.parquet with status
+RESULTS_DIR is a finished run's results folder (learnwin.layout). The runs are the rows of summary.parquet with status
 "ok". Tables, per (model, optimizer): val R^2 (mean ± sd over seeds), the decay class selected
 for the seed-mean envelope (docs/method.md §8) with its scale and 95 % CI, tau_env of the seed-mean
 envelope; H_N (seed mean ± sd) at the smallest, middle and largest N per noise definition, with
 the closed-form prediction at the largest N; the master-law slope with each seed's 95 % CI per
-noise definition; the exponents a and b when results/stats/exponents.parquet exists (docs/method.md §7b);
+noise definition; the exponents a and b when the run has stats/exponents.parquet (docs/method.md §7b);
 the decay lengths of the envelope, the diagonal envelope and the memory curve when every run has a
 memory.parquet (docs/method.md §4b); the claim verdicts of learnwin.claims (docs/method.md §8b); and the cost per
-rule from results/benchmarks/ when present.
+rule from the run's Snakemake benchmark TSVs when present.
 """
 
 from __future__ import annotations
@@ -21,9 +21,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from learnwin import io
-from learnwin.claims import (EXPECTED_CLASS, at_epoch, decay_length, markdown, mean_sd, measure, number,
-                             to_markdown, verdicts, with_noise)
+from learnwin import io, layout
+from learnwin.claims import (
+    EXPECTED_CLASS,
+    at_epoch,
+    decay_length,
+    markdown,
+    mean_sd,
+    measure,
+    number,
+    to_markdown,
+    verdicts,
+    with_noise,
+)
 from learnwin.summary import SCALE_NAME, budgets
 
 KEYS = ["model", "optimizer"]
@@ -47,15 +57,19 @@ def _read(path: Path, artifact: str) -> pd.DataFrame:
     return io.read_table(path, artifact) if artifact in io.SCHEMA_VERSIONS else pd.read_parquet(path)
 
 
+def _snap(results: Path, optimizer: str, model: str, seed, epoch: str) -> Path:
+    return layout.under(results, layout.SNAP, optimizer=optimizer, model=model, seed=seed, epoch=epoch)
+
+
 def overview(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFrame:
     """val R², each seed's best-validation epoch (the `best` checkpoint), the seed-mean envelope's
     decay class with its scale, and tau_env per (model, optimizer)."""
     rows = []
     for (m, o), g in runs.groupby(KEYS, sort=False):
-        env = pd.concat([io.read_table(results / f"snapshots/{o}/{m}/seed{s}/epoch{epoch}/envelope.parquet",
-                                       "envelope") for s in g["seed"]])
+        env = pd.concat([io.read_table(_snap(results, o, m, s, epoch) / "envelope.parquet", "envelope")
+                         for s in g["seed"]])
         mean_f = env.groupby("lag")["f"].mean()
-        decay = io.read_table(results / f"decay/{o}/{m}/epoch{epoch}.parquet", "decay")
+        decay = io.read_table(layout.under(results, layout.DECAY, optimizer=o, model=m, epoch=epoch), "decay")
         law = decay[(decay["scope"] == "mean") & decay["selected"].astype(bool)]
         if law.empty:
             name, scale = "none", "–"
@@ -63,7 +77,7 @@ def overview(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFrame:
             r = law.iloc[0]
             name = r["law"]
             scale = f"{SCALE_NAME[name]} = {number(r['scale'])} [{number(r['scale_lo'])}, {number(r['scale_hi'])}]"
-        curves = [io.read_table(results / f"train/{o}/{m}/seed{s}/curve.parquet", "curve") for s in g["seed"]]
+        curves = [io.read_table(layout.under(results, layout.RUN, optimizer=o, model=m, seed=s) / "curve.parquet", "curve") for s in g["seed"]]
         best = "/".join(str(int(c["epoch"][c["val_mse"].idxmin()])) for c in curves)
         rows.append({"model": m, "optimizer": o, "seeds": len(g), "val R²": _pm(g["val_r2"]),
                      "best epoch per seed (of last)": f"{best} ({int(curves[0]['epoch'].max())})",
@@ -118,7 +132,7 @@ def transport_table(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFra
     for (m, o), g in runs.groupby(KEYS, sort=False):
         per = {"f": [], "f_diagonal": [], "memory": [], "f drop": [], "f_diagonal drop": []}
         for seed in g["seed"]:
-            snap = results / f"snapshots/{o}/{m}/seed{seed}/epoch{epoch}"
+            snap = _snap(results, o, m, seed, epoch)
             env = io.read_table(snap / "envelope.parquet", "envelope").sort_values("lag")
             mem = io.read_table(snap / "memory.parquet", "memory").sort_values("lag")
             for col in ("f", "f_diagonal"):
@@ -145,7 +159,7 @@ def claims_at_a_glance(table: pd.DataFrame) -> pd.DataFrame:
 def cost_table(results: Path) -> pd.DataFrame:
     """Per rule, from Snakemake's benchmark TSVs: jobs, mean wall and CPU seconds, max peak RSS."""
     rows = []
-    for rule in sorted(p for p in (results / "benchmarks").iterdir() if p.is_dir()):
+    for rule in sorted(p for p in layout.under(results, layout.BENCH).iterdir() if p.is_dir()):
         tsv = pd.concat([pd.read_csv(f, sep="\t") for f in sorted(rule.rglob("*.tsv"))])
         rows.append({"rule": rule.name, "jobs": len(tsv), "wall s per job": number(tsv["s"].mean(), 1),
                      "CPU s per job": number(tsv["cpu_time"].mean(), 1),
@@ -153,32 +167,37 @@ def cost_table(results: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def tables(results: str | Path, epoch: str = "best") -> str:
-    """All tables as one markdown text."""
-    results = Path(results)
-    summary = io.read_table(results / "summary.parquet", "summary")
+def run_keys(results: Path) -> tuple[pd.DataFrame, list, list, list]:
+    """The summary rows of the runs with status "ok" (canonical order), and their models,
+    optimizers and seeds."""
+    summary = io.read_table(layout.under(results, layout.SUMMARY["parquet"]), "summary")
     if "status" in summary:
         summary = summary[summary["status"] == "ok"]
     runs = _ordered(summary)
-    models, optimizers = list(dict.fromkeys(runs["model"])), list(dict.fromkeys(runs["optimizer"]))
-    seeds = sorted(set(runs["seed"]))
+    return runs, list(dict.fromkeys(runs["model"])), list(dict.fromkeys(runs["optimizer"])), sorted(set(runs["seed"]))
+
+
+def tables(results: str | Path, epoch: str = "best") -> str:
+    """All tables as one markdown text."""
+    results = Path(results)
+    runs, models, optimizers, seeds = run_keys(results)
 
     def in_run(table):
         return _ordered(with_noise(at_epoch(table, epoch)).merge(runs[KEYS].drop_duplicates()))
 
-    H_agg = in_run(io.read_table(results / "stats/H_N_agg.parquet", "H_N"))
+    H_agg = in_run(io.read_table(layout.under(results, layout.STATS["H_N_agg"]), "H_N"))
     per_seed = measure(results, models, optimizers, seeds, epoch)
     master = _ordered(per_seed["d"])
     out = [f"## Results of {results} at epoch {epoch}", "",
            "### Training and envelope (mean ± sd over seeds)", "", markdown(overview(results, runs, epoch)), "",
            "### Learnability window H_N (seed mean ± sd)", "", markdown(window_table(H_agg)), "",
            "### Master-law slope", "", markdown(master_table(master)), ""]
-    exponents = results / "stats/exponents.parquet"
+    exponents = layout.under(results, layout.STATS["exponents"])
     if exponents.exists():
         exps = in_run(_read(exponents, "exponents"))
         out += ["### Exponents: m ~ f^b, sigma ~ f^a (mean ± sd over seeds)", "",
                 markdown(exponents_table(exps)), ""]
-    if all((results / f"snapshots/{o}/{m}/seed{s}/epoch{epoch}/memory.parquet").exists()
+    if all((_snap(results, o, m, s, epoch) / "memory.parquet").exists()
            for m, o, s in runs[[*KEYS, "seed"]].itertuples(index=False)):
         out += ["### Transport: the envelope used, the diagonal one and the memory curve (decay lengths)", "",
                 markdown(transport_table(results, runs, epoch)), ""]
@@ -187,14 +206,14 @@ def tables(results: str | Path, epoch: str = "best") -> str:
             markdown(claims_at_a_glance(claims)), "",
             "### Claims (docs/method.md §8b; k/n = seeds that agree with the expectation)", "",
             to_markdown(claims), ""]
-    if (results / "benchmarks").is_dir():
+    if layout.under(results, layout.BENCH).is_dir():
         out += ["### Cost per job (Snakemake benchmark TSVs)", "", markdown(cost_table(results)), ""]
     return "\n".join(out)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("results", help="a finished run's results/ directory")
+    ap.add_argument("results", help="a finished run's results folder")
     ap.add_argument("--epoch", default="best", help="snapshot epoch (default: best)")
     args = ap.parse_args(argv)
     print(tables(args.results, args.epoch))

@@ -42,7 +42,7 @@ def _report_has_every_figure(work: Path, *args: str) -> None:
     for rule in FIGURE_RULES:
         assert f"{rule.removeprefix('plot_')}.png" in html, rule
     assert "summary.html" in html
-    assert "Reading of the results" in html  # results/reading.rst, included by workflow.rst
+    assert "Reading of the results" in html  # reading.rst, included by workflow.rst
     assert "system-message" not in html  # no rst error in the landing page or captions
 
 

@@ -16,12 +16,13 @@ import pytest
 import torch
 import yaml
 
+from learnwin import layout
 from learnwin.io import load_checkpoint
 from workflow_helpers import ROOT, SNAKEMAKE, assert_same_tables, copy_workflow, snakemake
 
 pytestmark = pytest.mark.slow
 
-RUN = "results/train/adamw/gru/seed2"
+RUN = layout.RUN.format(optimizer="adamw", model="gru", seed=2)
 SLICE = {"models": ["gru"], "optimizers": ["adamw"],
          "train": {"epochs": 150, "batch_size": 16, "r2_subset": 16, "snapshot_epochs": [0, "best"]}}
 
@@ -82,16 +83,16 @@ def test_kill_during_training_resumes_from_checkpoint(reference, tmp_path):
     assert 20 <= killed_at < SLICE["train"]["epochs"]
     assert not (work / RUN / "final.pt").exists()
     _same_as_reference(work, reference)
-    log = (work / "results/logs/train_model/adamw/gru/seed2.log").read_text()
+    log = (work / layout.LOGS / "train_model/adamw/gru/seed2.log").read_text()
     assert f"resuming after epoch {killed_at} " in log
     assert "epoch 1/150 " not in log.split("resuming after epoch")[1]  # not restarted from 0
 
 
 def test_kill_during_snapshot_job(reference, tmp_path):
     work = copy_workflow(tmp_path / "killed")
-    logs = work / "results/logs/take_snapshot"
+    logs = work / layout.LOGS / "take_snapshot"
     _kill_when(work, lambda: logs.exists() and any(logs.rglob("*.log")))
-    snaps = list((work / "results/snapshots").rglob("*.parquet"))
+    snaps = list((work / layout.ROOT).rglob("*.parquet"))
     assert all(not p.name.startswith(".") for p in snaps)  # temp files are hidden, never final
     _same_as_reference(work, reference)
 

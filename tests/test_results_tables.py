@@ -2,14 +2,17 @@
 prints the values the run was built with, and sweep.py scores it with learnwin.claims."""
 
 import importlib.util
+import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-
 import synthetic as syn
 from synthetic_claims import VAL_R2, write_claim_run
+
+from learnwin import layout
+from learnwin.claims import claim_table
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
@@ -70,7 +73,7 @@ def test_results_tables_print_the_run(tmp_path, capsys):
 
 def test_results_tables_without_exponents(tmp_path, capsys):
     write_claim_run(tmp_path)
-    (tmp_path / "results/stats/exponents.parquet").unlink()
+    (tmp_path / layout.STATS["exponents"]).unlink()
     out = _run(capsys, tmp_path / "results")
     assert "Exponents" not in out and "### Claims" in out
     # 4 verdict rows (2 models x 2 optimizers) and 2 rows at a glance (one per optimizer)
@@ -111,3 +114,32 @@ def test_results_tables_transport_and_cost(tmp_path, capsys):
     # claims at a glance: one column per model, k/n with a tick where the row holds
     assert "| c | log tau_q IQR | adamw vs sgd | - | 0/2 | 2/2 ✓ |" in lines
     assert "| d | master slope CI | sgd | pooled | 2/2 ✓ | 1/2 |" in lines
+
+
+def test_ladder_puts_each_rungs_verdicts_and_cost_side_by_side(tmp_path, capsys):
+    spec = write_claim_run(tmp_path / "a")
+    write_claim_run(tmp_path / "b")
+    bench = layout.under(tmp_path / "a" / layout.ROOT, layout.BENCH)
+    for rule, cpu in (("train_model", [10.0, 20.0]), ("take_snapshot", [3.0, 5.0]), ("memory_curve", [1.0, 1.0])):
+        for i, c in enumerate(cpu):
+            tsv = bench / rule / "adamw" / "gru" / f"seed{i}.tsv"
+            tsv.parent.mkdir(parents=True, exist_ok=True)
+            pd.DataFrame({"s": [c], "cpu_time": [c]}).to_csv(tsv, sep="\t", index=False)
+    (tmp_path / "b" / layout.ROOT / "late.txt").write_text("x")
+    os.utime(tmp_path / "b" / layout.ROOT / "late.txt", (2e9 + 125, 2e9 + 125))
+    for p in (tmp_path / "b" / layout.ROOT).rglob("*"):
+        if p.is_file() and p.name != "late.txt":
+            os.utime(p, (2e9, 2e9))
+    table = _script("ladder").ladder({"small": tmp_path / "a" / layout.ROOT, "big": tmp_path / "b" / layout.ROOT})
+    rows = table.set_index("")
+    # the same run twice: the same verdicts, which are those of learnwin.claims on it
+    claims = claim_table(tmp_path / "a" / layout.ROOT, spec["models"], spec["optimizers"], spec["seeds"])
+    a = claims[claims["claim"] == "a"]
+    assert rows.loc["a: envelope class", "small"].startswith(f"{int(a['holds'].sum())}/{len(a)}")
+    assert (rows.loc[[r for r in rows.index if r[1] == ":"], "small"]
+            == rows.loc[[r for r in rows.index if r[1] == ":"], "big"]).all()
+    assert rows.loc["CPU s per train job", "small"] == "15.0"
+    assert rows.loc["CPU s per snapshot job", "small"] == "5.0"  # (3 + 1 + 5 + 1) / 2
+    assert rows.loc["jobs", "small"] == "6"
+    assert rows.loc["wall time (first to last file)", "big"] == "2 min 5 s"
+    assert rows.loc["CPU s per train job", "big"] == "–"  # no benchmark TSVs

@@ -140,14 +140,14 @@ def expected_job_counts(config: dict) -> dict[str, int]:
     epochs = len(config["train"]["snapshot_epochs"])
     runs = seeds * models * optimizers
     return {
-        "make_data": seeds,  # results/data/seed{S}
-        "train_model": runs,  # results/train/{optimizer}/{model}/seed{S}
+        "make_data": seeds,  # one per data/seed{S}
+        "train_model": runs,  # one per train/{optimizer}/{model}/seed{S}
         "check_training": runs,  # .../seed{S}/converged.txt
         "take_snapshot": runs * epochs,  # .../seed{S}/epoch{E}
         "fit_alpha": runs * epochs,
         "compute_window": runs * epochs,
-        "fit_decay": optimizers * models * epochs,  # results/decay/{optimizer}/{model}/epoch{E}
-        "aggregate_window": 1,  # results/stats/*
+        "fit_decay": optimizers * models * epochs,  # decay/{optimizer}/{model}/epoch{E}
+        "aggregate_window": 1,  # stats/*
         "write_summary": 1,
         "write_provenance": 1,
     }

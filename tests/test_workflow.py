@@ -7,6 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from learnwin import layout
 from learnwin.config import lag_grid
 from learnwin.io import read_table
 from workflow_helpers import assert_same_tables, copy_workflow, scheduled, snakemake
@@ -68,14 +69,14 @@ def test_smoke_artifacts(smoke_run, smoke_config):
 
 
 def test_parquet_schema_dtypes(smoke_run):
-    table = pq.read_table(smoke_run / "results/snapshots/adamw/gru/seed2/epoch0/envelope.parquet")
+    table = pq.read_table(smoke_run / layout.SNAP.format(optimizer="adamw", model="gru", seed=2, epoch=0) / "envelope.parquet")
     assert table.schema.metadata[b"learnwin.schema"] == b"envelope:2"
     assert str(table.schema.field("f").type) == "float"  # float32
     assert str(table.schema.field("seed").type) == "int64"
     assert pa.types.is_string(table.schema.field("epoch").type) or pa.types.is_large_string(
         table.schema.field("epoch").type)
     assert table.schema.field("lag").type == "int64"
-    assert isinstance(pd.read_parquet(smoke_run / "results/stats/H_N.parquet"), pd.DataFrame)
+    assert isinstance(pd.read_parquet(smoke_run / layout.STATS["H_N"]), pd.DataFrame)
 
 
 def test_two_runs_give_identical_parquet(smoke_run, tmp_path):
@@ -87,7 +88,7 @@ def test_two_runs_give_identical_parquet(smoke_run, tmp_path):
 
 @pytest.mark.parametrize("section, change, allowed", [
     ("alpha", {"bootstrap": 60}, {"fit_alpha", "compute_window", "aggregate_window"}),
-    ("optim", {"sgd": {"lr": 0.02}}, {"train_model", "check_training", "take_snapshot", "memory_curve",
+    ("optim", {"sgd": {"lr": 0.02}}, {"train_model", "check_training", "take_snapshot",
                                       "fit_alpha", "compute_window", "fit_decay", "aggregate_window"}),
 ])
 def test_changing_a_section_reruns_only_what_depends_on_it(smoke_run, section, change, allowed):

@@ -1,6 +1,7 @@
-# Helpers shared by the rule files: cross-field config checks, wildcard constraints,
-# path builders, per-rule config scoping and target lists. No rules here.
+# Helpers shared by the stage files: cross-field config checks, wildcard constraints, the
+# paths (from learnwin.layout), per-stage config scoping and the figure table. Defines no jobs.
 import learnwin.config as lwconfig
+from learnwin import layout, resources
 
 lwconfig.check(config)
 
@@ -19,12 +20,10 @@ wildcard_constraints:
     split="train|val|diag",
 
 
-# ---- path builders (one place that knows the results/ layout; see docs/artifacts.md) ----
-DATA = "results/data/seed{seed}"
-RUN = "results/train/{optimizer}/{model}/seed{seed}"
-SNAP = "results/snapshots/{optimizer}/{model}/seed{seed}/epoch{epoch}"
-LOGS = "results/logs"
-BENCH = "results/benchmarks"
+# ---- paths: the layout is learnwin.layout's (docs/artifacts.md) ----
+DATA, RUN, SNAP, DECAY = layout.DATA, layout.RUN, layout.SNAP, layout.DECAY
+STATS, LOGS, BENCH = layout.STATS, layout.LOGS, layout.BENCH
+ENV = "../envs/learnwin.yaml"  # every rule's software, for --sdm conda (relative to the rule files)
 
 
 def checkpoint_name(epoch):
@@ -73,36 +72,90 @@ def optimizer_hparams(wildcards):
     return section("optim", wildcards.optimizer)
 
 
-# ---- resources: functions of the config size (defaults for SLURM; override with set-resources) ----
-def _mb(n_bytes, base=600):
-    return int(base + n_bytes / 2**20)
+# ---- figures (docs/method.md §9): the table figures.smk turns into one plot_<name> job each ----
+FIG_EPOCH = str(config["figures"]["epoch"])
+FIG_DECAY = expand(DECAY, optimizer=OPTIMIZERS, model=MODELS, epoch=FIG_EPOCH)
 
 
-def data_mem_mb():
-    t = config["task"]
-    largest = max(t["n_train"], t["n_val"], t["n_diag"])
-    return _mb(3 * largest * t["T"] * (t["D"] + 1) * 4)
+def fig_runs(artifact):
+    """One artifact of every run at the figures' epoch."""
+    return runs(f"{SNAP}/{artifact}.parquet", epoch=FIG_EPOCH)
 
 
-def train_mem_mb():
-    """Train + val splits resident, plus autograd activations of one batch."""
-    t, h, b = config["task"], config["model"]["hidden"], config["train"]["batch_size"]
-    data = (t["n_train"] + t["n_val"]) * t["T"] * (t["D"] + 1) * 4
-    activations = 40 * b * t["T"] * h * 4
-    return _mb(data + activations, base=1200)
-
-
-def train_runtime_min():
-    """Rough wall time: 0.6 ms per time step of a batch (CPU, H=32, B=64), scaled by H*B."""
-    t, tr, h = config["task"], config["train"], config["model"]["hidden"]
-    steps = tr["epochs"] * max(1, t["n_train"] // tr["batch_size"])
-    per_step_ms = 0.6 * t["T"] * max(1.0, (h * tr["batch_size"]) / (32 * 64)) ** 0.5
-    return max(10, int(2 * steps * per_step_ms / 60000))
-
-
-def snapshot_mem_mb():
-    """One diag batch: K tangents plus a lag chunk of float64 (B, L, T, H) work arrays."""
-    t, s, h = config["task"], config["snapshot"], config["model"]["hidden"]
-    batch = min(s["batch_size"], t["n_diag"])
-    tangents = (s["directions"] + 2) * batch * t["T"] * h * 4
-    return _mb(tangents + 8 * 8 * (1 << 22), base=1200)
+CURVES = runs(f"{RUN}/curve.parquet")
+# name: (inputs by artifact, params beyond the shared ones, report category, report label)
+FIGURES = {
+    "H_N": (
+        {"H_N_agg": STATS["H_N_agg"]},
+        {"epoch": FIG_EPOCH},
+        "Learnability window",
+        "1 · H_N vs N",
+    ),
+    "envelope": (
+        {"envelope": fig_runs("envelope"), "decay": FIG_DECAY},
+        {},
+        "Envelope",
+        "2 · envelope f(l)",
+    ),
+    "envelope_decomposition": (
+        {"envelope": fig_runs("envelope")},
+        {},
+        "Envelope",
+        "3 · f vs f_gates",
+    ),
+    "tau_spectra": ({"units": fig_runs("units")}, {}, "Envelope", "4 · tau_q spectra"),
+    "N_hat_vs_f": (
+        {"window": fig_runs("window"), "master": STATS["master"]},
+        {"epoch": FIG_EPOCH},
+        "Learnability window",
+        "5 · log N_hat vs -log f",
+    ),
+    "alpha": ({"alpha": fig_runs("alpha")}, {}, "Tail index", "6 · tail index alpha"),
+    "eps_th": (
+        {"window": fig_runs("window")},
+        {"budgets": config["figures"]["budgets"]},
+        "Learnability window",
+        "7 · f and eps_th",
+    ),
+    "learning_curves": (
+        {"curve": CURVES},
+        {},
+        "Data & training",
+        "8 · learning curves",
+    ),
+    "master_law": (
+        {"window": fig_runs("window"), "master": STATS["master"]},
+        {"epoch": FIG_EPOCH},
+        "Learnability window",
+        "9 · master law",
+    ),
+    "optimizers": (
+        {"envelope": fig_runs("envelope"), "units": fig_runs("units")},
+        {},
+        "Optimizers",
+        "10 · optimizer comparison",
+    ),
+    "decay_table": ({"decay": FIG_DECAY}, {}, "Envelope", "11 · decay-class table"),
+    "epochs": (
+        {
+            "envelope": snapshots("envelope.parquet"),
+            "alpha": snapshots("alpha.parquet"),
+        },
+        {"epochs": SNAPSHOT_EPOCHS},
+        "Envelope",
+        "12 · envelope and tails over training",
+    ),
+    "exponents": (
+        {"exponents": STATS["exponents"]},
+        {"epoch": FIG_EPOCH},
+        "Learnability window",
+        "13 · exponents a and b",
+    ),
+    "memory": (
+        {"envelope": fig_runs("envelope"), "memory": fig_runs("memory")},
+        {},
+        "Envelope",
+        "14 · envelopes vs memory curve",
+    ),
+}
+FIGURE_TARGETS = expand(layout.FIGURE, name=FIGURES, ext=["png", "pdf"])

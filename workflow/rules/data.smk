@@ -3,19 +3,29 @@
 
 rule make_data:
     output:
-        x=expand(f"{DATA}/{{split}}_x.npy", split=["train", "val", "diag"], allow_missing=True),
-        y=expand(f"{DATA}/{{split}}_y.npy", split=["train", "val", "diag"], allow_missing=True),
+        x=expand(
+            f"{DATA}/{{split}}_x.npy",
+            split=["train", "val", "diag"],
+            allow_missing=True,
+        ),
+        y=expand(
+            f"{DATA}/{{split}}_y.npy",
+            split=["train", "val", "diag"],
+            allow_missing=True,
+        ),
         task=f"{DATA}/task.json",
-    params:
-        task=section("task"),
     log:
         f"{LOGS}/make_data/seed{{seed}}.log",
     benchmark:
         f"{BENCH}/make_data/seed{{seed}}.tsv"
+    conda:
+        ENV
     threads: 1
     resources:
-        mem_mb=lambda wc: data_mem_mb(),
+        mem_mb=lambda wc: resources.data_mem_mb(config),
         runtime=10,
+    params:
+        task=section("task"),
     script:
         "../scripts/make_data.py"
 

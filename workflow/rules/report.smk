@@ -4,35 +4,34 @@
 
 rule write_summary:
     input:
-        curve=runs(f"{RUN}/curve.parquet"),
-        alpha=FIG_RUNS["alpha"],
+        **STATS,
+        curve=CURVES,
+        alpha=fig_runs("alpha"),
         decay=FIG_DECAY,
-        H_N="results/stats/H_N.parquet",
-        H_N_agg="results/stats/H_N_agg.parquet",
-        master="results/stats/master.parquet",
-        exponents="results/stats/exponents.parquet",
     output:
-        parquet="results/summary.parquet",
-        csv="results/summary.csv",
+        parquet=layout.SUMMARY["parquet"],
+        csv=layout.SUMMARY["csv"],
         html=report(
-            "results/summary.html",
+            layout.SUMMARY["html"],
             caption="../report/summary.rst",
             category="Summary",
             labels={"table": "summary per run", "epoch": FIG_EPOCH},
         ),
-        reading="results/reading.rst",
-    params:
-        epoch=FIG_EPOCH,
-        models=MODELS,
-        optimizers=OPTIMIZERS,
+        reading=layout.SUMMARY["reading"],
     log:
         f"{LOGS}/write_summary.log",
     benchmark:
         f"{BENCH}/write_summary.tsv"
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
+    params:
+        epoch=FIG_EPOCH,
+        models=MODELS,
+        optimizers=OPTIMIZERS,
     script:
         "../scripts/write_summary.py"
 
@@ -45,18 +44,20 @@ rule write_provenance:
         figures=FIGURE_TARGETS,
         summary=rules.write_summary.output.parquet,
     output:
-        "results/provenance.yaml",
-    params:
-        config=config,
+        layout.PROVENANCE,
     log:
         f"{LOGS}/write_provenance.log",
     benchmark:
         f"{BENCH}/write_provenance.tsv"
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
         workflow_cores=lambda wc: workflow.resource_settings.cores or 0,
+    params:
+        config=config,
     script:
         "../scripts/write_provenance.py"
 

@@ -13,16 +13,18 @@ rule fit_alpha:
         psi=f"{SNAP}/psi.parquet",
     output:
         alpha=f"{SNAP}/alpha.parquet",
-    params:
-        alpha=section("alpha"),
     log:
         f"{LOGS}/fit_alpha/{{optimizer}}/{{model}}/seed{{seed}}/epoch{{epoch}}.log",
     benchmark:
         f"{BENCH}/fit_alpha/{{optimizer}}/{{model}}/seed{{seed}}/epoch{{epoch}}.tsv"
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=2000,
         runtime=15,
+    params:
+        alpha=section("alpha"),
     script:
         "../scripts/fit_alpha.py"
 
@@ -38,49 +40,45 @@ rule compute_window:
         H_N=f"{SNAP}/H_N.parquet",
         master=f"{SNAP}/master.parquet",
         exponents=f"{SNAP}/exponents.parquet",
-    params:
-        window=section("window"),
-        alpha=section("alpha"),
     log:
         f"{LOGS}/compute_window/{{optimizer}}/{{model}}/seed{{seed}}/epoch{{epoch}}.log",
     benchmark:
         f"{BENCH}/compute_window/{{optimizer}}/{{model}}/seed{{seed}}/epoch{{epoch}}.tsv"
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        window=section("window"),
+        alpha=section("alpha"),
     script:
         "../scripts/compute_window.py"
 
 
 rule fit_decay:
     input:
-        envelopes=expand(
-            "results/snapshots/{{optimizer}}/{{model}}/seed{seed}/epoch{{epoch}}/envelope.parquet",
-            seed=SEEDS,
-        ),
+        envelopes=expand(f"{SNAP}/envelope.parquet", seed=SEEDS, allow_missing=True),
     output:
-        decay="results/decay/{optimizer}/{model}/epoch{epoch}.parquet",
-    params:
-        decay=section("decay"),
+        decay=DECAY,
     log:
         f"{LOGS}/fit_decay/{{optimizer}}/{{model}}/epoch{{epoch}}.log",
     benchmark:
         f"{BENCH}/fit_decay/{{optimizer}}/{{model}}/epoch{{epoch}}.tsv"
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
+    params:
+        decay=section("decay"),
     script:
         "../scripts/fit_decay.py"
 
 
-DECAY_TARGETS = expand(
-    "results/decay/{optimizer}/{model}/epoch{epoch}.parquet",
-    optimizer=OPTIMIZERS,
-    model=MODELS,
-    epoch=SNAPSHOT_EPOCHS,
-)
+DECAY_TARGETS = expand(DECAY, optimizer=OPTIMIZERS, model=MODELS, epoch=SNAPSHOT_EPOCHS)
 
 
 rule aggregate_window:
@@ -91,28 +89,22 @@ rule aggregate_window:
         exponents=snapshots("exponents.parquet"),
         decay=DECAY_TARGETS,
     output:
-        H_N="results/stats/H_N.parquet",
-        H_N_agg="results/stats/H_N_agg.parquet",
-        master="results/stats/master.parquet",
-        exponents="results/stats/exponents.parquet",
-    params:
-        window=section("window"),
+        **STATS,
     log:
         f"{LOGS}/aggregate_window/aggregate_window.log",
     benchmark:
         f"{BENCH}/aggregate_window/aggregate_window.tsv"
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
+    params:
+        window=section("window"),
     script:
         "../scripts/aggregate_window.py"
 
 
 ALPHA_TARGETS = snapshots("alpha.parquet")
-WINDOW_TARGETS = [
-    "results/stats/H_N.parquet",
-    "results/stats/H_N_agg.parquet",
-    "results/stats/master.parquet",
-    "results/stats/exponents.parquet",
-]
+WINDOW_TARGETS = list(STATS.values())

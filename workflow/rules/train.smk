@@ -10,25 +10,31 @@ rule train_model:
         val_x=f"{DATA}/val_x.npy",
         val_y=f"{DATA}/val_y.npy",
     output:
-        checkpoints=expand(f"{RUN}/{{name}}", name=[checkpoint_name(e) for e in INT_EPOCHS], allow_missing=True),
+        checkpoints=expand(
+            f"{RUN}/{{name}}",
+            name=[checkpoint_name(e) for e in INT_EPOCHS],
+            allow_missing=True,
+        ),
         best=f"{RUN}/best.pt",
         final=f"{RUN}/final.pt",
         curve=f"{RUN}/curve.parquet",
+    log:
+        f"{LOGS}/train_model/{{optimizer}}/{{model}}/seed{{seed}}.log",
+    benchmark:
+        f"{BENCH}/train_model/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=lambda wc: resources.train_mem_mb(config),
+        runtime=lambda wc: resources.train_runtime_min(config, wc.model),
+        train_slot=1,
+        gpu=0,
     params:
         model=section("model"),
         optim=optimizer_hparams,
         train=section("train"),
         device=config["device"],
-    log:
-        f"{LOGS}/train_model/{{optimizer}}/{{model}}/seed{{seed}}.log",
-    benchmark:
-        f"{BENCH}/train_model/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
-    threads: 1
-    resources:
-        mem_mb=lambda wc: train_mem_mb(),
-        runtime=lambda wc: train_runtime_min(),
-        train_slot=1,
-        gpu=0,
     script:
         "../scripts/train_model.py"
 
@@ -47,6 +53,8 @@ rule check_training:
         f"{LOGS}/check_training/{{optimizer}}/{{model}}/seed{{seed}}.log",
     benchmark:
         f"{BENCH}/check_training/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
+    conda:
+        ENV
     threads: 1
     resources:
         mem_mb=1000,

@@ -1,4 +1,6 @@
-"""Adapter: stage snapshot -> learnwin.snapshot.snapshot_checkpoint."""
+"""Adapter: stage snapshot -> learnwin.snapshot.snapshot_checkpoint and learnwin.memory.memory_checkpoint."""
+
+import json
 from pathlib import Path
 
 from learnwin import runtime
@@ -9,6 +11,7 @@ runtime.deterministic()
 
 from learnwin import io  # noqa: E402  (after the thread caps)
 from learnwin.config import lag_grid  # noqa: E402
+from learnwin.memory import memory_checkpoint  # noqa: E402
 from learnwin.snapshot import snapshot_checkpoint  # noqa: E402
 
 wc, cfg = snakemake.wildcards, snakemake.params.snapshot
@@ -32,3 +35,15 @@ io.write_table(units, snakemake.output.units, "units")
 io.write_table(psi, snakemake.output.psi, "psi")
 io.write_table(total, snakemake.output.total, "total")
 log.info("snapshot %s: %d lags, %d psi rows", keys, len(envelope), len(psi))
+memory = memory_checkpoint(
+    checkpoint=snakemake.input.checkpoint,
+    data_dir=Path(snakemake.input.x).parent,
+    u=json.loads(Path(snakemake.input.task).read_text())["u"],
+    lags=lag_grid(cfg),
+    batch_size=cfg["batch_size"],
+    sequences=cfg["memory_sequences"],
+    keys=keys,
+    device=runtime.resolve_device(snakemake.params.device),
+)
+io.write_table(memory, snakemake.output.memory, "memory")
+log.info("memory curve %s: %d lags", keys, len(memory))

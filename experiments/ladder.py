@@ -1,0 +1,76 @@
+"""The scale ladder: each claim's verdict per rung, and what each rung cost.
+
+    python experiments/ladder.py NAME=RESULTS_DIR [NAME=RESULTS_DIR ...] [--epoch best]
+
+One column per rung (a finished run's results folder). Rows: the claim checks of learnwin.claims
+(docs/method.md §8b), per claim and noise definition, as "k/n" verdict rows that hold with the
+rows that hold (model, optimizer); then the rung's cost: the wall time from the first to the last
+file the run wrote (modification times, so a run extended later reads longer), the number of
+jobs, and the mean CPU seconds per job of training and of snapshots (Snakemake benchmark TSVs,
+including an older run's separate memory-curve jobs in the snapshot cost).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+from results_tables import run_keys
+
+from learnwin import layout
+from learnwin.claims import NOISE_ANY, claim_table, markdown, number
+
+
+def verdict_cells(results: Path, epoch: str) -> dict[str, str]:
+    """"k/n: rows that hold" per claim (and noise definition where it applies)."""
+    _, models, optimizers, seeds = run_keys(results)
+    table = claim_table(results, models, optimizers, seeds, epoch)
+    out = {}
+    for (claim, check, noise), g in table.groupby(["claim", "check", "noise"], sort=True):
+        held = [f"{r.model} {r.optimizer}" for r in g.itertuples() if r.holds]
+        key = f"{claim}: {check}" + ("" if noise == NOISE_ANY else f" ({noise})")
+        out[key] = f"{len(held)}/{len(g)}" + (f": {', '.join(held)}" if held else "")
+    return out
+
+
+def cost_cells(results: Path) -> dict[str, str]:
+    """Wall time, job count and CPU seconds per training and snapshot job of one rung."""
+    mtimes = [p.stat().st_mtime for p in Path(results).rglob("*") if p.is_file()]
+    bench = layout.under(results, layout.BENCH)
+
+    def cpu(rule):
+        return {t.relative_to(bench / rule): float(pd.read_csv(t, sep="\t")["cpu_time"].iloc[0])
+                for t in (bench / rule).rglob("*.tsv")}
+
+    def mean(values):
+        return number(sum(values) / len(values), 1) if values else "–"
+
+    memory = cpu("memory_curve")
+    snapshot = [c + memory.get(job, 0.0) for job, c in cpu("take_snapshot").items()]
+    minutes, seconds = divmod(round(max(mtimes) - min(mtimes)), 60)
+    return {"wall time (first to last file)": f"{minutes} min {seconds} s",
+            "jobs": str(sum(1 for _ in bench.rglob("*.tsv"))),
+            "CPU s per train job": mean(list(cpu("train_model").values())),
+            "CPU s per snapshot job": mean(snapshot)}
+
+
+def ladder(rungs: dict[str, Path], epoch: str = "best") -> pd.DataFrame:
+    """One row per claim check and cost figure, one column per rung."""
+    columns = {name: {**verdict_cells(path, epoch), **cost_cells(path)} for name, path in rungs.items()}
+    rows = list(dict.fromkeys(key for cells in columns.values() for key in cells))
+    return pd.DataFrame([{"": row, **{name: cells.get(row, "–") for name, cells in columns.items()}}
+                         for row in rows])
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("rungs", nargs="+", help="NAME=RESULTS_DIR pairs, in ladder order")
+    ap.add_argument("--epoch", default="best")
+    args = ap.parse_args(argv)
+    rungs = {name: Path(path) for name, path in (a.split("=", 1) for a in args.rungs)}
+    print(markdown(ladder(rungs, args.epoch)))
+
+
+if __name__ == "__main__":
+    main()

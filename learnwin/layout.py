@@ -1,0 +1,53 @@
+"""Where every artifact of a run lives: the one module that knows the results layout.
+
+docs/artifacts.md describes each file. Paths are relative to the working directory, the way
+Snakemake reads them; the ``{seed}``, ``{optimizer}``, ``{model}``, ``{epoch}``, ``{name}`` ...
+fields are the rules' wildcards (fill them with ``str.format``). :func:`under` re-roots a path on
+another run's results folder, for readers outside the workflow (experiments/, tests).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+ROOT = "results"
+
+DATA = f"{ROOT}/data/seed{{seed}}"
+RUN = f"{ROOT}/train/{{optimizer}}/{{model}}/seed{{seed}}"
+SNAP = f"{ROOT}/snapshots/{{optimizer}}/{{model}}/seed{{seed}}/epoch{{epoch}}"
+DECAY = f"{ROOT}/decay/{{optimizer}}/{{model}}/epoch{{epoch}}.parquet"
+#: Cross-run aggregates of the statistics stage, by artifact name.
+STATS = {name: f"{ROOT}/stats/{name}.parquet" for name in ("H_N", "H_N_agg", "master", "exponents")}
+FIGURE = f"{ROOT}/figures/{{name}}.{{ext}}"
+SUMMARY = {
+    "parquet": f"{ROOT}/summary.parquet",
+    "csv": f"{ROOT}/summary.csv",
+    "html": f"{ROOT}/summary.html",
+    "reading": f"{ROOT}/reading.rst",
+}
+PROVENANCE = f"{ROOT}/provenance.yaml"
+RECOVERY_ROW = f"{ROOT}/recovery/{{optimizer}}/{{model}}/seed{{seed}}/lag{{lag}}_n{{n_train}}.parquet"
+#: Aggregates of the direct measurement of the window (`snakemake recovery`), by table name.
+RECOVERY = {name: f"{ROOT}/recovery/{name}.parquet" for name in ("learned", "window", "comparison", "agreement")}
+LOGS = f"{ROOT}/logs"
+BENCH = f"{ROOT}/benchmarks"
+
+
+def figure(name: str, ext: str = "png") -> str:
+    """Path of one figure file."""
+    return FIGURE.format(name=name, ext=ext)
+
+
+def under(results_dir: str | os.PathLike, path: str, **fields) -> Path:
+    """``path`` (a path of this layout, its wildcards filled from ``fields``) inside the results
+    folder ``results_dir``."""
+    return Path(results_dir) / Path(path.format(**fields)).relative_to(ROOT)
+
+
+def glob(results_dir: str | os.PathLike, path: str, **fields) -> list[Path]:
+    """The existing files of ``path`` in ``results_dir``, sorted; a wildcard not given in
+    ``fields`` matches any value."""
+    fill = {name: fields.get(name, "*") for name in re.findall(r"{(\w+)}", path)}
+    return sorted(Path(results_dir).glob(str(Path(path.format(**fill)).relative_to(ROOT))))

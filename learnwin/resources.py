@@ -1,0 +1,111 @@
+"""Memory and wall-time requests of the workflow's jobs, as functions of the config size.
+
+Snakemake passes them to SLURM (``mem_mb``, ``runtime`` in minutes); a local run ignores them.
+Each takes the resolved config (schema defaults applied).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+#: Gate blocks of each cell's recurrent matrix (its rows / H): the arithmetic per step scales with it.
+GATES = {"const": 1, "shared": 1, "diag": 2, "gru": 3, "lstm": 4}
+#: Fitted CPU seconds per unit of each work term of :func:`work` (fill from the cost law).
+COEF = {"train_model": (0.0, 0.0, 0.0), "take_snapshot": (0.0, 0.0, 0.0, 0.0)}
+#: A request is this many times the cost law's CPU seconds (jobs share nodes; the fit is an average) ...
+MARGIN = 2.0
+#: ... and at least this many minutes.
+MIN_RUNTIME = 10
+#: Cost of a snapshot under the exact transport over the diagonal one: the largest ratio
+#: `python benchmarks/transport.py` measured (LSTM 6.9x, GRU 3.0x at the default size).
+EXACT_FACTOR = 7.0
+
+
+def work(rule: str, cfg: Mapping, model: str) -> np.ndarray:
+    """The work terms of one job of ``rule`` (a leading 1 for the fixed start-up cost).
+
+    train_model: steps T and steps T B G H^2 (per-step loop overhead and arithmetic);
+    take_snapshot: n T, n T G H^2 and n T^2 H (trace and tangent passes; psi and S at every lag,
+    T^2/2 pairs per sequence) over the n diag sequences.
+    """
+    t, T, H, G = cfg["task"], cfg["task"]["T"], cfg["model"]["hidden"], GATES[model]
+    if rule == "train_model":
+        tr = cfg["train"]
+        steps = tr["epochs"] * max(1, t["n_train"] // tr["batch_size"])
+        return np.array([1.0, steps * T, steps * T * tr["batch_size"] * G * H * H])
+    n = t["n_diag"]
+    return np.array([1.0, n * T, n * T * G * H * H, n * T * T * H])
+
+
+def cpu_seconds(rule: str, cfg: Mapping, model: str) -> float:
+    """CPU seconds of one job by the fitted cost law."""
+    return float(work(rule, cfg, model) @ np.asarray(COEF[rule]))
+
+
+def _minutes(cpu_s: float) -> int:
+    return max(MIN_RUNTIME, math.ceil(MARGIN * cpu_s / 60))
+
+
+def _mb(n_bytes: float, base: int = 600) -> int:
+    return int(base + n_bytes / 2**20)
+
+
+def _sample_bytes(task: Mapping) -> int:
+    """One float32 sequence of inputs and targets."""
+    return task["T"] * (task["D"] + 1) * 4
+
+
+def data_mem_mb(cfg: Mapping) -> int:
+    """The largest split, three times over (generation, targets, the written copy)."""
+    t = cfg["task"]
+    return _mb(3 * max(t["n_train"], t["n_val"], t["n_diag"]) * _sample_bytes(t))
+
+
+def _activation_bytes(cfg: Mapping) -> int:
+    t, h, b = cfg["task"], cfg["model"]["hidden"], cfg["train"]["batch_size"]
+    return 40 * b * t["T"] * h * 4
+
+
+def train_mem_mb(cfg: Mapping) -> int:
+    """Train + val splits resident, plus autograd activations of one batch."""
+    t = cfg["task"]
+    return _mb((t["n_train"] + t["n_val"]) * _sample_bytes(t) + _activation_bytes(cfg), base=1200)
+
+
+def train_runtime_min(cfg: Mapping, model: str) -> int:
+    """Wall-time request of one training job: :data:`MARGIN` times the cost law."""
+    return _minutes(cpu_seconds("train_model", cfg, model))
+
+
+def snapshot_runtime_min(cfg: Mapping, model: str) -> int:
+    """Wall-time request of one snapshot job (envelope, psi, S and the memory curve); the law is
+    the diagonal transport's, times :data:`EXACT_FACTOR` under the exact one."""
+    factor = EXACT_FACTOR if cfg["snapshot"]["transport"] == "exact" else 1.0
+    return _minutes(factor * cpu_seconds("take_snapshot", cfg, model))
+
+
+def snapshot_mem_mb(cfg: Mapping) -> int:
+    """One diag batch: K tangents plus a lag chunk of float64 (B, L, T, H) work arrays."""
+    t, s, h = cfg["task"], cfg["snapshot"], cfg["model"]["hidden"]
+    batch = min(s["batch_size"], t["n_diag"])
+    tangents = (s["directions"] + 2) * batch * t["T"] * h * 4
+    return _mb(tangents + 8 * 8 * (1 << 22), base=1200)
+
+
+def recovery_runtime_min(cfg: Mapping, model: str) -> int:
+    """Two trainings of ``recovery.steps`` steps at most (the task and its control), by the
+    training cost law."""
+    steps = cfg["recovery"]["steps"]
+    epochs = steps / max(1, cfg["task"]["n_train"] // cfg["train"]["batch_size"])
+    short = {**cfg, "train": {**cfg["train"], "epochs": epochs}}
+    return _minutes(2 * cpu_seconds("train_model", short, model))
+
+
+def recovery_mem_mb(cfg: Mapping) -> int:
+    """Largest training set plus the held-out set, and one batch of activations."""
+    rec = cfg["recovery"]
+    data = (rec["n_train"][-1] + rec["n_test"]) * _sample_bytes(cfg["task"])
+    return _mb(data + _activation_bytes(cfg), base=1200)
