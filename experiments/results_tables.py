@@ -24,7 +24,8 @@ import pandas as pd
 from learnwin import io
 from learnwin.claims import (EXPECTED_CLASS, at_epoch, decay_length, markdown, mean_sd, measure, number,
                              to_markdown, verdicts, with_noise)
-from learnwin.summary import SCALE_NAME, budgets
+from learnwin.formatting import SCALE_NAME
+from learnwin.summary import budgets
 
 KEYS = ["model", "optimizer"]
 

@@ -147,6 +147,17 @@ def _ci(samples: np.ndarray) -> tuple[float, float]:
     return tuple(np.quantile(s, [0.025, 0.975]).tolist()) if s.size else (np.nan, np.nan)
 
 
+def master_points(f, kappa, N_star, *, significant, reliable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The master law's points per lag (docs/method.md §7): x = -kappa log f, y = log N* and
+    whether the lag enters the fit (significant, reliable alpha, finite x and y; see above).
+    The master fit of :func:`window_table` and figures 5 and 9 both take their points here."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = -np.asarray(kappa, dtype=float) * np.log(np.asarray(f, dtype=float))
+        y = np.log(np.asarray(N_star, dtype=float))
+    included = np.asarray(significant, bool) & np.asarray(reliable, bool) & np.isfinite(x) & np.isfinite(y)
+    return x, y, included
+
+
 def master_law(x, y, *, boot_y=None) -> dict:
     """OLS of y = log N* on x = -kappa log f (valid lags only) with the bootstrap 95 % CI of the
     slope from ``boot_y`` (resamples x lags); docs/method.md §7."""
@@ -254,11 +265,9 @@ def window_table(
         )
         windows.append(window)
         h_ns.append(pd.DataFrame({"noise": name, "N": N, "H_N": learnability_window(lags["lag"], sc["N_hat"], N)}))
+        x, y, ok = master_points(f, kap, sc["N_star"], significant=sig_lag, reliable=reliable)
         with np.errstate(divide="ignore", invalid="ignore"):
-            x = -kap * np.log(f)
-            y = np.log(sc["N_star"])
             boot_y = np.log(n_star(boot_m, boot_sigma, a, eps))
-            ok = sig_lag & reliable & np.isfinite(x) & np.isfinite(y)
             log_f, boot_log_m, boot_log_s = np.log(f[ok]), np.log(boot_m[:, ok]), np.log(boot_sigma[:, ok])
             log_m, log_s = np.log(m[ok]), np.log(sigma[ok])
         counts = dict(n_significant=int(sig_lag.sum()))

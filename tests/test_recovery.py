@@ -156,7 +156,7 @@ def test_check_config(path, value, message):
 
 
 def test_plot_recovery_writes_png_and_pdf(tmp_path):
-    from learnwin.plot_recovery import plot_recovery
+    from learnwin.plots.recovery import plot_recovery
 
     emp = {"const": [4, 4, 8], "gru": [8, 16, 32]}
     comp = _comparison(emp, {"const": [5, 6, 9], "gru": [20, 40, 80]}).assign(emp_std=1.0)

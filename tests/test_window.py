@@ -6,6 +6,7 @@ import pytest
 
 from learnwin import alpha as A
 from learnwin import window as W
+from learnwin.decay import ols
 from learnwin.io import read_table, write_table
 
 KEYS = dict(model="diag", optimizer="adamw", seed=2, epoch="0")
@@ -253,3 +254,31 @@ def test_bad_noise_definitions_fail_early():
         W.window_table(psi, alpha_df, env, eps=EPS, N_grid=N_GRID, noise=["global"])
     with pytest.raises(ValueError, match="pooled.*total.parquet"):
         W.window_table(psi, alpha_df, env, eps=EPS, N_grid=N_GRID, noise=["pooled"])
+
+
+def test_master_points_are_the_master_fits_own():
+    """master_points gives the fit's x, y and inclusion (docs/method.md §7): the stored fit is the OLS
+    of y on x over the included lags; unreliable, non-significant and f = 0 lags are left out."""
+    lags = np.arange(2, 26, 2)
+    f = np.exp(-lags / 8.0)
+    f[3] = 0.0
+    m = 3.0 * f
+    m[5] = 0.0  # zero mean: not significant
+    reliable = np.ones(len(lags), bool)
+    reliable[[1, 8]] = False
+    m[[1, 8]] *= 5.0  # off the law m = 3 f: they would move the slope if they entered
+    win, _, master, _ = W.window_table(*snapshot(lags, m, 0.5, 1.6, f, reliable=reliable), eps=EPS,
+                                       N_grid=N_GRID, bootstrap=20)
+    per_lag = win.drop_duplicates("lag")
+    x, y, included = W.master_points(per_lag["f"], per_lag["kappa"], per_lag["N_star"],
+                                     significant=per_lag["significant"], reliable=per_lag["reliable"])
+    np.testing.assert_array_equal(np.flatnonzero(~included), [1, 3, 5, 8])
+    np.testing.assert_allclose(x[included], -per_lag["kappa"][included] * np.log(f[included]), rtol=1e-12)
+    a, b, _ = ols(x[included], y[included])
+    row = master.iloc[0]
+    assert row["n_points"] == included.sum() == len(lags) - 4
+    assert row["slope"] == pytest.approx(b, rel=1e-12) and row["intercept"] == pytest.approx(a, rel=1e-12)
+    assert b == pytest.approx(1.0, rel=1e-9)
+    # the figures' former rule (significant lags only) takes other points and another slope
+    old = per_lag["significant"].to_numpy() & np.isfinite(x) & np.isfinite(y)
+    assert old.sum() == included.sum() + 2 and ols(x[old], y[old])[1] != pytest.approx(b, rel=1e-6)
