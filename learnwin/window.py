@@ -64,6 +64,16 @@ AGG_KEYS = ["model", "optimizer", "epoch"]
 NOISES = ("per_lag", "pooled")
 SIGNIFICANCE_SE = 2.0  # |mean| > 2 standard errors
 CHUNK_ELEMENTS = 4_000_000  # resampled values held at once in the bootstrap
+SEED_OFFSET = 7_000  # sequence-bootstrap seed of a snapshot = run seed + SEED_OFFSET
+
+
+def run_seed(psi: pd.DataFrame) -> int:
+    """The workflow's bootstrap seed of one snapshot: its run seed (psi's ``seed`` column) +
+    :data:`SEED_OFFSET`."""
+    runs = psi["seed"].unique() if "seed" in psi.columns else []
+    if len(runs) != 1:
+        raise ValueError(f"window_table: psi holds run seeds {list(runs)}; give one run or pass seed=")
+    return int(runs[0]) + SEED_OFFSET
 
 
 def inv_kappa(alpha) -> np.ndarray:
@@ -208,20 +218,24 @@ def window_table(
     *,
     eps: float,
     N_grid,
-    noise: Sequence[str] = ("per_lag",),
-    bootstrap: int = 200,
-    seed: int = 0,
+    noise: Sequence[str],
+    bootstrap: int,
+    seed: int | None = None,
     alpha_fit: Mapping | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """window, H_N, master and exponents rows of one snapshot, one block per noise definition
-    (docs/method.md §7, §7b). ``total`` (total.parquet) is needed for ``pooled``; ``alpha_fit`` holds the
-    alpha config section (keywords of :func:`learnwin.alpha.fit_sample`) for the S fit. The
-    sequence bootstrap draws from ``default_rng([seed, 0])``, the S fit is seeded [seed, 1]."""
+    (docs/method.md §7, §7b). ``eps``, ``N_grid``, ``noise`` and ``bootstrap`` are the window config
+    section. ``total`` (total.parquet) and ``alpha_fit`` (the alpha config section, keywords of
+    :func:`learnwin.alpha.fit_sample`, for the S fit) are needed for ``pooled``. The sequence
+    bootstrap draws from ``default_rng([seed, 0])``, the S fit is seeded [seed, 1]; ``seed`` None
+    (the workflow's call) = the run seed of psi's ``seed`` column + :data:`SEED_OFFSET`."""
     bad = sorted(set(noise) - set(NOISES))
     if bad or not len(noise):
         raise ValueError(f"window.noise = {list(noise)}: allowed values {list(NOISES)}, at least one")
-    if "pooled" in noise and total is None:
-        raise ValueError("window.noise has 'pooled' but no total.parquet (S_n) was given")
+    if "pooled" in noise and (total is None or alpha_fit is None):
+        raise ValueError("window.noise has 'pooled' but no total.parquet (S_n) or no alpha section was given")
+    if seed is None:
+        seed = run_seed(psi)
     psi = per_sequence(psi)
     keys = {c: psi[c].iloc[0] for c in RUN_KEYS if c in psi.columns and len(psi)}
     wide = psi.pivot(index="lag", columns="sequence", values="psi").sort_index()
@@ -246,7 +260,7 @@ def window_table(
     f, m, sig_lag = (lags[c].to_numpy(t) for c, t in (("f", float), ("m", float), ("significant", bool)))
     windows, h_ns, masters, exps = [], [], [], []
     for name in noise:
-        sigma, a, reliable, boot_sigma = _noise_inputs(name, lags, S, dict(alpha_fit or {}), seed, ratio, L)
+        sigma, a, reliable, boot_sigma = _noise_inputs(name, lags, S, alpha_fit, seed, ratio, L)
         kap = kappa_of(a)
         sc = sample_complexity(f, m, sigma, a, eps=eps, N_grid=N)
         window = pd.DataFrame(
@@ -305,8 +319,8 @@ def predicted_inputs(window: pd.DataFrame) -> pd.DataFrame:
 def aggregate(
     h_n_frames, window_frames, master_frames, exponent_frames, decay_frames, *, eps: float, N_grid
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """results/stats/{H_N, H_N_agg, master, exponents}.parquet from the per-snapshot and decay
-    tables, per noise definition.
+    """The aggregated H_N, H_N_agg, master and exponents tables (docs/artifacts.md) from the
+    per-snapshot and decay tables, per noise definition.
 
     Snapshots whose envelope is NaN at every lag (a diverged run's tombstones) are left out.
     """
