@@ -4,12 +4,12 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from workflow_helpers import run_adapter, schema_defaults
 
 from learnwin import alpha as A
 from learnwin import window as W
 from learnwin.decay import ols
 from learnwin.io import read_table, write_table
-from workflow_helpers import run_adapter, schema_defaults
 
 KEYS = dict(model="diag", optimizer="adamw", seed=2, epoch="0")
 N_GRID = [16, 64, 256, 1024, 4096, 16384]
