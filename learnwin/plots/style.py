@@ -22,7 +22,7 @@ from learnwin.formatting import fmt
 from learnwin.io import atomic_path
 from learnwin.window import NOISES
 
-#: Fixed colour of each model in every figure (docs/method.md §9); tests/test_plots.py checks
+#: Fixed colour of each model in every figure (docs/method.md §9); tests/test_config.py checks
 #: that the keys are the models of :data:`learnwin.cells.CELLS`.
 MODEL_COLORS = {
     "const": "tab:blue",
