@@ -34,7 +34,8 @@ from learnwin.claims import (
     verdicts,
     with_noise,
 )
-from learnwin.summary import SCALE_NAME, budgets
+from learnwin.formatting import SCALE_NAME
+from learnwin.summary import budgets
 
 KEYS = ["model", "optimizer"]
 

@@ -170,13 +170,15 @@ class AlphaFit:
 def fit_sample(
     x,
     *,
-    bootstrap: int = 500,
-    min_samples: int = 1000,
-    max_samples: int = 100_000,
-    ci_width_max: float = 0.3,
+    bootstrap: int,
+    min_samples: int,
+    max_samples: int,
+    ci_width_max: float,
     seed=0,
 ) -> AlphaFit:
-    """Fit one sample (docs/method.md §6): both estimators, selection, reliability. Never raises."""
+    """Fit one sample (docs/method.md §6): both estimators, selection, reliability. Never raises.
+
+    The keywords but ``seed`` are the alpha config section (no defaults here: the schema holds them)."""
     rng = np.random.default_rng(seed)
     x = np.asarray(x, dtype=float).ravel()
     reasons = []
@@ -252,13 +254,14 @@ def per_sequence(psi: pd.DataFrame) -> pd.DataFrame:
 def fit_lags(
     psi: pd.DataFrame,
     *,
-    bootstrap: int = 500,
-    min_samples: int = 1000,
-    max_samples: int = 100_000,
-    ci_width_max: float = 0.3,
+    bootstrap: int,
+    min_samples: int,
+    max_samples: int,
+    ci_width_max: float,
     seed: int | None = None,
 ) -> pd.DataFrame:
     """alpha.parquet rows (one per lag) from a psi table; lag l's generator is seeded by (seed, l).
+    The keywords but ``seed`` are the alpha config section (its defaults live in the schema only).
 
     ``seed`` None (the workflow's call) = the run seed of psi's ``seed`` column + SEED_OFFSET.
     """

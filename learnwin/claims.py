@@ -3,7 +3,7 @@
 Per-seed measurements (:func:`measure`, one table per claim):
 
 - (a) envelope class, :func:`envelope_weights`: from the per-seed decay fits (scope ``seed{S}`` of
-  ``results/decay/{opt}/{model}/epoch{E}.parquet``), ``w_power`` = the summed Akaike weight of the
+  the decay table of each (optimizer, model, epoch)), ``w_power`` = the summed Akaike weight of the
   power and log classes (power, log, power_floor, log_floor) against the exponential family
   (exp, exp_floor, tempered). A seed is power-law-like when w_power > 0.5. Choice: the tempered
   law counts with the exponential family (its weight is also reported, ``w_tempered``).
@@ -168,7 +168,7 @@ def at_epoch(table: pd.DataFrame, epoch) -> pd.DataFrame:
 
 
 def measure(results: str | Path, models, optimizers, seeds, epoch="best") -> dict[str, pd.DataFrame]:
-    """Per-seed tables "a", "b", "c", "d" of the run in ``results`` (a ``results/`` directory)."""
+    """Per-seed tables "a", "b", "c", "d" of the run whose output folder is ``results``."""
     results = Path(results)
 
     def snap(o, m, s, name):

@@ -234,13 +234,14 @@ def fit_curve(
     lag,
     f,
     *,
-    min_points: int = 8,
-    trim: int = 0,
-    bootstrap: int = 200,
-    block: int = 5,
+    min_points: int,
+    trim: int,
+    bootstrap: int,
+    block: int,
     seed=0,
 ) -> pd.DataFrame:
-    """Fit every law to one envelope (docs/method.md §8) -> one row per law (decay.parquet columns)."""
+    """Fit every law to one envelope (docs/method.md §8) -> one row per law (decay.parquet columns).
+    The keywords but ``seed`` are the decay config section."""
     lag = np.asarray(lag, dtype=float)
     f = np.asarray(f, dtype=float)
     order = np.argsort(lag)
@@ -333,13 +334,14 @@ def _finish(rows: dict, n: int, lag: np.ndarray) -> pd.DataFrame:
 def fit_envelopes(
     envelopes: pd.DataFrame,
     *,
-    min_points: int = 8,
-    trim: int = 0,
-    bootstrap: int = 200,
-    block: int = 5,
+    min_points: int,
+    trim: int,
+    bootstrap: int,
+    block: int,
     seed: int = SEED,
 ) -> pd.DataFrame:
     """decay.parquet for one (optimizer, model, epoch): scope "mean" (seed-averaged f) and "seed{S}".
+    The keywords but ``seed`` are the decay config section (its defaults live in the schema only).
 
     The bootstrap generator of a scope is seeded by (seed, 0) for "mean" and (seed, 1 + S) for
     run seed S, so the numbers do not depend on which seeds are present. The default ``seed`` is

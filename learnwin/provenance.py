@@ -1,4 +1,4 @@
-"""Provenance of a workflow run: what ran, with which code, where (results/provenance.yaml).
+"""Provenance of a workflow run: what ran, with which code, where (the run's provenance.yaml).
 
 :func:`collect` records the resolved config (schema defaults applied), the learnwin version
 and git commit, the versions of the numeric stack and Snakemake, the compute device, the

@@ -18,21 +18,12 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from learnwin.formatting import SCALE_NAME, fmt
 from learnwin.io import atomic_path, write_table
 
 KEYS = ["model", "optimizer", "seed"]
 #: Columns of the selected decay law copied into the summary, as ``decay_<column>``.
 DECAY_COLUMNS = ["law", "A", "scale", "scale_lo", "scale_hi", "extra", "k", "r2", "ambiguous"]
-#: Name of the scale parameter of each decay law (docs/method.md §8).
-SCALE_NAME = {
-    "exp": "τ",
-    "power": "β",
-    "log": "γ",
-    "tempered": "β",
-    "exp_floor": "τ",
-    "power_floor": "β",
-    "log_floor": "γ",
-}
 
 
 def _at(df: pd.DataFrame, epoch) -> pd.DataFrame:
@@ -170,11 +161,6 @@ def reading(
         lines.append(f"\n**Missing runs** (left out of every statistic and figure): {'; '.join(missing)}.")
     return "\n".join(lines) + "\n"
 
-
-def fmt(value, digits: int = 3, missing: str = "n/a") -> str:
-    """``value`` to ``digits`` significant digits; ``missing`` when NaN or infinite."""
-    value = float(value)
-    return missing if not math.isfinite(value) else f"{value:.{digits}g}"
 
 
 def write(

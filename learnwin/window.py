@@ -64,6 +64,16 @@ AGG_KEYS = ["model", "optimizer", "epoch"]
 NOISES = ("per_lag", "pooled")
 SIGNIFICANCE_SE = 2.0  # |mean| > 2 standard errors
 CHUNK_ELEMENTS = 4_000_000  # resampled values held at once in the bootstrap
+SEED_OFFSET = 7_000  # sequence-bootstrap seed of a snapshot = run seed + SEED_OFFSET
+
+
+def run_seed(psi: pd.DataFrame) -> int:
+    """The workflow's bootstrap seed of one snapshot: its run seed (psi's ``seed`` column) +
+    :data:`SEED_OFFSET`."""
+    runs = psi["seed"].unique() if "seed" in psi.columns else []
+    if len(runs) != 1:
+        raise ValueError(f"window_table: psi holds run seeds {list(runs)}; give one run or pass seed=")
+    return int(runs[0]) + SEED_OFFSET
 
 
 def inv_kappa(alpha) -> np.ndarray:
@@ -147,6 +157,17 @@ def _ci(samples: np.ndarray) -> tuple[float, float]:
     return tuple(np.quantile(s, [0.025, 0.975]).tolist()) if s.size else (np.nan, np.nan)
 
 
+def master_points(f, kappa, N_star, *, significant, reliable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The master law's points per lag (docs/method.md §7): x = -kappa log f, y = log N* and
+    whether the lag enters the fit (significant, reliable alpha, finite x and y; see above).
+    The master fit of :func:`window_table` and figures 5 and 9 both take their points here."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = -np.asarray(kappa, dtype=float) * np.log(np.asarray(f, dtype=float))
+        y = np.log(np.asarray(N_star, dtype=float))
+    included = np.asarray(significant, bool) & np.asarray(reliable, bool) & np.isfinite(x) & np.isfinite(y)
+    return x, y, included
+
+
 def master_law(x, y, *, boot_y=None) -> dict:
     """OLS of y = log N* on x = -kappa log f (valid lags only) with the bootstrap 95 % CI of the
     slope from ``boot_y`` (resamples x lags); docs/method.md §7."""
@@ -197,20 +218,24 @@ def window_table(
     *,
     eps: float,
     N_grid,
-    noise: Sequence[str] = ("per_lag",),
-    bootstrap: int = 200,
-    seed: int = 0,
+    noise: Sequence[str],
+    bootstrap: int,
+    seed: int | None = None,
     alpha_fit: Mapping | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """window, H_N, master and exponents rows of one snapshot, one block per noise definition
-    (docs/method.md §7, §7b). ``total`` (total.parquet) is needed for ``pooled``; ``alpha_fit`` holds the
-    alpha config section (keywords of :func:`learnwin.alpha.fit_sample`) for the S fit. The
-    sequence bootstrap draws from ``default_rng([seed, 0])``, the S fit is seeded [seed, 1]."""
+    (docs/method.md §7, §7b). ``eps``, ``N_grid``, ``noise`` and ``bootstrap`` are the window config
+    section. ``total`` (total.parquet) and ``alpha_fit`` (the alpha config section, keywords of
+    :func:`learnwin.alpha.fit_sample`, for the S fit) are needed for ``pooled``. The sequence
+    bootstrap draws from ``default_rng([seed, 0])``, the S fit is seeded [seed, 1]; ``seed`` None
+    (the workflow's call) = the run seed of psi's ``seed`` column + :data:`SEED_OFFSET`."""
     bad = sorted(set(noise) - set(NOISES))
     if bad or not len(noise):
         raise ValueError(f"window.noise = {list(noise)}: allowed values {list(NOISES)}, at least one")
-    if "pooled" in noise and total is None:
-        raise ValueError("window.noise has 'pooled' but no total.parquet (S_n) was given")
+    if "pooled" in noise and (total is None or alpha_fit is None):
+        raise ValueError("window.noise has 'pooled' but no total.parquet (S_n) or no alpha section was given")
+    if seed is None:
+        seed = run_seed(psi)
     psi = per_sequence(psi)
     keys = {c: psi[c].iloc[0] for c in RUN_KEYS if c in psi.columns and len(psi)}
     wide = psi.pivot(index="lag", columns="sequence", values="psi").sort_index()
@@ -235,7 +260,7 @@ def window_table(
     f, m, sig_lag = (lags[c].to_numpy(t) for c, t in (("f", float), ("m", float), ("significant", bool)))
     windows, h_ns, masters, exps = [], [], [], []
     for name in noise:
-        sigma, a, reliable, boot_sigma = _noise_inputs(name, lags, S, dict(alpha_fit or {}), seed, ratio, L)
+        sigma, a, reliable, boot_sigma = _noise_inputs(name, lags, S, alpha_fit, seed, ratio, L)
         kap = kappa_of(a)
         sc = sample_complexity(f, m, sigma, a, eps=eps, N_grid=N)
         window = pd.DataFrame(
@@ -254,11 +279,9 @@ def window_table(
         )
         windows.append(window)
         h_ns.append(pd.DataFrame({"noise": name, "N": N, "H_N": learnability_window(lags["lag"], sc["N_hat"], N)}))
+        x, y, ok = master_points(f, kap, sc["N_star"], significant=sig_lag, reliable=reliable)
         with np.errstate(divide="ignore", invalid="ignore"):
-            x = -kap * np.log(f)
-            y = np.log(sc["N_star"])
             boot_y = np.log(n_star(boot_m, boot_sigma, a, eps))
-            ok = sig_lag & reliable & np.isfinite(x) & np.isfinite(y)
             log_f, boot_log_m, boot_log_s = np.log(f[ok]), np.log(boot_m[:, ok]), np.log(boot_sigma[:, ok])
             log_m, log_s = np.log(m[ok]), np.log(sigma[ok])
         counts = dict(n_significant=int(sig_lag.sum()))
@@ -296,8 +319,8 @@ def predicted_inputs(window: pd.DataFrame) -> pd.DataFrame:
 def aggregate(
     h_n_frames, window_frames, master_frames, exponent_frames, decay_frames, *, eps: float, N_grid
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """results/stats/{H_N, H_N_agg, master, exponents}.parquet from the per-snapshot and decay
-    tables, per noise definition.
+    """The aggregated H_N, H_N_agg, master and exponents tables (docs/artifacts.md) from the
+    per-snapshot and decay tables, per noise definition.
 
     Snapshots whose envelope is NaN at every lag (a diverged run's tombstones) are left out.
     """

@@ -69,7 +69,7 @@ def write_claim_run(root: str | Path) -> dict:
             model="gru", optimizer=o, epoch="best", seed=s, lag=lag,
             f=lag ** -1.5 * np.exp(0.03 * np.random.default_rng(s).standard_normal(lag.size))))
             for s in syn.SEEDS])
-        io.write_table(fit_envelopes(env, bootstrap=20, seed=0), res / f"decay/{o}/gru/epochbest.parquet", "decay")
+        io.write_table(fit_envelopes(env, min_points=8, trim=0, bootstrap=20, block=5, seed=0), res / f"decay/{o}/gru/epochbest.parquet", "decay")
     for m, o, s in keys:
         snap = res / f"snapshots/{o}/{m}/seed{s}/epochbest"
         tau0 = syn.tau_of(m, s, "best")

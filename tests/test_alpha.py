@@ -7,7 +7,9 @@ import pytest
 
 from learnwin import alpha as A
 from learnwin.io import read_table, write_table
-from workflow_helpers import run_adapter
+from workflow_helpers import run_adapter, schema_defaults
+
+ALPHA = schema_defaults("alpha")
 
 
 def sas(alpha, size, rng, scale=1.0):
@@ -32,12 +34,12 @@ def test_bias_ecf_and_mcculloch(alpha):
 
 def test_fit_sample_selects_ecf_and_agrees():
     x = sas(1.5, 20_000, np.random.default_rng(3))
-    fit = A.fit_sample(x, seed=1)
+    fit = A.fit_sample(x, **ALPHA, seed=1)
     assert fit.method == "ecf" and fit.reliable and fit.flag == ""
     assert fit.alpha == fit.alpha_ecf and abs(fit.alpha - 1.5) < 0.05
     assert fit.alpha_mcc_lo < 1.5 < fit.alpha_mcc_hi and fit.agree
     assert fit.kappa == pytest.approx(fit.alpha / (fit.alpha - 1))
-    assert A.fit_sample(x, seed=1) == fit  # same seed, same numbers
+    assert A.fit_sample(x, **ALPHA, seed=1) == fit  # same seed, same numbers
 
 
 def test_bootstrap_matches_index_bootstrap():
@@ -67,7 +69,7 @@ DEGENERATE = {
 
 @pytest.mark.parametrize("name", list(DEGENERATE))
 def test_degenerate_samples(name):
-    fit = A.fit_sample(DEGENERATE[name], seed=0)
+    fit = A.fit_sample(DEGENERATE[name], **ALPHA, seed=0)
     assert not fit.reliable and fit.flag
     assert 1.0 <= fit.alpha <= 2.0 and np.isfinite(fit.sigma) and fit.sigma >= 0
     assert not np.isnan(fit.kappa)
@@ -120,8 +122,8 @@ def test_fit_lags_averages_directions():
     rng = np.random.default_rng(1)
     psi = psi_table(rng, lags=(4,), n=1200)
     two = pd.concat([psi.assign(direction=0), psi.assign(direction=1, psi=3 * psi["psi"])])
-    out = A.fit_lags(two, bootstrap=50, seed=0)
-    ref = A.fit_lags(psi.assign(psi=2 * psi["psi"]), bootstrap=50, seed=0)
+    out = A.fit_lags(two, **(ALPHA | {"bootstrap": 50}), seed=0)
+    ref = A.fit_lags(psi.assign(psi=2 * psi["psi"]), **(ALPHA | {"bootstrap": 50}), seed=0)
     pd.testing.assert_frame_equal(out, ref)
 
 

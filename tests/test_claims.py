@@ -23,7 +23,7 @@ def _decay(curve: str, model: str = "gru", seeds=(1, 2, 3)) -> pd.DataFrame:
         model=model, optimizer="adamw", epoch="best", seed=s, lag=LAGS,
         f=CURVES[curve] * np.exp(0.03 * np.random.default_rng(s).standard_normal(LAGS.size))))
         for s in seeds])
-    return fit_envelopes(env, bootstrap=20, seed=0)
+    return fit_envelopes(env, min_points=8, trim=0, bootstrap=20, block=5, seed=0)
 
 
 def _per_seed(a=None, b=None, c=None, d=None):

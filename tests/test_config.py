@@ -147,3 +147,30 @@ def test_config_override_works_from_another_working_directory(tmp_path):
                            "--config", "seeds=[3]"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "seed3" in proc.stdout + proc.stderr
+
+
+def _enums(node, key: str) -> list[list[str]]:
+    """Every ``enum`` of the items of a ``key`` array, anywhere in the schema."""
+    found = []
+    for name, spec in node.get("properties", {}).items():
+        if name == key and "items" in spec:
+            found.append(spec["items"]["enum"])
+        found += _enums(spec, key)
+    return found
+
+
+def test_schema_enums_are_the_packages_models_and_optimizers():
+    """The models and optimizers the schema allows (top level and recovery) are the package's own:
+    learnwin.cells.CELLS and learnwin.train.OPTIMIZERS; the figures colour exactly those models."""
+    from learnwin.cells import CELLS, MODELS
+    from learnwin.plots import MODEL_COLORS
+    from learnwin.train import OPTIMIZERS
+
+    schema = yaml.safe_load(SCHEMA.read_text())
+    models, optimizers = _enums(schema, "models"), _enums(schema, "optimizers")
+    assert len(models) == len(optimizers) == 2  # top level and recovery
+    assert all(set(e) == set(CELLS) == set(MODELS) == set(MODEL_COLORS) for e in models)
+    assert all(set(e) == set(OPTIMIZERS) for e in optimizers)
+    # the check can fail: a model the package lacks, in one of the two enums, is seen
+    schema["properties"]["recovery"]["properties"]["models"]["items"]["enum"].append("rnn")
+    assert not all(set(e) == set(CELLS) for e in _enums(schema, "models"))

@@ -7,7 +7,9 @@ import pytest
 
 from learnwin import decay as D
 from learnwin.io import read_table, write_table
-from workflow_helpers import run_adapter
+from workflow_helpers import run_adapter, schema_defaults
+
+DECAY = schema_defaults("decay")
 
 LAG = np.arange(4, 65, 4.0)  # the default diagnostic lag grid (16 points)
 TRUE = {
@@ -31,7 +33,7 @@ def test_recovery_confusion():
     confusion = pd.DataFrame(0, index=list(TRUE), columns=D.LAWS)
     for law in TRUE:
         for draw in range(50):
-            fit = D.fit_curve(LAG, noisy(law, draw), min_points=8, bootstrap=10, block=5, seed=draw)
+            fit = D.fit_curve(LAG, noisy(law, draw), **(DECAY | {"bootstrap": 10}), seed=draw)
             confusion.loc[law, fit.loc[fit["selected"], "law"].item()] += 1
     print("\nselected law (columns) per true law (rows), 50 draws:\n" + confusion.to_string())
     for law in TRUE:
@@ -45,7 +47,7 @@ def test_recovery_confusion():
     [("exp", 12.0, np.nan), ("power", 1.5, np.nan), ("log", 3.0, np.nan), ("power_floor", 2.0, 5e-4)],
 )
 def test_exact_curve_parameters(law, scale, extra):
-    fit = D.fit_curve(LAG, TRUE[law](LAG), bootstrap=50, seed=0).set_index("law")
+    fit = D.fit_curve(LAG, TRUE[law](LAG), **(DECAY | {"bootstrap": 50}), seed=0).set_index("law")
     row = fit.loc[law]
     assert row["selected"] and not row["ambiguous"] and row["weight"] > 0.99
     assert row["A"] == pytest.approx(1.0, rel=1e-6) and row["scale"] == pytest.approx(scale, rel=1e-6)
@@ -56,7 +58,7 @@ def test_exact_curve_parameters(law, scale, extra):
 
 
 def test_block_bootstrap_ci_covers_truth():
-    fit = D.fit_curve(LAG, noisy("exp", 3), bootstrap=200, block=5, seed=1).set_index("law")
+    fit = D.fit_curve(LAG, noisy("exp", 3), **DECAY, seed=1).set_index("law")
     lo, hi = fit.loc["exp", ["scale_lo", "scale_hi"]]
     assert lo < 12.0 < hi and hi - lo < 3.0
 
@@ -64,9 +66,9 @@ def test_block_bootstrap_ci_covers_truth():
 def test_window_and_trim():
     f = TRUE["power"](LAG)
     f[[0, 5]] = [np.nan, 0.0]
-    fit = D.fit_curve(LAG, f, trim=1, min_points=8, bootstrap=10)
+    fit = D.fit_curve(LAG, f, **(DECAY | {"trim": 1, "bootstrap": 10}))
     assert fit["lag_min"].iloc[0] == 12 and fit["lag_max"].iloc[0] == 60
-    short = D.fit_curve(LAG[:6], TRUE["exp"](LAG[:6]), min_points=8, bootstrap=10)
+    short = D.fit_curve(LAG[:6], TRUE["exp"](LAG[:6]), **(DECAY | {"bootstrap": 10}))
     assert not short["selected"].any() and short["flag"].str.contains("min_points").all()
 
 

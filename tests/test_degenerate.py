@@ -61,7 +61,7 @@ def test_degenerate_inputs_flow_through_statistics_and_plots(case, tmp_path):
     assert len(a) == len(LAGS) and np.isfinite(a["alpha"]).all() and a["alpha"].between(1, 2).all()
     total = _with_keys(pd.DataFrame({"sequence": np.arange(values.shape[1]), "S": values.sum(axis=0)}))
     win, h_n, master, expo = window.window_table(psi, a, env, total, eps=20, N_grid=N_GRID,
-                                                 noise=window.NOISES, bootstrap=20, alpha_fit=dict(bootstrap=50))
+                                                 noise=window.NOISES, bootstrap=20, alpha_fit=dict(bootstrap=50, min_samples=1000, max_samples=100000, ci_width_max=0.3))
     assert set(master["noise"]) == set(expo["noise"]) == set(window.NOISES)
     assert h_n["H_N"].dtype == np.int64
     assert all(np.all(np.diff(h["H_N"]) >= 0) for _, h in h_n.groupby("noise"))

@@ -187,12 +187,19 @@ def test_master_law_points_and_stored_fit(drawn, tables):
     w = tables["window"]
     w = w[(w.model == "const") & (w.optimizer == "adamw") & (w.seed == 1) & (w.noise == "per_lag")]
     w = w.drop_duplicates("lag")
-    w = w[np.isfinite(w["N_star"]) & (w["N_star"] > 0)]
+    fitted = np.isfinite(w["N_star"]) & (w["N_star"] > 0) & w["reliable"] & w["significant"]
+    off = w[~fitted]
+    w = w[fitted]
+    assert len(w) == len(S.LAGS) - 1 and len(off) == 1  # the master fit leaves the unreliable lag out
     np.testing.assert_allclose(np.sort(x), np.sort(-w["kappa"] * np.log(w["f"])), rtol=1e-4)
     np.testing.assert_allclose(np.sort(y), np.sort(np.log(w["N_star"])), rtol=1e-5)
     _, y_hat = ax.collections[1].get_offsets().T  # hollow: the grid value N_hat (NaN off grid)
     np.testing.assert_allclose(np.sort(y_hat[np.isfinite(y_hat)]),
                                np.sort(np.log(w["N_hat"].dropna())), rtol=1e-5)
+    crosses = ax.collections[-1].get_offsets()  # grey: lags the fit leaves out, every seed
+    assert len(crosses) == len(S.SEEDS)
+    np.testing.assert_allclose(crosses[0], [(-off["kappa"] * np.log(off["f"])).iloc[0],
+                                            np.log(off["N_star"]).iloc[0]], rtol=1e-5)
     fit = ax.get_lines()[0]
     np.testing.assert_allclose(fit.get_ydata(), np.log(S.C) + fit.get_xdata(), rtol=1e-5)
     assert "slope 1.00" in _texts(fig)
@@ -204,7 +211,7 @@ def test_N_hat_vs_f_uses_minus_log_f(drawn, tables):
     w = w[(w.model == "const") & (w.optimizer == "adamw") & (w.seed == 1) & (w.noise == "per_lag")]
     w = w.drop_duplicates("lag")
     np.testing.assert_allclose(
-        np.sort(x), np.sort(-np.log(w.loc[np.isfinite(w["N_star"]) & (w["N_star"] > 0), "f"])),
+        np.sort(x), np.sort(-np.log(w.loc[np.isfinite(w["N_star"]) & (w["N_star"] > 0) & w["reliable"], "f"])),
         rtol=1e-4,
     )
 

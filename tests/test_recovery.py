@@ -1,13 +1,18 @@
-"""Direct measurement of the learnability window (learnwin/recovery.py)."""
+"""Direct measurement of the learnability window (learnwin/recovery_job.py, learnwin/recovery.py)."""
 
+import ast
 import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from learnwin import recovery
+from learnwin import recovery, recovery_job
 from learnwin.config import ConfigError, check_recovery
 
 TASK = dict(T=16, D=2, noise_std=0.1)
@@ -19,7 +24,7 @@ LAGS, NS, SEEDS = (1, 2, 20), (16, 128), (3, 4)
 
 
 def _job(seed, lag, n_train, control):
-    return recovery.recovery_run(
+    return recovery_job.recovery_run(
         model="const", optimizer="adamw", seed=seed, lag=lag, n_train=n_train, control=control,
         task=TASK, model_config=MODEL, optim_config=OPTIM, train_config=TRAIN, recovery=REC)
 
@@ -156,7 +161,7 @@ def test_check_config(path, value, message):
 
 
 def test_plot_recovery_writes_png_and_pdf(tmp_path):
-    from learnwin.plot_recovery import plot_recovery
+    from learnwin.plots.recovery import plot_recovery
 
     emp = {"const": [4, 4, 8], "gru": [8, 16, 32]}
     comp = _comparison(emp, {"const": [5, 6, 9], "gru": [20, 40, 80]}).assign(emp_std=1.0)
@@ -180,3 +185,27 @@ def test_compare_and_agreement_keep_noise_definitions_apart():
         "per_lag": [2.0, 3.0], "pooled": [0.0, 1.0]}
     agree = recovery.agreement(out)
     assert sorted(agree["noise"].unique()) == ["per_lag", "pooled"] and (agree["n_points"] <= 2).all()
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _adapter_imports(name: str) -> str:
+    """The import statements of workflow/scripts/<name>.py, as source."""
+    tree = ast.parse((ROOT / "workflow" / "scripts" / f"{name}.py").read_text())
+    return "\n".join(ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom)))
+
+
+def _loads_torch(source: str) -> bool:
+    """Whether running ``source`` in a fresh interpreter leaves torch in sys.modules."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", f"{source}\nimport sys\nprint('torch' in sys.modules)"],
+                         capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    return out.stdout.strip() == "True"
+
+
+def test_recovery_statistics_and_their_adapter_do_not_import_torch():
+    assert not _loads_torch("import learnwin.recovery\n" + _adapter_imports("aggregate_recovery"))
+    # the check sees torch where it is: the training job and its adapter import it
+    assert _loads_torch("import learnwin.recovery_job")
+    assert _loads_torch(_adapter_imports("train_recovery"))

@@ -2,16 +2,21 @@
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
+from workflow_helpers import run_adapter, schema_defaults
 
 from learnwin import alpha as A
 from learnwin import window as W
+from learnwin.decay import ols
 from learnwin.io import read_table, write_table
 
 KEYS = dict(model="diag", optimizer="adamw", seed=2, epoch="0")
 N_GRID = [16, 64, 256, 1024, 4096, 16384]
 EPS = 20.0
 ARTIFACTS = ("window", "H_N", "master", "exponents")
+ALPHA = schema_defaults("alpha")
+PER_LAG = dict(noise=["per_lag"], bootstrap=200)  # one noise definition, the schema's bootstrap
 
 
 def snapshot(lags, m, sigma, alpha, f, n=64, reliable=True, spread=1e-3):
@@ -35,7 +40,7 @@ def test_closed_form_window_and_monotone():
     lags = np.arange(4, 65, 4)
     tau, c, sigma, alpha = 10.0, 3.0, 0.5, 1.6
     f = np.exp(-lags / tau)
-    win, h_n, master, _ = W.window_table(*snapshot(lags, c * f, sigma, alpha, f), eps=EPS, N_grid=N_GRID)
+    win, h_n, master, _ = W.window_table(*snapshot(lags, c * f, sigma, alpha, f), eps=EPS, N_grid=N_GRID, **PER_LAG)
     ik = 1 - 1 / alpha
     N = np.array(N_GRID, float)
     # Detected iff c f(l) N^(1/kappa) / sigma > eps  <=>  l < tau log(c N^(1/kappa) / (eps sigma)).
@@ -63,17 +68,17 @@ def test_degenerate_window():
     f = np.array([1.0, 1e-3, 0.0, 1e-300])
     psi, alpha_df, env = snapshot(lags, np.zeros(4), 1.0, 1.5, f)
     psi = psi.assign(psi=0.0)  # psi all zero: m = 0
-    win, h_n, master, expo = W.window_table(psi, alpha_df, env, eps=EPS, N_grid=N_GRID)
+    win, h_n, master, expo = W.window_table(psi, alpha_df, env, eps=EPS, N_grid=N_GRID, **PER_LAG)
     assert (h_n["H_N"] == 0).all() and not win["detected"].any()
     assert master["n_significant"].iloc[0] == 0 and np.isnan(expo["b"].iloc[0]) and expo["flag"].iloc[0]
     assert win["N_hat"].isna().all() and np.isinf(win["N_star"]).all()
     assert np.isnan(master["slope"].iloc[0]) and master["n_points"].iloc[0] == 0 and master["flag"].iloc[0]
     # kappa = inf (alpha = 1): SNR = m / sigma for every N.
-    win1, h1, _, _ = W.window_table(*snapshot(lags, np.ones(4), 0.01, 1.0, f), eps=EPS, N_grid=N_GRID)
+    win1, h1, _, _ = W.window_table(*snapshot(lags, np.ones(4), 0.01, 1.0, f), eps=EPS, N_grid=N_GRID, **PER_LAG)
     assert np.isinf(win1["kappa"]).all() and (h1["H_N"] == 4).all() and (win1["N_star"] == 0).all()
     np.testing.assert_allclose(win1["snr"], 100.0)
     # sigma = 0: no scale, never detected.
-    win0, h0, _, _ = W.window_table(psi.assign(psi=1.0), alpha_df.assign(sigma=0.0), env, eps=EPS, N_grid=N_GRID)
+    win0, h0, _, _ = W.window_table(psi.assign(psi=1.0), alpha_df.assign(sigma=0.0), env, eps=EPS, N_grid=N_GRID, **PER_LAG)
     assert (h0["H_N"] == 0).all() and win0["snr"].isna().all()
 
 
@@ -91,7 +96,7 @@ def test_aggregate_and_round_trip(tmp_path):
     frames = []
     for seed, sigma in ((2, 0.4), (12, 0.6)):
         psi, a_df, env = snapshot(lags, c * f, sigma, alpha, f)
-        tables = W.window_table(psi.assign(seed=seed), a_df, env.assign(seed=seed), eps=EPS, N_grid=N_GRID)
+        tables = W.window_table(psi.assign(seed=seed), a_df, env.assign(seed=seed), eps=EPS, N_grid=N_GRID, **PER_LAG)
         for artifact, df in zip(ARTIFACTS, tables):
             write_table(df, tmp_path / f"{artifact}{seed}.parquet", artifact)
         frames.append([read_table(tmp_path / f"{a}{seed}.parquet", a) for a in ARTIFACTS])
@@ -151,13 +156,13 @@ def noisy_snapshot(noise_scales_with_f: bool, n=2000, c=5.0, s=1.0, rng_seed=1, 
                         "psi": P.ravel()}).assign(**KEYS)
     total = pd.DataFrame({"sequence": np.arange(n), "S": P.sum(axis=0)}).assign(**KEYS)
     env = pd.DataFrame({"lag": LAGS7B, "f": F7B}).assign(**KEYS)
-    alpha_df = A.fit_lags(psi, bootstrap=50, seed=1)
+    alpha_df = A.fit_lags(psi, **(ALPHA | {"bootstrap": 50}), seed=1)
     return psi, alpha_df, env, total
 
 
 def both(psi, alpha_df, env, total, N_grid=N_GRID, bootstrap=200):
     tables = W.window_table(psi, alpha_df, env, total, eps=EPS, N_grid=N_grid, noise=W.NOISES,
-                            bootstrap=bootstrap, seed=3, alpha_fit=dict(bootstrap=50))
+                            bootstrap=bootstrap, seed=3, alpha_fit=ALPHA | {"bootstrap": 50})
     return [t.set_index("noise") for t in tables]
 
 
@@ -213,7 +218,7 @@ def test_pooled_sigma_of_known_stable_sum():
     psi, alpha_df, env = snapshot(lags, np.array([1.0, 0.5, 0.25]), 0.1, 1.8, np.array([1.0, 0.5, 0.25]), n=n)
     total = pd.DataFrame({"sequence": np.arange(n), "S": S}).assign(**KEYS)
     win = W.window_table(psi, alpha_df, env, total, eps=EPS, N_grid=N_GRID, noise=["pooled"],
-                         bootstrap=20, alpha_fit=dict(bootstrap=100))[0]
+                         bootstrap=20, alpha_fit=ALPHA | {"bootstrap": 100})[0]
     assert win["alpha"].iloc[0] == pytest.approx(alpha_true, abs=0.05)
     assert win["sigma"].iloc[0] == pytest.approx(scale, rel=0.05)
     assert win["reliable"].all() and win["sigma"].nunique() == 1
@@ -232,9 +237,9 @@ def test_significance_filter_excludes_and_counts_zero_mean_lags():
     P = np.where(zero[:, None], 0.0, 3.0 * f[:, None]) + noise
     psi = pd.DataFrame({"lag": np.repeat(lags, n), "sequence": np.tile(np.arange(n), len(lags)),
                         "psi": P.ravel()}).assign(**KEYS)
-    alpha_df = A.fit_lags(psi, bootstrap=50, seed=1)
+    alpha_df = A.fit_lags(psi, **(ALPHA | {"bootstrap": 50}), seed=1)
     env = pd.DataFrame({"lag": lags, "f": f}).assign(**KEYS)
-    win, _, master, expo = W.window_table(psi, alpha_df, env, eps=EPS, N_grid=N_GRID, bootstrap=50)
+    win, _, master, expo = W.window_table(psi, alpha_df, env, eps=EPS, N_grid=N_GRID, noise=["per_lag"], bootstrap=50)
     sig = win.drop_duplicates("lag").set_index("lag")["significant"]
     se = P.std(axis=1, ddof=1) / np.sqrt(n)
     np.testing.assert_array_equal(sig.to_numpy(), np.abs(P.mean(axis=1)) > 2 * se)
@@ -250,6 +255,62 @@ def test_significance_filter_excludes_and_counts_zero_mean_lags():
 def test_bad_noise_definitions_fail_early():
     psi, alpha_df, env = snapshot(np.array([1, 2, 3]), np.ones(3), 1.0, 1.5, np.ones(3))
     with pytest.raises(ValueError, match="window.noise"):
-        W.window_table(psi, alpha_df, env, eps=EPS, N_grid=N_GRID, noise=["global"])
+        W.window_table(psi, alpha_df, env, eps=EPS, N_grid=N_GRID, noise=["global"], bootstrap=200)
     with pytest.raises(ValueError, match="pooled.*total.parquet"):
-        W.window_table(psi, alpha_df, env, eps=EPS, N_grid=N_GRID, noise=["pooled"])
+        W.window_table(psi, alpha_df, env, eps=EPS, N_grid=N_GRID, noise=["pooled"], bootstrap=200)
+
+
+def test_master_points_are_the_master_fits_own():
+    """master_points gives the fit's x, y and inclusion (docs/method.md §7): the stored fit is the OLS
+    of y on x over the included lags; unreliable, non-significant and f = 0 lags are left out."""
+    lags = np.arange(2, 26, 2)
+    f = np.exp(-lags / 8.0)
+    f[3] = 0.0
+    m = 3.0 * f
+    m[5] = 0.0  # zero mean: not significant
+    reliable = np.ones(len(lags), bool)
+    reliable[[1, 8]] = False
+    m[[1, 8]] *= 5.0  # off the law m = 3 f: they would move the slope if they entered
+    win, _, master, _ = W.window_table(*snapshot(lags, m, 0.5, 1.6, f, reliable=reliable), eps=EPS,
+                                       N_grid=N_GRID, noise=["per_lag"], bootstrap=20)
+    per_lag = win.drop_duplicates("lag")
+    x, y, included = W.master_points(per_lag["f"], per_lag["kappa"], per_lag["N_star"],
+                                     significant=per_lag["significant"], reliable=per_lag["reliable"])
+    np.testing.assert_array_equal(np.flatnonzero(~included), [1, 3, 5, 8])
+    np.testing.assert_allclose(x[included], -per_lag["kappa"][included] * np.log(f[included]), rtol=1e-12)
+    a, b, _ = ols(x[included], y[included])
+    row = master.iloc[0]
+    assert row["n_points"] == included.sum() == len(lags) - 4
+    assert row["slope"] == pytest.approx(b, rel=1e-12) and row["intercept"] == pytest.approx(a, rel=1e-12)
+    assert b == pytest.approx(1.0, rel=1e-9)
+    # the figures' former rule (significant lags only) takes other points and another slope
+    old = per_lag["significant"].to_numpy() & np.isfinite(x) & np.isfinite(y)
+    assert old.sum() == included.sum() + 2 and ols(x[old], y[old])[1] != pytest.approx(b, rel=1e-6)
+
+
+def test_window_seed_from_the_run_seed_as_the_workflow(tmp_path):
+    """A library call without ``seed`` writes the compute_window adapter's tables, with the bootstrap
+    seed the workflow always used (run seed + 7000); another run seed gives other CIs."""
+    rng = np.random.default_rng(3)
+    lags = np.arange(2, 20, 2)
+    f = np.exp(-lags / 6.0)
+    psi, alpha_df, env = snapshot(lags, 3.0 * f, 0.5, 1.6, f, n=200, spread=0.5)
+    psi = psi.assign(psi=psi["psi"] + 0.2 * rng.standard_normal(len(psi)))  # CIs of nonzero width
+    cfg = dict(eps=EPS, N_grid=N_GRID, noise=["per_lag"], bootstrap=40)
+    paths = {name: str(tmp_path / f"{name}.parquet") for name in ("psi", "alpha", "envelope")}
+    for (name, path), df in zip(paths.items(), (psi, alpha_df, env)):
+        write_table(df, path, name)
+    out = {a: str(tmp_path / f"adapter_{a}.parquet") for a in ("window", "H_N", "master", "exponents")}
+    run_adapter("compute_window", tmp_path, params={"window": cfg, "alpha": ALPHA},
+                input={**paths, "total": str(tmp_path / "none.parquet")}, output=out)
+    psi, alpha_df, env = (read_table(paths[n], n) for n in ("psi", "alpha", "envelope"))  # as the adapter reads
+    lib = W.window_table(psi, alpha_df, env, **cfg, alpha_fit=ALPHA)
+    for artifact, table in zip(ARTIFACTS, lib):
+        write_table(table, tmp_path / f"lib_{artifact}.parquet", artifact)
+        assert pq.read_table(out[artifact]).equals(pq.read_table(tmp_path / f"lib_{artifact}.parquet")), artifact
+    assert W.run_seed(psi) == 2 + W.SEED_OFFSET
+    pd.testing.assert_frame_equal(lib[2], W.window_table(psi, alpha_df, env, **cfg, seed=2 + 7000)[2])
+    other = W.window_table(psi, alpha_df, env, **cfg, seed=0)[2]
+    assert other["slope_lo"].iloc[0] != lib[2]["slope_lo"].iloc[0]
+    with pytest.raises(ValueError, match="run seeds"):
+        W.window_table(pd.concat([psi, psi.assign(seed=5)]), alpha_df, env, **cfg)

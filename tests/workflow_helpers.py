@@ -11,10 +11,19 @@ import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles")
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def schema_defaults(section: str) -> dict:
+    """The schema's default of every key of one config section: the keywords the workflow passes
+    to the statistics functions, which have no defaults of their own."""
+    props = yaml.safe_load(SCHEMA.read_text())["properties"][section]["properties"]
+    return {key: spec["default"] for key, spec in props.items()}
 
 
 def copy_workflow(dest: Path) -> Path:

@@ -1,4 +1,5 @@
-"""Adapter: recovery rows + results/stats/H_N_agg.parquet -> learned, window, comparison, agreement."""
+"""Adapter: recovery rows + the aggregated H_N table (H_N_agg) -> learned, window, comparison, agreement
+(learnwin.recovery, no torch)."""
 import pandas as pd
 
 from learnwin import io, recovery, runtime

@@ -1,4 +1,4 @@
-"""Adapter: per-snapshot H_N/window/master/exponents + decay files -> results/stats/ (docs/method.md §7-§8)."""
+"""Adapter: per-snapshot H_N/window/master/exponents + decay files -> the aggregated stats tables (docs/method.md §7-§8)."""
 
 from learnwin import io, runtime, window
 

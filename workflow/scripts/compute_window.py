@@ -3,8 +3,6 @@ learnwin.window)."""
 
 from learnwin import io, runtime, window
 
-WINDOW_SEED_OFFSET = 7_000  # sequence-bootstrap seed = run seed + stage offset
-
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 cfg = snakemake.params.window
 psi = io.read_table(snakemake.input.psi, "psi")
@@ -13,9 +11,8 @@ envelope = io.read_table(snakemake.input.envelope, "envelope")
 total = io.read_table(snakemake.input.total, "total") if "pooled" in cfg["noise"] else None
 win, h_n, master, expo = window.window_table(
     psi, alpha, envelope, total, eps=cfg["eps"], N_grid=cfg["N_grid"], noise=cfg["noise"],
-    bootstrap=cfg["bootstrap"], seed=int(psi["seed"].iloc[0]) + WINDOW_SEED_OFFSET,
-    alpha_fit=snakemake.params.alpha,
-)
+    bootstrap=cfg["bootstrap"], alpha_fit=snakemake.params.alpha,
+)  # the bootstrap seed comes from the run seed (window.run_seed)
 for row in master.itertuples():
     log.info("%s: master slope %.3f [%.3f, %.3f] on %d of %d significant lags", row.noise, row.slope,
              row.slope_lo, row.slope_hi, row.n_points, row.n_significant)

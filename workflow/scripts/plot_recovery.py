@@ -1,8 +1,9 @@
-"""Adapter: results/recovery/{comparison,agreement}.parquet -> results/figures/recovery.{png,pdf}."""
+"""Adapter: rule plot_recovery, the recovery comparison and agreement tables -> the recovery figure
+(learnwin.plots.recovery.plot_recovery)."""
 import logging
 
 from learnwin import io, runtime
-from learnwin.plot_recovery import plot_recovery
+from learnwin.plots.recovery import plot_recovery
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 logging.getLogger("fontTools").setLevel(logging.WARNING)  # PDF font subsetting chatter

@@ -1,4 +1,4 @@
-"""Adapter: rule write_provenance -> learnwin.provenance.collect -> results/provenance.yaml."""
+"""Adapter: rule write_provenance -> learnwin.provenance.collect -> the run's provenance.yaml."""
 
 from learnwin import io, provenance, runtime
 

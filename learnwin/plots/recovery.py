@@ -1,33 +1,27 @@
 """Figure of the direct measurement: H_N_emp against N next to the predicted H_N.
 
-One panel per (optimizer, model), model colours of docs/method.md §9 (:data:`learnwin.plots.MODEL_COLORS`),
-log-x N axis. Solid with band: H_N_emp, seed mean ± 1 std (learnwin/recovery.py). Dashed: H_N
-of the snapshot statistics (docs/method.md §7, seed mean); dotted: closed-form prediction of the selected
-decay class (docs/method.md §8); both from the snapshot epoch ``epoch``. The panel title carries the
-Spearman correlation of the optimizer's points. Computes nothing: it draws stored tables.
-"""
+One panel per (optimizer, model), model colours of docs/method.md §9
+(:data:`learnwin.plots.style.MODEL_COLORS`), log-x N axis. Solid with band: H_N_emp, seed
+mean ± 1 std (:mod:`learnwin.recovery`). Dashed: H_N of the snapshot statistics (docs/method.md §7,
+seed mean); dotted: closed-form prediction of the selected decay class (docs/method.md §8); both
+from the snapshot epoch ``epoch``. The panel title carries the Spearman correlation of the
+optimizer's points. Computes nothing: it draws stored tables."""
 
 from __future__ import annotations
 
-import matplotlib as mpl
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullLocator
 
-from learnwin.io import atomic_path
-from learnwin.plots import MODEL_COLORS
+from learnwin.plots.style import MODEL_COLORS, saved
 
 
-def plot_recovery(comparison: pd.DataFrame, agreement: pd.DataFrame, *, epoch: str, png, pdf,
-                  dpi: int = 150) -> Figure:
-    """Write the recovery figure as PNG and PDF (atomically) and return it."""
-    with mpl.rc_context({"font.size": 8, "axes.titlesize": 9, "legend.fontsize": 8}):
-        return _draw(comparison, agreement, epoch=epoch, png=png, pdf=pdf, dpi=dpi)
-
-
-def _draw(comparison, agreement, *, epoch, png, pdf, dpi) -> Figure:
+@saved
+def plot_recovery(comparison: pd.DataFrame, agreement: pd.DataFrame, *, epoch: str) -> Figure:
+    """The recovery figure; written as PNG and PDF (atomically, keywords ``png``, ``pdf``,
+    ``dpi``) and returned."""
     if "noise" in comparison:  # the snapshot predictions of the per_lag definition (docs/method.md §7b)
         comparison = comparison[comparison["noise"].isna() | (comparison["noise"] == "per_lag")]
         agreement = agreement[agreement["noise"] == "per_lag"]
@@ -59,7 +53,7 @@ def _draw(comparison, agreement, *, epoch, png, pdf, dpi) -> Figure:
             if c == 0:
                 ax.set_ylabel("window $H_N$ (lags)")
         axes[r, 0].annotate(
-            f"Spearman: snapshot {_fmt(rho.get('snapshot'))}, decay {_fmt(rho.get('decay'))}",
+            f"Spearman: snapshot {_signed(rho.get('snapshot'))}, decay {_signed(rho.get('decay'))}",
             xy=(0.02, 0.98), xycoords="axes fraction", va="top", fontsize=7)
     handles = [
         Line2D([], [], color="k", marker="o", ms=3, label="measured $H_N^{emp}$ (mean ± std)"),
@@ -68,13 +62,9 @@ def _draw(comparison, agreement, *, epoch, png, pdf, dpi) -> Figure:
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=3 if len(models) > 2 else 1,
                frameon=False)
-    with atomic_path(png, suffix=".png") as tmp:
-        fig.savefig(tmp, format="png", dpi=dpi)
-    fig.set_layout_engine("none")
-    with atomic_path(pdf, suffix=".pdf") as tmp:
-        fig.savefig(tmp, format="pdf")
     return fig
 
 
-def _fmt(value) -> str:
+def _signed(value) -> str:
+    """Two decimals with a sign; "n/a" when missing."""
     return "n/a" if value is None or not np.isfinite(value) else f"{value:+.2f}"

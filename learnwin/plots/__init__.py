@@ -1,0 +1,80 @@
+"""The figures of docs/method.md §9, drawn from stored artifacts.
+
+One function per figure. Each takes the tables it shows (already read, see
+docs/artifacts.md), the two output paths and plain settings, and writes a PNG and a PDF
+atomically. Plots compute no statistics: everything shown was computed and stored by an
+earlier stage, or is taken from the package's own science functions (the stored decay fits
+through :func:`learnwin.decay.law_f`, the master-law points through
+:func:`learnwin.window.master_points`). The only aggregation done here is for display,
+:func:`seed_band` (mean ± 1 std over seeds); histograms and CCDFs of stored per-unit time
+scales are drawings of the stored values.
+
+Figures are drawn with the object-oriented API (``matplotlib.figure.Figure``, Agg canvas),
+so no pyplot state or display is involved. Missing runs, empty tables and non-finite values
+are drawn around: a panel with nothing to show says "no data".
+
+Modules: :mod:`.style` (colours, fonts, saving, shared helpers), :mod:`.envelope`,
+:mod:`.window`, :mod:`.training` and :mod:`.recovery` (the direct measurement's figure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from learnwin.plots.envelope import (
+    plot_decay_table,
+    plot_envelope,
+    plot_envelope_decomposition,
+    plot_memory,
+    plot_optimizers,
+    plot_tau_spectra,
+)
+from learnwin.plots.style import MODEL_COLORS, OPTIMIZER_STYLES, seed_band
+from learnwin.plots.training import plot_epochs, plot_learning_curves
+from learnwin.plots.window import (
+    plot_alpha,
+    plot_eps_th,
+    plot_exponents,
+    plot_H_N,
+    plot_master_law,
+    plot_N_hat_vs_f,
+)
+
+#: Figure name (the stem of its files, rule plot_<name>) -> drawing function.
+FIGURES: dict[str, Callable] = {
+    "H_N": plot_H_N,
+    "envelope": plot_envelope,
+    "envelope_decomposition": plot_envelope_decomposition,
+    "tau_spectra": plot_tau_spectra,
+    "N_hat_vs_f": plot_N_hat_vs_f,
+    "alpha": plot_alpha,
+    "eps_th": plot_eps_th,
+    "learning_curves": plot_learning_curves,
+    "master_law": plot_master_law,
+    "optimizers": plot_optimizers,
+    "decay_table": plot_decay_table,
+    "epochs": plot_epochs,
+    "exponents": plot_exponents,
+    "memory": plot_memory,
+}
+
+__all__ = [
+    "FIGURES",
+    "MODEL_COLORS",
+    "OPTIMIZER_STYLES",
+    "plot_H_N",
+    "plot_N_hat_vs_f",
+    "plot_alpha",
+    "plot_decay_table",
+    "plot_envelope",
+    "plot_envelope_decomposition",
+    "plot_epochs",
+    "plot_eps_th",
+    "plot_exponents",
+    "plot_learning_curves",
+    "plot_master_law",
+    "plot_memory",
+    "plot_optimizers",
+    "plot_tau_spectra",
+    "seed_band",
+]
