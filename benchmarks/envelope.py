@@ -34,8 +34,7 @@ import yaml
 from learnwin.cells import build_model
 from learnwin.config import lag_grid
 from learnwin.detect import output_error, psi_chunk, random_directions, tangents
-from learnwin.envelope import (
-    EnvelopeAccumulator, Transport, base_rate, lag_chunks, receiving_times, take_times)
+from learnwin.envelope import EnvelopeAccumulator, Transport, base_rate, lag_chunks, receiving_times, take_times
 
 
 def _factors(trace):

@@ -46,7 +46,7 @@ def main() -> None:
                 if n.startswith("cell.")}
         w_out = model.W_out.detach()
 
-        def batches():
+        def batches(model=model):
             for i in range(0, x_all.shape[0], bs):
                 x = x_all[i:i + bs]
                 with torch.no_grad():

@@ -7,8 +7,9 @@ the Snakefile is parsed, so a bad config fails before any job starts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 

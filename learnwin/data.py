@@ -9,8 +9,8 @@ diag, nor the first sequences of train.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

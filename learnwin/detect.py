@@ -18,7 +18,7 @@ and their sum over l is the lag-independent total S_n of docs/method.md §7b (po
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd

@@ -30,7 +30,7 @@ t = l..T-1 of sum_q |mu|. The geometric envelope is exp(mean log sum_q |mu|) ove
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd

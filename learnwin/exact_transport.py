@@ -38,7 +38,7 @@ Choices (docs/method.md §4b silent):
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd

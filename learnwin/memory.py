@@ -11,8 +11,8 @@ at the default size on one core); the mean of |.| over the same (sequence, t) pa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd

@@ -11,10 +11,11 @@ from __future__ import annotations
 import platform
 import socket
 import subprocess
-from datetime import datetime, timezone
+from collections.abc import Mapping
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 #: Distributions whose versions are recorded.
 PACKAGES = ("torch", "numpy", "scipy", "pyarrow", "pandas", "matplotlib", "snakemake")
@@ -78,6 +79,6 @@ def collect(config: Mapping, threads: int | None) -> dict:
         "threads": threads,
         "host": socket.gethostname(),
         "platform": platform.platform(),
-        "timestamp_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "timestamp_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "config": _plain(config),
     }

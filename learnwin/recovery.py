@@ -18,7 +18,7 @@ Choices:
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -114,9 +114,8 @@ def spearman(a, b) -> tuple[float, float]:
 
 def model_order(values: pd.Series) -> str:
     """Models from the largest to the smallest window, '=' between ties: 'gru>lstm=diag'."""
-    out = ""
-    for i, (name, v) in enumerate(values.sort_values(ascending=False, kind="stable").items()):
-        out += "" if i == 0 else ("=" if np.isclose(v, prev) else ">")
-        out += str(name)
-        prev = v
+    ranked = values.sort_values(ascending=False, kind="stable")
+    out = "".join(str(name) for name in ranked.index[:1])
+    for name, v, prev in zip(ranked.index[1:], ranked.to_numpy()[1:], ranked.to_numpy()[:-1]):
+        out += ("=" if np.isclose(v, prev) else ">") + str(name)
     return out

@@ -35,7 +35,7 @@ permutation from (seed, lag, n_train) via :func:`run_seed`. Same config -> same 
 from __future__ import annotations
 
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd

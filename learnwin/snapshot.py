@@ -9,8 +9,8 @@ streams the diag split through :func:`probe` in batches, so memory is bounded by
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -22,7 +22,14 @@ from learnwin.cells import build_model
 from learnwin.data import load_split
 from learnwin.detect import output_error, psi_all_lags, psi_frame, random_directions, tangents
 from learnwin.envelope import (
-    EnvelopeAccumulator, Transport, base_rate, lag_chunks, rate_matrix, receiving_times, take_times)
+    EnvelopeAccumulator,
+    Transport,
+    base_rate,
+    lag_chunks,
+    rate_matrix,
+    receiving_times,
+    take_times,
+)
 from learnwin.exact_transport import probe_exact
 
 

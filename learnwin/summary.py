@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd

@@ -51,12 +51,13 @@ Choices where docs/method.md is silent:
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from learnwin.alpha import fit_sample, kappa as kappa_of, per_sequence
+from learnwin.alpha import fit_sample, per_sequence
+from learnwin.alpha import kappa as kappa_of
 from learnwin.decay import ols, predict_window
 
 RUN_KEYS = ("model", "optimizer", "seed", "epoch")

@@ -1,7 +1,6 @@
 """Session fixtures: one smoke run of the whole workflow, shared by the end-to-end tests."""
 
 import pytest
-
 from workflow_helpers import copy_workflow, snakemake
 
 

@@ -4,8 +4,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learnwin.claims import (claim_scores, claim_table, decay_length, envelope_weights, growth_law, log_tau_iqr,
-                             to_markdown, verdicts)
+from learnwin.claims import (
+    claim_scores,
+    claim_table,
+    decay_length,
+    envelope_weights,
+    growth_law,
+    log_tau_iqr,
+    to_markdown,
+    verdicts,
+)
 from learnwin.decay import fit_envelopes
 
 LAGS = np.arange(2, 62, 2, dtype=float)

@@ -4,10 +4,10 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from workflow_helpers import run_adapter, schema_defaults
 
 from learnwin import decay as D
 from learnwin.io import read_table, write_table
-from workflow_helpers import run_adapter, schema_defaults
 
 DECAY = schema_defaults("decay")
 

@@ -41,7 +41,7 @@ def _brute_force_M(cell, x):
     n = z.shape[-1]
     M = torch.zeros(x.shape[0], T, T, n, n, dtype=F64)
     for b in range(x.shape[0]):
-        J = [jacrev(lambda zz: et._step(cell, u_rec, xp[b:b + 1, k], zz[None])[0])(z_prev[b, k]).detach()
+        J = [jacrev(lambda zz, b=b, k=k: et._step(cell, u_rec, xp[b:b + 1, k], zz[None])[0])(z_prev[b, k]).detach()
              for k in range(T)]
         for t in range(T):
             prod = torch.eye(n, dtype=F64)

@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
-
 import synthetic as S
-from learnwin.plots import FIGURES
+import yaml
 from workflow_helpers import copy_workflow, scheduled, snakemake
+
+from learnwin.plots import FIGURES
 
 FIGURE_RULES = {f"plot_{name}" for name in FIGURES}
 # Rules allowed to re-run when only the figures section changes: the figures, provenance

@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from workflow_helpers import ROOT, SNAKEMAKE
 
 from learnwin import layout
-from workflow_helpers import ROOT, SNAKEMAKE
 
 SNAKEFILES = ["Snakefile", "workflow/rules"]
 

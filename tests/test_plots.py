@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import synthetic as S
 from matplotlib.image import imread
 
-import synthetic as S
 from learnwin import plots
 from learnwin.io import read_table
 

@@ -15,10 +15,10 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from workflow_helpers import ROOT, SNAKEMAKE, assert_same_tables, copy_workflow, snakemake
 
 from learnwin import layout
 from learnwin.io import load_checkpoint
-from workflow_helpers import ROOT, SNAKEMAKE, assert_same_tables, copy_workflow, snakemake
 
 pytestmark = pytest.mark.slow
 

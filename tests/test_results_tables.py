@@ -116,7 +116,8 @@ def test_results_tables_transport_and_cost(tmp_path, capsys):
     assert "| d | master slope CI | sgd | pooled | 2/2 ✓ | 1/2 |" in lines
 
 
-def test_ladder_puts_each_rungs_verdicts_and_cost_side_by_side(tmp_path, capsys):
+def test_ladder_puts_each_rungs_verdicts_and_cost_side_by_side(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(EXPERIMENTS))  # ladder.py imports results_tables, as when run as a script
     spec = write_claim_run(tmp_path / "a")
     write_claim_run(tmp_path / "b")
     bench = layout.under(tmp_path / "a" / layout.ROOT, layout.BENCH)

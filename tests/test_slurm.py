@@ -34,7 +34,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from workflow_helpers import ROOT, copy_workflow
 
 REPO = ROOT

@@ -10,10 +10,9 @@ import json
 import numpy as np
 import pyarrow as pa
 import pytest
+from smoke_digest import GOLDEN, library_versions, results_digest, table_digest
 
 from learnwin import layout
-
-from smoke_digest import GOLDEN, library_versions, results_digest, table_digest
 
 
 def _table(values, meta=None):

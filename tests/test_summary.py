@@ -7,9 +7,9 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
+import synthetic as S
 import yaml
 
-import synthetic as S
 from learnwin import provenance, summary
 from learnwin.io import read_table
 

@@ -6,20 +6,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from workflow_helpers import assert_same_tables, copy_workflow, scheduled, snakemake
 
 from learnwin import layout
 from learnwin.config import lag_grid
 from learnwin.io import read_table
-from workflow_helpers import assert_same_tables, copy_workflow, scheduled, snakemake
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def smoke_config(smoke_run):
-    from snakemake.utils import validate
-
-    from snakemake.utils import update_config
+    from snakemake.utils import update_config, validate
 
     # as Snakemake resolves `--configfile config/smoke.yaml`: on top of the Snakefile's
     # config/config.yaml (nested keys merged), then the schema defaults
