@@ -38,14 +38,14 @@ def _ln_input_grad(dy: Tensor, a: Tensor, mean: Tensor, rstd: Tensor, ln: tuple)
     return _ln_backward(dy, a, a.shape[-1:], mean, rstd, w, b, [True, False, False])[0]
 
 
-def _ln_param_grads(dy: Tensor, a: Tensor, means: list, rstds: list, ln: tuple | None):
+def _ln_param_grads(dys: list, a: Tensor, means: list, rstds: list, ln: tuple | None):
     """LayerNorm weight and bias gradients over all steps at once (None without LN)."""
     if ln is None:
         return None, None
     w, b, _ = ln
     H = a.shape[-1]
     _, gw, gb = _ln_backward(
-        dy.reshape(-1, H), a.reshape(-1, H), [H], torch.stack(means).reshape(-1, 1),
+        torch.stack(dys).reshape(-1, H), a.reshape(-1, H), [H], torch.stack(means).reshape(-1, 1),
         torch.stack(rstds).reshape(-1, 1), w, b, [False, w is not None, b is not None])
     return gw, gb
 
@@ -115,29 +115,26 @@ class GateScan(torch.autograd.Function):
         means, rstds = ctx.stats
         T, B, G = pre.shape
         H = u.shape[1]
-        hp = hs[:-1]
+        hp, a = hs[:-1], pre[..., :H].contiguous()
         if G > H:
             s = pre[..., H:]
         k = (s * (1 - g * g)).unbind(0)  # d LN-output / dh_t
         keep = (1 - s).unbind(0) if G > H else (1 - s,) * T
-        if G > H:
-            kd = ((g - hp) * s * (1 - s)).unbind(0)  # d a_s / dh_t (summed over units if shared)
+        kd = ((g - hp) * s * (1 - s)).unbind(0) if G > H else None  # d a_s / dh_t
         da = torch.empty_like(pre)
-        dy = torch.empty_like(g) if ln else None
-        da_t, dla_t, ds_t = da.unbind(0), _cols(da, 0, H), _cols(da, H, G)
-        dy_t, a_t, ghs = (dy if ln else da[..., :H]).unbind(0), _cols(pre, 0, H), _steps(grad_h)
+        da_t, a_t, ghs = da.unbind(0), a.unbind(0), _steps(grad_h)
+        dys = []
         dh = ghs[-1]
         for t in range(T - 1, -1, -1):
-            torch.mul(dh, k[t], out=dy_t[t])
-            if ln:
-                dla_t[t].copy_(_ln_input_grad(dy_t[t], a_t[t], means[t], rstds[t], ln))
-            if G == H + 1:
-                torch.sum(dh * kd[t], -1, keepdim=True, out=ds_t[t])
-            elif G > H:
-                torch.mul(dh, kd[t], out=ds_t[t])
+            dy = dh * k[t]
+            parts = [_ln_input_grad(dy, a_t[t], means[t], rstds[t], ln) if ln else dy]
+            if G > H:  # the shared gate's a_s gradient sums over units
+                parts.append((dh * kd[t]).sum(-1, keepdim=True) if G == H + 1 else dh * kd[t])
+            torch.cat(parts, -1, out=da_t[t])
             if t:
                 dh = torch.addmm(torch.addcmul(ghs[t - 1], dh, keep[t]), da_t[t], u)
-        gw, gb = _ln_param_grads(dy, pre[..., :H], means, rstds, ln)
+            dys.append(dy)
+        gw, gb = _ln_param_grads(dys[::-1], a, means, rstds, ln)
         return da.transpose(0, 1), _outer(da, hp), None, gw, gb, None
 
 
@@ -177,28 +174,25 @@ class GRUScan(torch.autograd.Function):
         T, B, H = g.shape
         hp, z, r = hs[:-1], zr[..., :H], zr[..., H:]
         kg = (z * (1 - g * g)).unbind(0)  # d LN-output / dh_t
-        kz = ((g - hp) * z * (1 - z)).unbind(0)  # d a_z / dh_t
-        kr = (hp * r * (1 - r)).unbind(0)  # d a_r / dq_t
+        kzr = (torch.cat([g - hp, hp], -1) * zr * (1 - zr)).unbind(0)  # d a_(z,r) / d(h_t, q_t)
         keep, r_t = (1 - z).unbind(0), r.unbind(0)
-        dx = xproj_grad = g.new_empty(T, B, 3 * H)  # (d a_z, d a_r, d a_h)
-        dy = torch.empty_like(g) if ln else None
-        dzr_t, dz_t, dr_t = _cols(dx, 0, 2 * H), _cols(dx, 0, H), _cols(dx, H, 2 * H)
-        dah_t, ah_t, ghs = _cols(dx, 2 * H, 3 * H), ah.unbind(0), _steps(grad_h)
-        dy_t = dy.unbind(0) if ln else dah_t
+        dzr = torch.empty_like(zr)
+        dzr_t, ah_t, ghs = dzr.unbind(0), ah.unbind(0), _steps(grad_h)
+        dahs, dys = [], []
         dh = ghs[-1]
         for t in range(T - 1, -1, -1):
-            torch.mul(dh, kg[t], out=dy_t[t])
-            if ln:
-                dah_t[t].copy_(_ln_input_grad(dy_t[t], ah_t[t], means[t], rstds[t], ln))
-            dq = dah_t[t] @ u_h
-            torch.mul(dh, kz[t], out=dz_t[t])
-            torch.mul(dq, kr[t], out=dr_t[t])
+            dy = dh * kg[t]
+            dah = _ln_input_grad(dy, ah_t[t], means[t], rstds[t], ln) if ln else dy
+            dq = dah @ u_h
+            torch.cat([dh, dq], -1, out=dzr_t[t]).mul_(kzr[t])
             if t:
                 dh = torch.addmm(torch.addcmul(torch.addcmul(ghs[t - 1], dh, keep[t]), dq, r_t[t]),
                                  dzr_t[t], u_zr)
-        gw, gb = _ln_param_grads(dy, ah, means, rstds, ln)
-        return (xproj_grad.transpose(0, 1), _outer(dx[..., :2 * H], hp), _outer(dx[..., 2 * H:], qs),
-                gw, gb, None)
+            dahs.append(dah), dys.append(dy)
+        dah = torch.stack(dahs[::-1])
+        gw, gb = _ln_param_grads(dys[::-1], ah, means, rstds, ln)
+        return (torch.cat([dzr, dah], -1).transpose(0, 1), _outer(dzr, hp), _outer(dah, qs), gw, gb,
+                None)
 
 
 class LSTMScan(torch.autograd.Function):
@@ -237,36 +231,31 @@ class LSTMScan(torch.autograd.Function):
         ln = _ln_args(ln_w, ln_b, ctx.eps)
         means, rstds = ctx.stats
         T, B, H = g.shape
-        i, f, o = pre[..., :H], pre[..., H:2 * H], pre[..., 2 * H:3 * H]
-        ki = (g * i * (1 - i)).unbind(0)  # d a_i / dc_t
-        kf = (cs[:-1] * f * (1 - f)).unbind(0)  # d a_f / dc_t
-        ko = (tc * o * (1 - o)).unbind(0)  # d a_o / dh_t
-        kg = (i * (1 - g * g)).unbind(0)  # d LN-output / dc_t
-        kc = (o * (1 - tc * tc)).unbind(0)  # dc_t / dh_t
-        f_t = f.unbind(0)
+        ifo, ag = pre[..., :3 * H], pre[..., 3 * H:].contiguous()
+        k = torch.cat([torch.cat([g, cs[:-1], tc], -1) * ifo * (1 - ifo), torch.ones_like(g)], -1)
+        k = k.unbind(0)  # d a_(i,f,o) / d(c, c, h) and 1 for the LN input
+        kg = (ifo[..., :H] * (1 - g * g)).unbind(0)  # d LN-output / dc_t
+        kc = (ifo[..., 2 * H:] * (1 - tc * tc)).unbind(0)  # dc_t / dh_t
+        f_t = ifo[..., H:2 * H].unbind(0)
         ghs = None if grad_h is None else _steps(grad_h)
         gcs = None if grad_c is None else _steps(grad_c)
         da = torch.empty_like(pre)
-        dy = torch.empty_like(g) if ln else None
-        da_t, di_t, df_t, do_t = da.unbind(0), _cols(da, 0, H), _cols(da, H, 2 * H), _cols(da, 2 * H, 3 * H)
-        dag_t, ag_t = _cols(da, 3 * H, 4 * H), _cols(pre, 3 * H, 4 * H)
-        dy_t = dy.unbind(0) if ln else dag_t
+        da_t, ag_t = da.unbind(0), ag.unbind(0)
+        dys = []
         dh = torch.zeros_like(g[0]) if ghs is None else ghs[-1]
         dc = torch.zeros_like(g[0])
         for t in range(T - 1, -1, -1):
             if gcs is not None:
                 dc = dc + gcs[t]
             dc = torch.addcmul(dc, dh, kc[t])
-            torch.mul(dc, kg[t], out=dy_t[t])
-            if ln:
-                dag_t[t].copy_(_ln_input_grad(dy_t[t], ag_t[t], means[t], rstds[t], ln))
-            torch.mul(dc, ki[t], out=di_t[t])
-            torch.mul(dc, kf[t], out=df_t[t])
-            torch.mul(dh, ko[t], out=do_t[t])
+            dy = dc * kg[t]
+            dx = _ln_input_grad(dy, ag_t[t], means[t], rstds[t], ln) if ln else dy
+            torch.cat([dc, dc, dh, dx], -1, out=da_t[t]).mul_(k[t])
             if t:
                 dc = dc * f_t[t]
                 dh = da_t[t] @ u if ghs is None else torch.addmm(ghs[t - 1], da_t[t], u)
-        gw, gb = _ln_param_grads(dy, pre[..., 3 * H:], means, rstds, ln)
+            dys.append(dy)
+        gw, gb = _ln_param_grads(dys[::-1], ag, means, rstds, ln)
         return da.transpose(0, 1), _outer(da, hs[:-1]), gw, gb, None
 
 
