@@ -9,6 +9,12 @@ the LayerNorm affine parameters are one batched op over all steps each. The inpu
 projection ``x W_in^T + b_in`` stays outside, under autograd, so its weight and bias
 gradients are also one matmul over all steps.
 
+Speed (benchmarks/train_step.py): at the default size the cost is the number of Python-level
+calls per step (each op and each view about 1-3 us), so states, activations and gradients
+live in preallocated time-major (T, B, .) buffers: the loops write each step into views made
+once per sequence by ``unbind`` (no list + ``torch.stack`` copies, no ``split`` per step), and
+a step's recurrent input gradient is one ``cat`` into its row of the buffer, scaled in place.
+
 Same numbers as the reference path (equal to rounding; tests/test_bptt.py checks losses and
 every gradient to 1e-10 in float64). First-order only: the backward is not differentiable
 again (double backward raises); :meth:`learnwin.cells.GatedCell.forward` uses this path only
@@ -113,7 +119,7 @@ class GateScan(torch.autograd.Function):
         u, s, ln_w, ln_b, pre, hs, g = ctx.saved_tensors
         ln = _ln_args(ln_w, ln_b, ctx.eps)
         means, rstds = ctx.stats
-        T, B, G = pre.shape
+        T, _, G = pre.shape
         H = u.shape[1]
         hp, a = hs[:-1], pre[..., :H].contiguous()
         if G > H:
@@ -171,7 +177,7 @@ class GRUScan(torch.autograd.Function):
         u_zr, u_h, ln_w, ln_b, zr, ah, hs, qs, g = ctx.saved_tensors
         ln = _ln_args(ln_w, ln_b, ctx.eps)
         means, rstds = ctx.stats
-        T, B, H = g.shape
+        T, _, H = g.shape
         hp, z, r = hs[:-1], zr[..., :H], zr[..., H:]
         kg = (z * (1 - g * g)).unbind(0)  # d LN-output / dh_t
         kzr = (torch.cat([g - hp, hp], -1) * zr * (1 - zr)).unbind(0)  # d a_(z,r) / d(h_t, q_t)
@@ -230,7 +236,7 @@ class LSTMScan(torch.autograd.Function):
         u, ln_w, ln_b, pre, hs, cs, g, tc = ctx.saved_tensors
         ln = _ln_args(ln_w, ln_b, ctx.eps)
         means, rstds = ctx.stats
-        T, B, H = g.shape
+        T, _, H = g.shape
         ifo, ag = pre[..., :3 * H], pre[..., 3 * H:].contiguous()
         k = torch.cat([torch.cat([g, cs[:-1], tc], -1) * ifo * (1 - ifo), torch.ones_like(g)], -1)
         k = k.unbind(0)  # d a_(i,f,o) / d(c, c, h) and 1 for the LN input
