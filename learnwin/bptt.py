@@ -238,8 +238,12 @@ class LSTMScan(torch.autograd.Function):
         means, rstds = ctx.stats
         T, _, H = g.shape
         ifo, ag = pre[..., :3 * H], pre[..., 3 * H:].contiguous()
-        k = torch.cat([torch.cat([g, cs[:-1], tc], -1) * ifo * (1 - ifo), torch.ones_like(g)], -1)
-        k = k.unbind(0)  # d a_(i,f,o) / d(c, c, h) and 1 for the LN input
+        k = torch.empty_like(pre)  # d a_(i,f,o) / d(c, c, h), and 1 for the LN input
+        torch.mul(ifo, 1 - ifo, out=k[..., :3 * H])
+        for j, v in enumerate((g, cs[:-1], tc)):
+            k[..., j * H:(j + 1) * H].mul_(v)
+        k[..., 3 * H:].fill_(1)
+        k = k.unbind(0)
         kg = (ifo[..., :H] * (1 - g * g)).unbind(0)  # d LN-output / dc_t
         kc = (ifo[..., 2 * H:] * (1 - tc * tc)).unbind(0)  # dc_t / dh_t
         f_t = ifo[..., H:2 * H].unbind(0)
