@@ -9,6 +9,12 @@ the LayerNorm affine parameters are one batched op over all steps each. The inpu
 projection ``x W_in^T + b_in`` stays outside, under autograd, so its weight and bias
 gradients are also one matmul over all steps.
 
+Speed (benchmarks/train_step.py): at the default size the cost is the number of Python-level
+calls per step (each op and each view about 1-3 us), so states, activations and gradients
+live in preallocated time-major (T, B, .) buffers: the loops write each step into views made
+once per sequence by ``unbind`` (no list + ``torch.stack`` copies, no ``split`` per step), and
+a step's recurrent input gradient is one ``cat`` into its row of the buffer, scaled in place.
+
 Same numbers as the reference path (equal to rounding; tests/test_bptt.py checks losses and
 every gradient to 1e-10 in float64). First-order only: the backward is not differentiable
 again (double backward raises); :meth:`learnwin.cells.GatedCell.forward` uses this path only
@@ -33,9 +39,7 @@ def _ln_forward(a: Tensor, ln: tuple | None):
     return torch.native_layer_norm(a, a.shape[-1:], w, b, eps)
 
 
-def _ln_input_grad(dy: Tensor, a: Tensor, mean: Tensor, rstd: Tensor, ln: tuple | None) -> Tensor:
-    if ln is None:
-        return dy
+def _ln_input_grad(dy: Tensor, a: Tensor, mean: Tensor, rstd: Tensor, ln: tuple) -> Tensor:
     w, b, _ = ln
     return _ln_backward(dy, a, a.shape[-1:], mean, rstd, w, b, [True, False, False])[0]
 
@@ -66,6 +70,18 @@ def _steps(v: Tensor) -> tuple:
     return v.unbind(1)
 
 
+def _cols(v: Tensor, start: int, stop: int) -> tuple:
+    """Columns start:stop of a (T, B, G) buffer, as T views (B, stop - start) to write into."""
+    return v[..., start:stop].unbind(0)
+
+
+def _states(like: Tensor, T: int, H: int) -> Tensor:
+    """(T + 1, B, H) buffer of states, entry 0 the zero initial state."""
+    v = like.new_empty(T + 1, like.shape[0], H)
+    v[0].zero_()
+    return v
+
+
 class GateScan(torch.autograd.Function):
     """ConstGate, SharedGate and DiagGate: h_t = h_{t-1} + s_t (g_t - h_{t-1}).
 
@@ -79,53 +95,52 @@ class GateScan(torch.autograd.Function):
         B, T, G = xproj.shape
         H = u.shape[1]
         ln = _ln_args(ln_w, ln_b, eps)
-        uT = u.T
-        h = xproj.new_zeros(B, H)
-        hs, pres, gs, gates, means, rstds = [h], [], [], [], [], []
-        for xp in _steps(xproj):
-            pre = torch.addmm(xp, h, uT)
-            a, s_pre = pre.split(H, -1) if G > H else (pre, None)
-            n, mean, rstd = _ln_forward(a, ln)
-            g = torch.tanh(n)
-            s_t = torch.sigmoid(s_pre) if G > H else s
-            h = torch.lerp(h, g, s_t)
-            hs.append(h), pres.append(pre), gs.append(g), gates.append(s_t)
+        uT = u.T.contiguous()
+        pre = xproj.new_empty(T, B, G)  # pre-activations; the gate columns become the gate
+        hs, gs = _states(xproj, T, H), xproj.new_empty(T, B, H)
+        pre_t, a_t, h_t, g_t = pre.unbind(0), _cols(pre, 0, H), hs.unbind(0), gs.unbind(0)
+        s_t = _cols(pre, H, G) if G > H else (s,) * T
+        means, rstds = [], []
+        for t, xp in enumerate(_steps(xproj)):
+            torch.addmm(xp, h_t[t], uT, out=pre_t[t])
+            if G > H:
+                s_t[t].sigmoid_()
+            n, mean, rstd = _ln_forward(a_t[t], ln)
+            torch.lerp(h_t[t], torch.tanh(n, out=g_t[t]), s_t[t], out=h_t[t + 1])
             means.append(mean), rstds.append(rstd)
-        ctx.lists = hs, pres, gs, gates, means, rstds
-        ctx.save_for_backward(u, ln_w, ln_b)
+        ctx.stats = means, rstds
+        ctx.save_for_backward(u, s, ln_w, ln_b, pre, hs, gs)
         ctx.eps = eps
-        return torch.stack(hs[1:], 1)
+        return hs[1:].transpose(0, 1)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_h):
-        u, ln_w, ln_b = ctx.saved_tensors
+        u, s, ln_w, ln_b, pre, hs, g = ctx.saved_tensors
         ln = _ln_args(ln_w, ln_b, ctx.eps)
-        hs, pres, gs, gates, means, rstds = ctx.lists
+        means, rstds = ctx.stats
+        T, _, G = pre.shape
         H = u.shape[1]
-        gated = u.shape[0] > H
-        hp, pre, g = torch.stack(hs[:-1]), torch.stack(pres), torch.stack(gs)
-        s = torch.stack(gates) if gated else gates[0]
-        a = pre[..., :H]
+        hp, a = hs[:-1], pre[..., :H].contiguous()
+        if G > H:
+            s = pre[..., H:]
         k = (s * (1 - g * g)).unbind(0)  # d LN-output / dh_t
-        keep = (1 - s).unbind(0) if gated else [1 - s] * len(gs)
-        if gated:
-            kd = ((g - hp) * s * (1 - s)).unbind(0)  # d a_s / dh_t (summed over units if shared)
-        a_t = a.unbind(0)
-        ghs = _steps(grad_h)
-        das, dys = [], []
+        keep = (1 - s).unbind(0) if G > H else (1 - s,) * T
+        kd = ((g - hp) * s * (1 - s)).unbind(0) if G > H else None  # d a_s / dh_t
+        da = torch.empty_like(pre)
+        da_t, a_t, ghs = da.unbind(0), a.unbind(0), _steps(grad_h)
+        dys = []
         dh = ghs[-1]
-        for t in range(len(gs) - 1, -1, -1):
+        for t in range(T - 1, -1, -1):
             dy = dh * k[t]
-            da = _ln_input_grad(dy, a_t[t], means[t], rstds[t], ln)
-            if gated:
-                ds = dh * kd[t]
-                da = torch.cat([da, ds.sum(-1, keepdim=True) if u.shape[0] == H + 1 else ds], -1)
+            parts = [_ln_input_grad(dy, a_t[t], means[t], rstds[t], ln) if ln else dy]
+            if G > H:  # the shared gate's a_s gradient sums over units
+                parts.append((dh * kd[t]).sum(-1, keepdim=True) if G == H + 1 else dh * kd[t])
+            torch.cat(parts, -1, out=da_t[t])
             if t:
-                dh = torch.addmm(torch.addcmul(ghs[t - 1], dh, keep[t]), da, u)
-            das.append(da), dys.append(dy)
-        da, dys = torch.stack(das[::-1]), dys[::-1]
-        gw, gb = _ln_param_grads(dys, a, means, rstds, ln)
+                dh = torch.addmm(torch.addcmul(ghs[t - 1], dh, keep[t]), da_t[t], u)
+            dys.append(dy)
+        gw, gb = _ln_param_grads(dys[::-1], a, means, rstds, ln)
         return da.transpose(0, 1), _outer(da, hp), None, gw, gb, None
 
 
@@ -138,52 +153,52 @@ class GRUScan(torch.autograd.Function):
         B, T, _ = xproj.shape
         H = u_h.shape[0]
         ln = _ln_args(ln_w, ln_b, eps)
-        uzrT, uhT = u_zr.T, u_h.T
-        h = xproj.new_zeros(B, H)
-        hs, zrs, qs, ahs, gs, means, rstds = [h], [], [], [], [], [], []
-        for xzr, xh in zip(_steps(xproj[..., :2 * H]), _steps(xproj[..., 2 * H:])):
-            zr = torch.sigmoid(torch.addmm(xzr, h, uzrT))
-            z, r = zr.split(H, -1)
-            q = r * h
-            ah = torch.addmm(xh, q, uhT)
-            n, mean, rstd = _ln_forward(ah, ln)
-            g = torch.tanh(n)
-            h = torch.lerp(h, g, z)
-            hs.append(h), zrs.append(zr), qs.append(q), ahs.append(ah), gs.append(g)
+        uzrT, uhT = u_zr.T.contiguous(), u_h.T.contiguous()
+        zr, ah = xproj.new_empty(T, B, 2 * H), xproj.new_empty(T, B, H)  # zr: gates, ah: LN input
+        hs, qs, gs = _states(xproj, T, H), xproj.new_empty(T, B, H), xproj.new_empty(T, B, H)
+        zr_t, z_t, r_t, ah_t = zr.unbind(0), _cols(zr, 0, H), _cols(zr, H, 2 * H), ah.unbind(0)
+        h_t, q_t, g_t = hs.unbind(0), qs.unbind(0), gs.unbind(0)
+        xzr, xh = _steps(xproj[..., :2 * H]), _steps(xproj[..., 2 * H:])
+        means, rstds = [], []
+        for t in range(T):
+            torch.addmm(xzr[t], h_t[t], uzrT, out=zr_t[t]).sigmoid_()
+            torch.addmm(xh[t], torch.mul(r_t[t], h_t[t], out=q_t[t]), uhT, out=ah_t[t])
+            n, mean, rstd = _ln_forward(ah_t[t], ln)
+            torch.lerp(h_t[t], torch.tanh(n, out=g_t[t]), z_t[t], out=h_t[t + 1])
             means.append(mean), rstds.append(rstd)
-        ctx.lists = hs, zrs, qs, ahs, gs, means, rstds
-        ctx.save_for_backward(u_zr, u_h, ln_w, ln_b)
+        ctx.stats = means, rstds
+        ctx.save_for_backward(u_zr, u_h, ln_w, ln_b, zr, ah, hs, qs, gs)
         ctx.eps = eps
-        return torch.stack(hs[1:], 1)
+        return hs[1:].transpose(0, 1)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_h):
-        u_zr, u_h, ln_w, ln_b = ctx.saved_tensors
+        u_zr, u_h, ln_w, ln_b, zr, ah, hs, qs, g = ctx.saved_tensors
         ln = _ln_args(ln_w, ln_b, ctx.eps)
-        hs, zrs, qs, ahs, gs, means, rstds = ctx.lists
-        H = u_h.shape[0]
-        hp, zr, g = torch.stack(hs[:-1]), torch.stack(zrs), torch.stack(gs)
-        z, r = zr[..., :H], zr[..., H:]
+        means, rstds = ctx.stats
+        T, _, H = g.shape
+        hp, z, r = hs[:-1], zr[..., :H], zr[..., H:]
         kg = (z * (1 - g * g)).unbind(0)  # d LN-output / dh_t
         kzr = (torch.cat([g - hp, hp], -1) * zr * (1 - zr)).unbind(0)  # d a_(z,r) / d(h_t, q_t)
         keep, r_t = (1 - z).unbind(0), r.unbind(0)
-        ghs = _steps(grad_h)
-        dzrs, dahs, dys = [], [], []
+        dzr = torch.empty_like(zr)
+        dzr_t, ah_t, ghs = dzr.unbind(0), ah.unbind(0), _steps(grad_h)
+        dahs, dys = [], []
         dh = ghs[-1]
-        for t in range(len(gs) - 1, -1, -1):
+        for t in range(T - 1, -1, -1):
             dy = dh * kg[t]
-            dah = _ln_input_grad(dy, ahs[t], means[t], rstds[t], ln)
+            dah = _ln_input_grad(dy, ah_t[t], means[t], rstds[t], ln) if ln else dy
             dq = dah @ u_h
-            dzr = torch.cat([dh, dq], -1) * kzr[t]
+            torch.cat([dh, dq], -1, out=dzr_t[t]).mul_(kzr[t])
             if t:
                 dh = torch.addmm(torch.addcmul(torch.addcmul(ghs[t - 1], dh, keep[t]), dq, r_t[t]),
-                                 dzr, u_zr)
-            dzrs.append(dzr), dahs.append(dah), dys.append(dy)
-        dzr, dah = torch.stack(dzrs[::-1]), torch.stack(dahs[::-1])
-        gw, gb = _ln_param_grads(dys[::-1], torch.stack(ahs), means, rstds, ln)
-        return (torch.cat([dzr, dah], -1).transpose(0, 1), _outer(dzr, hp),
-                _outer(dah, torch.stack(qs)), gw, gb, None)
+                                 dzr_t[t], u_zr)
+            dahs.append(dah), dys.append(dy)
+        dah = torch.stack(dahs[::-1])
+        gw, gb = _ln_param_grads(dys[::-1], ah, means, rstds, ln)
+        return (torch.cat([dzr, dah], -1).transpose(0, 1), _outer(dzr, hp), _outer(dah, qs), gw, gb,
+                None)
 
 
 class LSTMScan(torch.autograd.Function):
@@ -195,57 +210,63 @@ class LSTMScan(torch.autograd.Function):
         B, T, _ = xproj.shape
         H = u.shape[1]
         ln = _ln_args(ln_w, ln_b, eps)
-        uT = u.T
-        h = c = xproj.new_zeros(B, H)
-        hs, cs, ifos, ags, gs, tcs, means, rstds = [h], [c], [], [], [], [], [], []
-        for xp in _steps(xproj):
-            ifo_pre, ag = torch.addmm(xp, h, uT).split(3 * H, -1)
-            ifo = torch.sigmoid(ifo_pre)
-            i, f, o = ifo.split(H, -1)
-            n, mean, rstd = _ln_forward(ag, ln)
-            g = torch.tanh(n)
-            c = torch.addcmul(f * c, i, g)
-            tc = torch.tanh(c)
-            h = o * tc
-            hs.append(h), cs.append(c), ifos.append(ifo), ags.append(ag), gs.append(g)
-            tcs.append(tc), means.append(mean), rstds.append(rstd)
-        ctx.lists = hs, cs, ifos, ags, gs, tcs, means, rstds
-        ctx.save_for_backward(u, ln_w, ln_b)
+        uT = u.T.contiguous()
+        pre = xproj.new_empty(T, B, 4 * H)  # pre-activations; the i, f, o columns become the gates
+        hs, cs = _states(xproj, T, H), _states(xproj, T, H)
+        gs, tcs = xproj.new_empty(T, B, H), xproj.new_empty(T, B, H)
+        pre_t, ifo_t, ag_t = pre.unbind(0), _cols(pre, 0, 3 * H), _cols(pre, 3 * H, 4 * H)
+        i_t, f_t, o_t = _cols(pre, 0, H), _cols(pre, H, 2 * H), _cols(pre, 2 * H, 3 * H)
+        h_t, c_t, g_t, tc_t = hs.unbind(0), cs.unbind(0), gs.unbind(0), tcs.unbind(0)
+        means, rstds = [], []
+        for t, xp in enumerate(_steps(xproj)):
+            torch.addmm(xp, h_t[t], uT, out=pre_t[t])
+            ifo_t[t].sigmoid_()
+            n, mean, rstd = _ln_forward(ag_t[t], ln)
+            c = torch.mul(f_t[t], c_t[t], out=c_t[t + 1]).addcmul_(i_t[t], torch.tanh(n, out=g_t[t]))
+            torch.mul(o_t[t], torch.tanh(c, out=tc_t[t]), out=h_t[t + 1])
+            means.append(mean), rstds.append(rstd)
+        ctx.stats = means, rstds
+        ctx.save_for_backward(u, ln_w, ln_b, pre, hs, cs, gs, tcs)
         ctx.eps = eps
-        return torch.stack(hs[1:], 1), torch.stack(cs[1:], 1)
+        return hs[1:].transpose(0, 1), cs[1:].transpose(0, 1)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_h, grad_c):
-        u, ln_w, ln_b = ctx.saved_tensors
+        u, ln_w, ln_b, pre, hs, cs, g, tc = ctx.saved_tensors
         ln = _ln_args(ln_w, ln_b, ctx.eps)
-        hs, cs, ifos, ags, gs, tcs, means, rstds = ctx.lists
-        H = u.shape[1]
-        ifo, g, tc, c = torch.stack(ifos), torch.stack(gs), torch.stack(tcs), torch.stack(cs)
-        i, f, o = ifo[..., :H], ifo[..., H:2 * H], ifo[..., 2 * H:]
-        kifo = (torch.cat([g, c[:-1], tc], -1) * ifo * (1 - ifo)).unbind(0)  # d a_(i,f,o) / d(c, c, h)
-        kg = (i * (1 - g * g)).unbind(0)  # d LN-output / dc_t
-        kc = (o * (1 - tc * tc)).unbind(0)  # dc_t / dh_t
-        f_t = f.unbind(0)
-        T = len(gs)
+        means, rstds = ctx.stats
+        T, _, H = g.shape
+        ifo, ag = pre[..., :3 * H], pre[..., 3 * H:].contiguous()
+        k = torch.empty_like(pre)  # d a_(i,f,o) / d(c, c, h), and 1 for the LN input
+        torch.mul(ifo, 1 - ifo, out=k[..., :3 * H])
+        for j, v in enumerate((g, cs[:-1], tc)):
+            k[..., j * H:(j + 1) * H].mul_(v)
+        k[..., 3 * H:].fill_(1)
+        k = k.unbind(0)
+        kg = (ifo[..., :H] * (1 - g * g)).unbind(0)  # d LN-output / dc_t
+        kc = (ifo[..., 2 * H:] * (1 - tc * tc)).unbind(0)  # dc_t / dh_t
+        f_t = ifo[..., H:2 * H].unbind(0)
         ghs = None if grad_h is None else _steps(grad_h)
         gcs = None if grad_c is None else _steps(grad_c)
-        das, dys = [], []
-        dh = torch.zeros_like(gs[0]) if ghs is None else ghs[-1]
-        dc = torch.zeros_like(gs[0])
+        da = torch.empty_like(pre)
+        da_t, ag_t = da.unbind(0), ag.unbind(0)
+        dys = []
+        dh = torch.zeros_like(g[0]) if ghs is None else ghs[-1]
+        dc = torch.zeros_like(g[0])
         for t in range(T - 1, -1, -1):
             if gcs is not None:
                 dc = dc + gcs[t]
             dc = torch.addcmul(dc, dh, kc[t])
             dy = dc * kg[t]
-            da = torch.cat([torch.cat([dc, dc, dh], -1) * kifo[t],
-                            _ln_input_grad(dy, ags[t], means[t], rstds[t], ln)], -1)
-            dc = dc * f_t[t]
-            dh = da @ u if ghs is None or not t else torch.addmm(ghs[t - 1], da, u)
-            das.append(da), dys.append(dy)
-        da = torch.stack(das[::-1])
-        gw, gb = _ln_param_grads(dys[::-1], torch.stack(ags), means, rstds, ln)
-        return da.transpose(0, 1), _outer(da, torch.stack(hs[:-1])), gw, gb, None
+            dx = _ln_input_grad(dy, ag_t[t], means[t], rstds[t], ln) if ln else dy
+            torch.cat([dc, dc, dh, dx], -1, out=da_t[t]).mul_(k[t])
+            if t:
+                dc = dc * f_t[t]
+                dh = da_t[t] @ u if ghs is None else torch.addmm(ghs[t - 1], da_t[t], u)
+            dys.append(dy)
+        gw, gb = _ln_param_grads(dys[::-1], ag, means, rstds, ln)
+        return da.transpose(0, 1), _outer(da, hs[:-1]), gw, gb, None
 
 
 def active() -> bool:
