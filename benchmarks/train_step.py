@@ -1,5 +1,7 @@
 """ms per training step (forward + backward + AdamW step) of the five cells and of torch.nn.LSTM/GRU.
 
+Every model steps with the workflow's optimizer (learnwin.train.make_optimizer: multi-tensor AdamW).
+
 Run: python benchmarks/train_step.py [--config config/config.yaml] [--repeats 10] [--rounds 5]
 Two sizes: the default experiment's (T, D, H, batch from the config) and a medium one
 (T 256, H 128, batch 64); 1 thread. Each cell runs twice in the same process: the training
@@ -16,6 +18,7 @@ import torch
 import yaml
 
 from learnwin.cells import MODELS, build_model
+from learnwin.train import make_optimizer
 
 
 class TorchRNN(torch.nn.Module):
@@ -29,7 +32,7 @@ class TorchRNN(torch.nn.Module):
 
 
 def stepper(model, x, y, **kw):
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = make_optimizer("adamw", model.parameters(), {"lr": 1e-3, "weight_decay": 1e-4})  # as training
 
     def step():
         opt.zero_grad(set_to_none=True)

