@@ -2,7 +2,7 @@
 
 Every model steps with the workflow's optimizer (learnwin.train.make_optimizer: multi-tensor AdamW).
 
-Run: python benchmarks/train_step.py [--config config/config.yaml] [--repeats 10] [--rounds 5]
+Run: python benchmarks/train_step.py [--config config/config.yaml] [--repeats 10] [--rounds 5] [--sizes default,medium]
 Two sizes: the default experiment's (T, D, H, batch from the config) and a medium one
 (T 256, H 128, batch 64); 1 thread. Each cell runs twice in the same process: the training
 fast path (hand-written BPTT, learnwin.bptt) and the step-by-step autograd reference path
@@ -78,13 +78,16 @@ def main():
     ap.add_argument("--config", default="config/config.yaml")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--sizes", default="default,medium", help="comma-separated: default, medium")
     args = ap.parse_args()
     cfg = yaml.safe_load(open(args.config))
     torch.set_num_threads(1)
     D = cfg["task"]["D"]
-    table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"], args.repeats,
-          args.rounds)
-    table(256, D, 128, 64, max(args.repeats // 5, 1), args.rounds)
+    sizes = args.sizes.split(",")
+    if "default" in sizes:
+        table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"], args.repeats, args.rounds)
+    if "medium" in sizes:
+        table(256, D, 128, 64, max(args.repeats // 5, 1), args.rounds)
 
 
 if __name__ == "__main__":
