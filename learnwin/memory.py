@@ -20,17 +20,21 @@ import torch
 from torch import Tensor
 
 from learnwin import io
-from learnwin.cells import build_model
+from learnwin.cells import GatedRNN, build_model
 from learnwin.data import load_split
 from learnwin.envelope import receiving_times
 
 
-def input_sensitivity(model: torch.nn.Module, x: Tensor, u: Tensor) -> Tensor:
-    """G[b, t, k] = u . d y_hat[b, t] / d x[b, k], shape (B, T, T) (zero for k > t)."""
+def input_sensitivity(model: GatedRNN, x: Tensor, u: Tensor) -> Tensor:
+    """G[b, t, k] = u . d y_hat[b, t] / d x[b, k], shape (B, T, T) (zero for k > t).
+
+    ``model`` is a :class:`learnwin.cells.GatedRNN` run on its step-by-step path: the batched
+    backward here runs under vmap, which cannot batch the out= writes of the training fast path.
+    """
     B, T, _ = x.shape
     with torch.enable_grad():
         xg = x.detach().requires_grad_(True)
-        y_hat = model(xg)  # (B, T)
+        y_hat = model(xg, reference=True)  # (B, T); the step path: its backward batches under vmap
         probes = torch.eye(T, dtype=y_hat.dtype, device=x.device)[:, None, :].expand(T, B, T)
         grads = torch.autograd.grad(y_hat, xg, probes, is_grads_batched=True)[0]  # (T_t, B, T_k, D)
     return (grads @ u).transpose(0, 1)
