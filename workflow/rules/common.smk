@@ -68,6 +68,14 @@ def _canonical(node):
     return node
 
 
+def sized(mem_mb, runtime):
+    """A job's mem_mb and runtime requests from learnwin.resources functions of the config
+    (and, for the run time, of the job's model)."""
+    return dict(
+        mem_mb=lambda wc: mem_mb(config), runtime=lambda wc: runtime(config, wc.model)
+    )
+
+
 def optimizer_hparams(wildcards):
     return section("optim", wildcards.optimizer)
 

@@ -31,8 +31,7 @@ rule train_recovery:
         ENV
     threads: 1
     resources:
-        mem_mb=lambda wc: resources.recovery_mem_mb(config),
-        runtime=lambda wc: resources.recovery_runtime_min(config, wc.model),
+        **sized(resources.recovery_mem_mb, resources.recovery_runtime_min),
         train_slot=1,
         gpu=0,
     params:

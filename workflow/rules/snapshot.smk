@@ -24,8 +24,7 @@ rule take_snapshot:
         ENV
     threads: 1
     resources:
-        mem_mb=lambda wc: resources.snapshot_mem_mb(config),
-        runtime=lambda wc: resources.snapshot_runtime_min(config, wc.model),
+        **sized(resources.snapshot_mem_mb, resources.snapshot_runtime_min),
         gpu=0,
     params:
         snapshot=section("snapshot"),

@@ -26,8 +26,7 @@ rule train_model:
         ENV
     threads: 1
     resources:
-        mem_mb=lambda wc: resources.train_mem_mb(config),
-        runtime=lambda wc: resources.train_runtime_min(config, wc.model),
+        **sized(resources.train_mem_mb, resources.train_runtime_min),
         train_slot=1,
         gpu=0,
     params:
