@@ -15,6 +15,10 @@ def test_readme_first_lines_give_the_two_commands():
     assert len(commands) == 2
     assert commands[0].endswith("snakemake --cores 2") and "torch==2.13.0" in commands[0]
     assert commands[1].endswith("pytest") and "'.[test]'" in commands[1]
+    # CI installs and tests exactly as the README's second command does
+    install = re.search(r"pip install (.*?) &&", commands[1])[1]
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert f"pip install --quiet {install}\n" in ci and "\npytest " in ci
 
 
 def test_readme_library_example():
