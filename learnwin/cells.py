@@ -37,8 +37,6 @@ from torch import Tensor, nn
 
 from learnwin import bptt
 
-MODELS = ("const", "shared", "diag", "gru", "lstm")
-
 
 @dataclass
 class Trace:
@@ -351,6 +349,8 @@ class LSTM(GatedCell):
 
 
 CELLS = {"const": ConstGate, "shared": SharedGate, "diag": DiagGate, "gru": GRU, "lstm": LSTM}
+#: The model names, in the canonical order of tables and figures (the config schema's enum; tested).
+MODELS = tuple(CELLS)
 
 
 class GatedRNN(nn.Module):
