@@ -239,9 +239,9 @@ class LSTMScan(torch.autograd.Function):
         T, _, H = g.shape
         ifo, ag = pre[..., :3 * H], pre[..., 3 * H:].contiguous()
         k = torch.empty_like(pre)  # d a_(i,f,o) / d(c, c, h), and 1 for the LN input
-        torch.mul(ifo, 1 - ifo, out=k[..., :3 * H])
-        for j, v in enumerate((g, cs[:-1], tc)):
-            k[..., j * H:(j + 1) * H].mul_(v)
+        for j, v in enumerate((g, cs[:-1], tc)):  # (v sigma) (1 - sigma): the reference's rounding
+            torch.mul(v, ifo[..., j * H:(j + 1) * H], out=k[..., j * H:(j + 1) * H])
+        k[..., :3 * H].mul_(1 - ifo)
         k[..., 3 * H:].fill_(1)
         k = k.unbind(0)
         kg = (ifo[..., :H] * (1 - g * g)).unbind(0)  # d LN-output / dc_t
