@@ -56,6 +56,8 @@ def deterministic() -> None:
     """Torch flags for bitwise-reproducible runs on one device (docs/reliability.md)."""
     import torch
 
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    # torch.use_deterministic_algorithms would also import torch._inductor to set its flag (1.3 s of
+    # every job's start-up); learnwin never compiles, so only the operator flag is set.
+    torch._C._set_deterministic_algorithms(True, warn_only=True)
     torch.backends.cudnn.benchmark = False
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
