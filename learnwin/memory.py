@@ -23,6 +23,7 @@ from learnwin import io
 from learnwin.cells import GatedRNN, build_model
 from learnwin.data import load_split
 from learnwin.envelope import receiving_times
+from learnwin.resources import MEMORY_CURVE_BYTES
 
 
 def input_sensitivity(model: GatedRNN, x: Tensor, u: Tensor) -> Tensor:
@@ -30,14 +31,19 @@ def input_sensitivity(model: GatedRNN, x: Tensor, u: Tensor) -> Tensor:
 
     ``model`` is a :class:`learnwin.cells.GatedRNN` run on its step-by-step path: the batched
     backward here runs under vmap, which cannot batch the out= writes of the training fast path.
+    The receiving times go through that backward in chunks small enough that its work arrays
+    (about 16 float32 (B, T, H) arrays per receiving time) stay within
+    :data:`learnwin.resources.MEMORY_CURVE_BYTES`; at the default size that is one chunk.
     """
     B, T, _ = x.shape
+    chunk = max(1, min(T, MEMORY_CURVE_BYTES // (16 * B * T * model.cell.hidden_size * 4)))
     with torch.enable_grad():
         xg = x.detach().requires_grad_(True)
-        y_hat = model(xg, reference=True)  # (B, T); the step path: its backward batches under vmap
+        y_hat = model(xg, reference=True)  # (B, T)
         probes = torch.eye(T, dtype=y_hat.dtype, device=x.device)[:, None, :].expand(T, B, T)
-        grads = torch.autograd.grad(y_hat, xg, probes, is_grads_batched=True)[0]  # (T_t, B, T_k, D)
-    return (grads @ u).transpose(0, 1)
+        grads = torch.cat([torch.autograd.grad(y_hat, xg, probes[t:t + chunk], retain_graph=t + chunk < T,
+                                               is_grads_batched=True)[0] for t in range(0, T, chunk)])
+    return (grads @ u).transpose(0, 1)  # grads: (T_t, B, T_k, D)
 
 
 class MemoryAccumulator:

@@ -19,6 +19,9 @@ COEF = {"train_model": (0.0, 0.0, 0.0), "take_snapshot": (0.0, 0.0, 0.0, 0.0)}
 MARGIN = 2.0
 #: ... and at least this many minutes.
 MIN_RUNTIME = 10
+#: Bound on the memory curve's batched-backward work arrays (learnwin.memory chunks its receiving
+#: times to stay within it).
+MEMORY_CURVE_BYTES = 2**31
 #: Cost of a snapshot under the exact transport over the diagonal one: the largest ratio
 #: `python benchmarks/transport.py` measured (LSTM 6.9x, GRU 3.0x at the default size).
 EXACT_FACTOR = 7.0
@@ -88,11 +91,16 @@ def snapshot_runtime_min(cfg: Mapping, model: str) -> int:
 
 
 def snapshot_mem_mb(cfg: Mapping) -> int:
-    """One diag batch: K tangents plus a lag chunk of float64 (B, L, T, H) work arrays."""
+    """The larger of the snapshot pass (one diag batch: K tangents plus a lag chunk of float64
+    (B, L, T, H) work arrays) and the memory curve, whose batched backward keeps about 16 float32
+    (B, T, H) arrays per receiving time (peak RSS 1.3 GB at T 64, H 32 and, before its chunking,
+    7.2 GB at T 128, H 64, with B 128), at most :data:`MEMORY_CURVE_BYTES`."""
     t, s, h = cfg["task"], cfg["snapshot"], cfg["model"]["hidden"]
     batch = min(s["batch_size"], t["n_diag"])
     tangents = (s["directions"] + 2) * batch * t["T"] * h * 4
-    return _mb(tangents + 8 * 8 * (1 << 22), base=1200)
+    memory_batch = min(batch, s["memory_sequences"])
+    memory_curve = min(16 * t["T"] ** 2 * memory_batch * h * 4, MEMORY_CURVE_BYTES)
+    return _mb(max(tangents + 8 * 8 * (1 << 22), memory_curve), base=1200)
 
 
 def recovery_runtime_min(cfg: Mapping, model: str) -> int:

@@ -3,6 +3,7 @@
 import numpy as np
 import torch
 
+from learnwin import memory
 from learnwin.cells import build_model
 from learnwin.memory import MemoryAccumulator, input_sensitivity
 
@@ -22,6 +23,22 @@ def test_sensitivity_equals_one_backward_per_output():
             torch.testing.assert_close(G[b, t], grad[b] @ u, rtol=1e-12, atol=1e-14)
             assert torch.all(grad[1 - b] == 0)  # sequences do not mix
     assert G[:, 3, 1].abs().min() > 0
+
+
+def test_receiving_times_in_chunks_give_the_same_sensitivity(monkeypatch):
+    """A work-array budget below one chunk of all T receiving times splits the batched backward
+    (here into chunks of 2 of the 6 times); the sensitivities stay those of one pass."""
+    torch.manual_seed(0)
+    model = build_model("gru", 3, 4).double()
+    x, u = torch.randn(2, 6, 3, dtype=F64), torch.randn(3, dtype=F64)
+    whole = input_sensitivity(model, x, u)
+    monkeypatch.setattr(memory, "MEMORY_CURVE_BYTES", 2 * 16 * 2 * 6 * 4 * 4)
+    chunks = []
+    real_grad = torch.autograd.grad
+    monkeypatch.setattr(torch.autograd, "grad", lambda out, inp, probes, **kw: chunks.append(len(probes))
+                        or real_grad(out, inp, probes, **kw))
+    torch.testing.assert_close(input_sensitivity(model, x, u), whole, rtol=1e-12, atol=1e-14)
+    assert chunks == [2, 2, 2]
 
 
 def test_constgate_without_recurrence_closed_form():
