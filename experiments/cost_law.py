@@ -33,7 +33,11 @@ from learnwin import layout, resources
 
 
 def _config(path: str | Path) -> dict:
-    return yaml.safe_load(Path(path).read_text())
+    """A config file read on top of config/config.yaml, one level deep, as `--configfile` does."""
+    base = yaml.safe_load((Path(__file__).resolve().parents[1] / "config" / "config.yaml").read_text())
+    for key, value in yaml.safe_load(Path(path).read_text()).items():
+        base[key] = {**base[key], **value} if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return base
 
 
 def jobs(results: Path, cfg: dict, rule: str) -> pd.DataFrame:

@@ -13,8 +13,9 @@ import numpy as np
 
 #: Gate blocks of each cell's recurrent matrix (its rows / H): the arithmetic per step scales with it.
 GATES = {"const": 1, "shared": 1, "diag": 2, "gru": 3, "lstm": 4}
-#: Fitted CPU seconds per unit of each work term of :func:`work` (fill from the cost law).
-COEF = {"train_model": (0.0, 0.0, 0.0), "take_snapshot": (0.0, 0.0, 0.0, 0.0)}
+#: CPU seconds per unit of each work term of :func:`work`, fitted over the smoke (diagonal transport),
+#: default and medium rungs by `python experiments/cost_law.py` (docs/results.md, "The scale ladder").
+COEF = {"train_model": (6.49, 6.72e-05, 5.2e-10), "take_snapshot": (4.83, 7.46e-05, 2.63e-09, 2.46e-09)}
 #: A request is this many times the cost law's CPU seconds (jobs share nodes; the fit is an average) ...
 MARGIN = 2.0
 #: ... and at least this many minutes.
