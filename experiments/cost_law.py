@@ -40,17 +40,22 @@ def _config(path: str | Path) -> dict:
     return base
 
 
-def jobs(results: Path, cfg: dict, rule: str) -> pd.DataFrame:
-    """One row per benchmark TSV of ``rule``: model, cpu seconds and the work terms. A snapshot
-    job's cost includes the run's separate memory-curve job where an older run had one."""
+def cpu_times(results: Path, rule: str) -> dict[Path, float]:
+    """CPU seconds of every job of ``rule`` (its benchmark TSV path under the rule's folder). A
+    snapshot job's cost includes the run's separate memory-curve job where an older run had one."""
     bench = layout.under(results, layout.BENCH)
-    rows = []
+    out = {}
     for tsv in sorted((bench / rule).rglob("*.tsv")):
         rel = tsv.relative_to(bench / rule)
         parts = [tsv] + ([bench / "memory_curve" / rel] if rule == "take_snapshot" else [])
-        cpu = sum(float(pd.read_csv(p, sep="\t")["cpu_time"].iloc[0]) for p in parts if p.exists())
-        rows.append({"model": rel.parts[1], "cpu": cpu, "x": resources.work(rule, cfg, rel.parts[1])})
-    return pd.DataFrame(rows)
+        out[rel] = sum(float(pd.read_csv(p, sep="\t")["cpu_time"].iloc[0]) for p in parts if p.exists())
+    return out
+
+
+def jobs(results: Path, cfg: dict, rule: str) -> pd.DataFrame:
+    """One row per job of ``rule``: model, cpu seconds and the work terms."""
+    return pd.DataFrame([{"model": rel.parts[1], "cpu": cpu, "x": resources.work(rule, cfg, rel.parts[1])}
+                         for rel, cpu in cpu_times(results, rule).items()])
 
 
 def fit(rungs: list[tuple[Path, dict]], rule: str) -> tuple[np.ndarray, pd.DataFrame]:

@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 
 import pandas as pd
+from cost_law import cpu_times
 from results_tables import run_keys
 
 from learnwin import layout
@@ -37,22 +38,16 @@ def verdict_cells(results: Path, epoch: str) -> dict[str, str]:
 def cost_cells(results: Path) -> dict[str, str]:
     """Wall time, job count and CPU seconds per training and snapshot job of one rung."""
     mtimes = [p.stat().st_mtime for p in Path(results).rglob("*") if p.is_file()]
-    bench = layout.under(results, layout.BENCH)
 
-    def cpu(rule):
-        return {t.relative_to(bench / rule): float(pd.read_csv(t, sep="\t")["cpu_time"].iloc[0])
-                for t in (bench / rule).rglob("*.tsv")}
-
-    def mean(values):
+    def mean(rule):
+        values = list(cpu_times(results, rule).values())
         return number(sum(values) / len(values), 1) if values else "–"
 
-    memory = cpu("memory_curve")
-    snapshot = [c + memory.get(job, 0.0) for job, c in cpu("take_snapshot").items()]
     minutes, seconds = divmod(round(max(mtimes) - min(mtimes)), 60)
     return {"wall time (first to last file)": f"{minutes} min {seconds} s",
-            "jobs": str(sum(1 for _ in bench.rglob("*.tsv"))),
-            "CPU s per train job": mean(list(cpu("train_model").values())),
-            "CPU s per snapshot job": mean(snapshot)}
+            "jobs": str(sum(1 for _ in layout.under(results, layout.BENCH).rglob("*.tsv"))),
+            "CPU s per train job": mean("train_model"),
+            "CPU s per snapshot job": mean("take_snapshot")}
 
 
 def ladder(rungs: dict[str, Path], epoch: str = "best") -> pd.DataFrame:

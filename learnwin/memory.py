@@ -23,7 +23,7 @@ from learnwin import io
 from learnwin.cells import GatedRNN, build_model
 from learnwin.data import load_split
 from learnwin.envelope import receiving_times
-from learnwin.resources import MEMORY_CURVE_BYTES
+from learnwin.resources import MEMORY_CURVE_BYTES, memory_curve_bytes
 
 
 def input_sensitivity(model: GatedRNN, x: Tensor, u: Tensor) -> Tensor:
@@ -32,11 +32,11 @@ def input_sensitivity(model: GatedRNN, x: Tensor, u: Tensor) -> Tensor:
     ``model`` is a :class:`learnwin.cells.GatedRNN` run on its step-by-step path: the batched
     backward here runs under vmap, which cannot batch the out= writes of the training fast path.
     The receiving times go through that backward in chunks small enough that its work arrays
-    (about 16 float32 (B, T, H) arrays per receiving time) stay within
+    (:func:`learnwin.resources.memory_curve_bytes`) stay within
     :data:`learnwin.resources.MEMORY_CURVE_BYTES`; at the default size that is one chunk.
     """
     B, T, _ = x.shape
-    chunk = max(1, min(T, MEMORY_CURVE_BYTES // (16 * B * T * model.cell.hidden_size * 4)))
+    chunk = max(1, min(T, MEMORY_CURVE_BYTES // memory_curve_bytes(B, T, model.cell.hidden_size, 1)))
     with torch.enable_grad():
         xg = x.detach().requires_grad_(True)
         y_hat = model(xg, reference=True)  # (B, T)

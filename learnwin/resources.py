@@ -91,16 +91,22 @@ def snapshot_runtime_min(cfg: Mapping, model: str) -> int:
     return _minutes(factor * cpu_seconds("take_snapshot", cfg, model))
 
 
+def memory_curve_bytes(batch: int, T: int, hidden: int, times: int) -> int:
+    """Work arrays of the memory curve's batched backward over ``times`` receiving times: about
+    16 float32 (batch, T, hidden) arrays per receiving time."""
+    return 16 * batch * T * hidden * 4 * times
+
+
 def snapshot_mem_mb(cfg: Mapping) -> int:
     """The larger of the snapshot pass (one diag batch: K tangents plus a lag chunk of float64
-    (B, L, T, H) work arrays) and the memory curve, whose batched backward keeps about 16 float32
-    (B, T, H) arrays per receiving time (peak RSS 1.3 GB at T 64, H 32 and, before its chunking,
-    7.2 GB at T 128, H 64, with B 128), at most :data:`MEMORY_CURVE_BYTES`."""
+    (B, L, T, H) work arrays) and the memory curve (:func:`memory_curve_bytes`; peak RSS 1.3 GB
+    at T 64, H 32 and, before its chunking, 7.2 GB at T 128, H 64, with B 128), at most
+    :data:`MEMORY_CURVE_BYTES`."""
     t, s, h = cfg["task"], cfg["snapshot"], cfg["model"]["hidden"]
     batch = min(s["batch_size"], t["n_diag"])
     tangents = (s["directions"] + 2) * batch * t["T"] * h * 4
     memory_batch = min(batch, s["memory_sequences"])
-    memory_curve = min(16 * t["T"] ** 2 * memory_batch * h * 4, MEMORY_CURVE_BYTES)
+    memory_curve = min(memory_curve_bytes(memory_batch, t["T"], h, t["T"]), MEMORY_CURVE_BYTES)
     return _mb(max(tangents + 8 * 8 * (1 << 22), memory_curve), base=1200)
 
 

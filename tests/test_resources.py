@@ -83,9 +83,7 @@ def test_requests_follow_the_law(monkeypatch):
 
 @pytest.mark.parametrize("name", ["config.yaml", "medium.yaml", "paper.yaml"])
 def test_the_fitted_law_is_filled_in_and_grows_with_the_work(name):
-    cfg = _config(64, 32, 1024)
-    cfg.update({k: v if not isinstance(v, dict) else {**cfg.get(k, {}), **v}
-                for k, v in yaml.safe_load((ROOT / "config" / name).read_text()).items()})
+    cfg = _cost_law()._config(ROOT / "config" / name)  # on top of config.yaml, as --configfile
     costs = [resources.cpu_seconds(rule, cfg, m) for rule in resources.COEF for m in ("const", "lstm")]
     assert all(c > 0 for c in costs)
     assert costs[1] > costs[0] and costs[3] > costs[2]  # LSTM has four gate blocks to ConstGate's one
