@@ -9,16 +9,21 @@ the LayerNorm affine parameters are one batched op over all steps each. The inpu
 projection ``x W_in^T + b_in`` stays outside, under autograd, so its weight and bias
 gradients are also one matmul over all steps.
 
-Speed (benchmarks/train_step.py): at the default size the cost is the number of Python-level
-calls per step (each op and each view about 1-3 us), so states, activations and gradients
+Speed (benchmarks/train_step.py): at the default size the cost is the number of ATen calls
+per step (each op about 1-5 us, each view about 0.5 us), so states, activations and gradients
 live in preallocated time-major (T, B, .) buffers: the loops write each step into views made
 once per sequence by ``unbind`` (no list + ``torch.stack`` copies, no ``split`` per step), and
-a step's recurrent input gradient is one ``cat`` into its row of the buffer, scaled in place.
+a step's recurrent input gradient is one ``cat`` into its row of the buffer, scaled in place. Both loops run in ``torch.inference_mode`` (no view tracking or
+version counters: about a tenth of every op's and view's cost); the tensors autograd keeps
+(outputs, input gradient) are allocated before it, the small parameter gradients copied
+after it.
 
 Same numbers as the reference path (equal to rounding; tests/test_bptt.py checks losses and
-every gradient to 1e-10 in float64). First-order only: the backward is not differentiable
-again (double backward raises); :meth:`learnwin.cells.GatedCell.forward` uses this path only
-when it is safe (see there).
+every gradient to 1e-10 in float64), and the same float32 rounding as the earlier versions of
+this module, op for op (tests/test_smoke_digest.py: every table of the smoke run bit for
+bit), so recorded results stay reproducible. First-order only: the backward is not
+differentiable again (double backward raises); :meth:`learnwin.cells.GatedCell.forward` uses
+this path only when it is safe (see there).
 """
 
 from __future__ import annotations
@@ -44,14 +49,14 @@ def _ln_input_grad(dy: Tensor, a: Tensor, mean: Tensor, rstd: Tensor, ln: tuple)
     return _ln_backward(dy, a, a.shape[-1:], mean, rstd, w, b, [True, False, False])[0]
 
 
-def _ln_param_grads(dys: list, a: Tensor, means: list, rstds: list, ln: tuple | None):
+def _ln_param_grads(dy: Tensor, a: Tensor, means: list, rstds: list, ln: tuple | None):
     """LayerNorm weight and bias gradients over all steps at once (None without LN)."""
     if ln is None:
         return None, None
     w, b, _ = ln
     H = a.shape[-1]
     _, gw, gb = _ln_backward(
-        torch.stack(dys).reshape(-1, H), a.reshape(-1, H), [H], torch.stack(means).reshape(-1, 1),
+        dy.reshape(-1, H), a.reshape(-1, H), [H], torch.stack(means).reshape(-1, 1),
         torch.stack(rstds).reshape(-1, 1), w, b, [False, w is not None, b is not None])
     return gw, gb
 
@@ -63,6 +68,11 @@ def _outer(da: Tensor, h: Tensor) -> Tensor:
 
 def _ln_args(ln_w, ln_b, eps):
     return None if eps is None else (ln_w, ln_b, eps)
+
+
+def _normal(*ts):
+    """Copies of inference-mode results that autograd may hold (None passes through)."""
+    return tuple(None if t is None else t.clone() for t in ts)
 
 
 def _steps(v: Tensor) -> tuple:
@@ -95,30 +105,37 @@ class GateScan(torch.autograd.Function):
         B, T, G = xproj.shape
         H = u.shape[1]
         ln = _ln_args(ln_w, ln_b, eps)
-        uT = u.T.contiguous()
-        pre = xproj.new_empty(T, B, G)  # pre-activations; the gate columns become the gate
-        hs, gs = _states(xproj, T, H), xproj.new_empty(T, B, H)
-        pre_t, a_t, h_t, g_t = pre.unbind(0), _cols(pre, 0, H), hs.unbind(0), gs.unbind(0)
-        s_t = _cols(pre, H, G) if G > H else (s,) * T
-        means, rstds = [], []
-        for t, xp in enumerate(_steps(xproj)):
-            torch.addmm(xp, h_t[t], uT, out=pre_t[t])
-            if G > H:
-                s_t[t].sigmoid_()
-            n, mean, rstd = _ln_forward(a_t[t], ln)
-            torch.lerp(h_t[t], torch.tanh(n, out=g_t[t]), s_t[t], out=h_t[t + 1])
-            means.append(mean), rstds.append(rstd)
-        ctx.stats = means, rstds
-        ctx.save_for_backward(u, s, ln_w, ln_b, pre, hs, gs)
+        hs = _states(xproj, T, H)  # the output: allocated outside inference mode
+        with torch.inference_mode():
+            uT = u.T.contiguous()
+            pre = xproj.new_empty(T, B, G)  # pre-activations; the gate columns become the gate
+            gs = xproj.new_empty(T, B, H)
+            pre_t, a_t, h_t, g_t = pre.unbind(0), _cols(pre, 0, H), hs.unbind(0), gs.unbind(0)
+            s_t = _cols(pre, H, G) if G > H else (s,) * T
+            means, rstds = [], []
+            for t, xp in enumerate(_steps(xproj)):
+                torch.addmm(xp, h_t[t], uT, out=pre_t[t])
+                if G > H:
+                    s_t[t].sigmoid_()
+                n, mean, rstd = _ln_forward(a_t[t], ln)
+                torch.lerp(h_t[t], torch.tanh(n, out=g_t[t]), s_t[t], out=h_t[t + 1])
+                means.append(mean), rstds.append(rstd)
+        ctx.buffers = pre, hs, gs, means, rstds
+        ctx.save_for_backward(u, s, ln_w, ln_b)
         ctx.eps = eps
         return hs[1:].transpose(0, 1)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_h):
-        u, s, ln_w, ln_b, pre, hs, g = ctx.saved_tensors
-        ln = _ln_args(ln_w, ln_b, ctx.eps)
-        means, rstds = ctx.stats
+        u, s, ln_w, ln_b = ctx.saved_tensors
+        da = torch.empty_like(ctx.buffers[0])  # the input gradient: allocated outside inference mode
+        with torch.inference_mode():
+            grads = GateScan._backward(da, grad_h, u, s, _ln_args(ln_w, ln_b, ctx.eps), *ctx.buffers)
+        return (da.transpose(0, 1), *_normal(*grads))
+
+    @staticmethod
+    def _backward(da, grad_h, u, s, ln, pre, hs, g, means, rstds):
         T, _, G = pre.shape
         H = u.shape[1]
         hp, a = hs[:-1], pre[..., :H].contiguous()
@@ -127,21 +144,20 @@ class GateScan(torch.autograd.Function):
         k = (s * (1 - g * g)).unbind(0)  # d LN-output / dh_t
         keep = (1 - s).unbind(0) if G > H else (1 - s,) * T
         kd = ((g - hp) * s * (1 - s)).unbind(0) if G > H else None  # d a_s / dh_t
-        da = torch.empty_like(pre)
         da_t, a_t, ghs = da.unbind(0), a.unbind(0), _steps(grad_h)
-        dys = []
+        dys = torch.empty_like(g)  # d LN-output of every step
+        dy_t = dys.unbind(0)
         dh = ghs[-1]
         for t in range(T - 1, -1, -1):
-            dy = dh * k[t]
+            dy = torch.mul(dh, k[t], out=dy_t[t])
             parts = [_ln_input_grad(dy, a_t[t], means[t], rstds[t], ln) if ln else dy]
             if G > H:  # the shared gate's a_s gradient sums over units
                 parts.append((dh * kd[t]).sum(-1, keepdim=True) if G == H + 1 else dh * kd[t])
             torch.cat(parts, -1, out=da_t[t])
             if t:
                 dh = torch.addmm(torch.addcmul(ghs[t - 1], dh, keep[t]), da_t[t], u)
-            dys.append(dy)
-        gw, gb = _ln_param_grads(dys[::-1], a, means, rstds, ln)
-        return da.transpose(0, 1), _outer(da, hp), None, gw, gb, None
+        gw, gb = _ln_param_grads(dys, a, means, rstds, ln)
+        return _outer(da, hp), None, gw, gb, None
 
 
 class GRUScan(torch.autograd.Function):
@@ -153,30 +169,38 @@ class GRUScan(torch.autograd.Function):
         B, T, _ = xproj.shape
         H = u_h.shape[0]
         ln = _ln_args(ln_w, ln_b, eps)
-        uzrT, uhT = u_zr.T.contiguous(), u_h.T.contiguous()
-        zr, ah = xproj.new_empty(T, B, 2 * H), xproj.new_empty(T, B, H)  # zr: gates, ah: LN input
-        hs, qs, gs = _states(xproj, T, H), xproj.new_empty(T, B, H), xproj.new_empty(T, B, H)
-        zr_t, z_t, r_t, ah_t = zr.unbind(0), _cols(zr, 0, H), _cols(zr, H, 2 * H), ah.unbind(0)
-        h_t, q_t, g_t = hs.unbind(0), qs.unbind(0), gs.unbind(0)
-        xzr, xh = _steps(xproj[..., :2 * H]), _steps(xproj[..., 2 * H:])
-        means, rstds = [], []
-        for t in range(T):
-            torch.addmm(xzr[t], h_t[t], uzrT, out=zr_t[t]).sigmoid_()
-            torch.addmm(xh[t], torch.mul(r_t[t], h_t[t], out=q_t[t]), uhT, out=ah_t[t])
-            n, mean, rstd = _ln_forward(ah_t[t], ln)
-            torch.lerp(h_t[t], torch.tanh(n, out=g_t[t]), z_t[t], out=h_t[t + 1])
-            means.append(mean), rstds.append(rstd)
-        ctx.stats = means, rstds
-        ctx.save_for_backward(u_zr, u_h, ln_w, ln_b, zr, ah, hs, qs, gs)
+        hs = _states(xproj, T, H)  # the output: allocated outside inference mode
+        with torch.inference_mode():
+            uzrT, uhT = u_zr.T.contiguous(), u_h.T.contiguous()
+            zr, ah = xproj.new_empty(T, B, 2 * H), xproj.new_empty(T, B, H)  # zr: gates, ah: LN input
+            qs, gs = xproj.new_empty(T, B, H), xproj.new_empty(T, B, H)
+            zr_t, z_t, r_t, ah_t = zr.unbind(0), _cols(zr, 0, H), _cols(zr, H, 2 * H), ah.unbind(0)
+            h_t, q_t, g_t = hs.unbind(0), qs.unbind(0), gs.unbind(0)
+            xzr, xh = _steps(xproj[..., :2 * H]), _steps(xproj[..., 2 * H:])
+            means, rstds = [], []
+            for t in range(T):
+                torch.addmm(xzr[t], h_t[t], uzrT, out=zr_t[t]).sigmoid_()
+                torch.addmm(xh[t], torch.mul(r_t[t], h_t[t], out=q_t[t]), uhT, out=ah_t[t])
+                n, mean, rstd = _ln_forward(ah_t[t], ln)
+                torch.lerp(h_t[t], torch.tanh(n, out=g_t[t]), z_t[t], out=h_t[t + 1])
+                means.append(mean), rstds.append(rstd)
+        ctx.buffers = zr, ah, hs, qs, gs, means, rstds
+        ctx.save_for_backward(u_zr, u_h, ln_w, ln_b)
         ctx.eps = eps
         return hs[1:].transpose(0, 1)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_h):
-        u_zr, u_h, ln_w, ln_b, zr, ah, hs, qs, g = ctx.saved_tensors
-        ln = _ln_args(ln_w, ln_b, ctx.eps)
-        means, rstds = ctx.stats
+        u_zr, u_h, ln_w, ln_b = ctx.saved_tensors
+        zr = ctx.buffers[0]
+        dx = zr.new_empty(*zr.shape[:2], 3 * u_h.shape[0])  # the input gradient, outside inference mode
+        with torch.inference_mode():
+            grads = GRUScan._backward(dx, grad_h, u_zr, u_h, _ln_args(ln_w, ln_b, ctx.eps), *ctx.buffers)
+        return (dx.transpose(0, 1), *_normal(*grads))
+
+    @staticmethod
+    def _backward(dx, grad_h, u_zr, u_h, ln, zr, ah, hs, qs, g, means, rstds):
         T, _, H = g.shape
         hp, z, r = hs[:-1], zr[..., :H], zr[..., H:]
         kg = (z * (1 - g * g)).unbind(0)  # d LN-output / dh_t
@@ -184,21 +208,21 @@ class GRUScan(torch.autograd.Function):
         keep, r_t = (1 - z).unbind(0), r.unbind(0)
         dzr = torch.empty_like(zr)
         dzr_t, ah_t, ghs = dzr.unbind(0), ah.unbind(0), _steps(grad_h)
-        dahs, dys = [], []
+        dahs, dys = [], torch.empty_like(g)  # dys: d LN-output of every step
+        dy_t = dys.unbind(0)
         dh = ghs[-1]
         for t in range(T - 1, -1, -1):
-            dy = dh * kg[t]
+            dy = torch.mul(dh, kg[t], out=dy_t[t])
             dah = _ln_input_grad(dy, ah_t[t], means[t], rstds[t], ln) if ln else dy
             dq = dah @ u_h
             torch.cat([dh, dq], -1, out=dzr_t[t]).mul_(kzr[t])
             if t:
-                dh = torch.addmm(torch.addcmul(torch.addcmul(ghs[t - 1], dh, keep[t]), dq, r_t[t]),
-                                 dzr_t[t], u_zr)
-            dahs.append(dah), dys.append(dy)
+                dh = torch.addmm(torch.addcmul(ghs[t - 1], dh, keep[t]).addcmul_(dq, r_t[t]), dzr_t[t], u_zr)
+            dahs.append(dah)
         dah = torch.stack(dahs[::-1])
-        gw, gb = _ln_param_grads(dys[::-1], ah, means, rstds, ln)
-        return (torch.cat([dzr, dah], -1).transpose(0, 1), _outer(dzr, hp), _outer(dah, qs), gw, gb,
-                None)
+        torch.cat([dzr, dah], -1, out=dx)
+        gw, gb = _ln_param_grads(dys, ah, means, rstds, ln)
+        return _outer(dzr, hp), _outer(dah, qs), gw, gb, None
 
 
 class LSTMScan(torch.autograd.Function):
@@ -210,32 +234,38 @@ class LSTMScan(torch.autograd.Function):
         B, T, _ = xproj.shape
         H = u.shape[1]
         ln = _ln_args(ln_w, ln_b, eps)
-        uT = u.T.contiguous()
-        pre = xproj.new_empty(T, B, 4 * H)  # pre-activations; the i, f, o columns become the gates
-        hs, cs = _states(xproj, T, H), _states(xproj, T, H)
-        gs, tcs = xproj.new_empty(T, B, H), xproj.new_empty(T, B, H)
-        pre_t, ifo_t, ag_t = pre.unbind(0), _cols(pre, 0, 3 * H), _cols(pre, 3 * H, 4 * H)
-        i_t, f_t, o_t = _cols(pre, 0, H), _cols(pre, H, 2 * H), _cols(pre, 2 * H, 3 * H)
-        h_t, c_t, g_t, tc_t = hs.unbind(0), cs.unbind(0), gs.unbind(0), tcs.unbind(0)
-        means, rstds = [], []
-        for t, xp in enumerate(_steps(xproj)):
-            torch.addmm(xp, h_t[t], uT, out=pre_t[t])
-            ifo_t[t].sigmoid_()
-            n, mean, rstd = _ln_forward(ag_t[t], ln)
-            c = torch.mul(f_t[t], c_t[t], out=c_t[t + 1]).addcmul_(i_t[t], torch.tanh(n, out=g_t[t]))
-            torch.mul(o_t[t], torch.tanh(c, out=tc_t[t]), out=h_t[t + 1])
-            means.append(mean), rstds.append(rstd)
-        ctx.stats = means, rstds
-        ctx.save_for_backward(u, ln_w, ln_b, pre, hs, cs, gs, tcs)
+        hs, cs = _states(xproj, T, H), _states(xproj, T, H)  # the outputs: outside inference mode
+        with torch.inference_mode():
+            uT = u.T.contiguous()
+            pre = xproj.new_empty(T, B, 4 * H)  # pre-activations; the i, f, o columns become the gates
+            gs, tcs = xproj.new_empty(T, B, H), xproj.new_empty(T, B, H)
+            pre_t, ifo_t, ag_t = pre.unbind(0), _cols(pre, 0, 3 * H), _cols(pre, 3 * H, 4 * H)
+            i_t, f_t, o_t = _cols(pre, 0, H), _cols(pre, H, 2 * H), _cols(pre, 2 * H, 3 * H)
+            h_t, c_t, g_t, tc_t = hs.unbind(0), cs.unbind(0), gs.unbind(0), tcs.unbind(0)
+            means, rstds = [], []
+            for t, xp in enumerate(_steps(xproj)):
+                torch.addmm(xp, h_t[t], uT, out=pre_t[t])
+                ifo_t[t].sigmoid_()
+                n, mean, rstd = _ln_forward(ag_t[t], ln)
+                c = torch.mul(f_t[t], c_t[t], out=c_t[t + 1]).addcmul_(i_t[t], torch.tanh(n, out=g_t[t]))
+                torch.mul(o_t[t], torch.tanh(c, out=tc_t[t]), out=h_t[t + 1])
+                means.append(mean), rstds.append(rstd)
+        ctx.buffers = pre, hs, cs, gs, tcs, means, rstds
+        ctx.save_for_backward(u, ln_w, ln_b)
         ctx.eps = eps
         return hs[1:].transpose(0, 1), cs[1:].transpose(0, 1)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_h, grad_c):
-        u, ln_w, ln_b, pre, hs, cs, g, tc = ctx.saved_tensors
-        ln = _ln_args(ln_w, ln_b, ctx.eps)
-        means, rstds = ctx.stats
+        u, ln_w, ln_b = ctx.saved_tensors
+        da = torch.empty_like(ctx.buffers[0])  # the input gradient: allocated outside inference mode
+        with torch.inference_mode():
+            grads = LSTMScan._backward(da, grad_h, grad_c, u, _ln_args(ln_w, ln_b, ctx.eps), *ctx.buffers)
+        return (da.transpose(0, 1), *_normal(*grads))
+
+    @staticmethod
+    def _backward(da, grad_h, grad_c, u, ln, pre, hs, cs, g, tc, means, rstds):
         T, _, H = g.shape
         ifo, ag = pre[..., :3 * H], pre[..., 3 * H:].contiguous()
         k = torch.empty_like(pre)  # d a_(i,f,o) / d(c, c, h), and 1 for the LN input
@@ -249,24 +279,23 @@ class LSTMScan(torch.autograd.Function):
         f_t = ifo[..., H:2 * H].unbind(0)
         ghs = None if grad_h is None else _steps(grad_h)
         gcs = None if grad_c is None else _steps(grad_c)
-        da = torch.empty_like(pre)
         da_t, ag_t = da.unbind(0), ag.unbind(0)
-        dys = []
+        dys = torch.empty_like(g)  # d LN-output of every step
+        dy_t = dys.unbind(0)
         dh = torch.zeros_like(g[0]) if ghs is None else ghs[-1]
         dc = torch.zeros_like(g[0])
         for t in range(T - 1, -1, -1):
             if gcs is not None:
                 dc = dc + gcs[t]
             dc = torch.addcmul(dc, dh, kc[t])
-            dy = dc * kg[t]
+            dy = torch.mul(dc, kg[t], out=dy_t[t])
             dx = _ln_input_grad(dy, ag_t[t], means[t], rstds[t], ln) if ln else dy
             torch.cat([dc, dc, dh, dx], -1, out=da_t[t]).mul_(k[t])
             if t:
                 dc = dc * f_t[t]
                 dh = da_t[t] @ u if ghs is None else torch.addmm(ghs[t - 1], da_t[t], u)
-            dys.append(dy)
-        gw, gb = _ln_param_grads(dys[::-1], ag, means, rstds, ln)
-        return da.transpose(0, 1), _outer(da, hs[:-1]), gw, gb, None
+        gw, gb = _ln_param_grads(dys, ag, means, rstds, ln)
+        return _outer(da, hs[:-1]), gw, gb, None
 
 
 def active() -> bool:

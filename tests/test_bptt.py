@@ -86,3 +86,56 @@ def test_double_backward_through_fast_path_raises():
     (gx,) = torch.autograd.grad(model(x).sum(), x, create_graph=True)
     with pytest.raises(RuntimeError):
         gx.sum().backward()
+
+
+@pytest.mark.parametrize("shape", [(1, 6), (5, 1), (1, 1)])
+@pytest.mark.parametrize("name", MODELS)
+def test_single_sequence_and_single_step(name, shape):
+    """Batch 1 or T = 1 (views of size-1 dimensions): still the reference."""
+    model = _random_model(name, True)
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(*shape, 3, generator=gen, dtype=torch.float64)
+    y = torch.randn(*shape, generator=gen, dtype=torch.float64)
+    loss, grads = _loss_and_grads(model, x, y, reference=False)
+    ref_loss, ref_grads = _loss_and_grads(model, x, y, reference=True)
+    torch.testing.assert_close(loss, ref_loss, rtol=0, atol=1e-10)
+    for n, g in ref_grads.items():
+        torch.testing.assert_close(grads[n], g, rtol=0, atol=1e-10, msg=n)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_inputs_untouched_and_results_are_ordinary_tensors(name):
+    """The loops run in inference mode: nothing they return may be an inference tensor (an
+    optimizer or gradient clipping writes grads in place), and they never write their inputs."""
+    model = _random_model(name, True)
+    cell = model.cell
+    x = torch.randn(1, 5, 3, dtype=torch.float64)
+    xproj = torch.nn.functional.linear(x, torch.cat(cell._input_weights(), 0),
+                                       torch.cat(cell._input_biases(), 0)).detach().requires_grad_()
+    before = xproj.detach().clone()
+    fn = {"gate": bptt.GateScan, "gru": bptt.GRUScan, "lstm": bptt.LSTMScan}[cell._bptt]
+    extra = (cell.s,) if cell._bptt == "gate" else (cell.U_h,) if cell._bptt == "gru" else ()
+    norm = cell.norm
+    out = fn.apply(xproj, cell._recurrent(), *extra, norm.weight, norm.bias, norm.eps)
+    out = out if isinstance(out, tuple) else (out,)
+    assert torch.equal(xproj.detach(), before)
+    assert not any(o.is_inference() for o in out)
+    sum(o.sum() for o in out).backward()
+    assert torch.equal(xproj.detach(), before)
+    params = [xproj, *(p for p in cell.parameters() if p.grad is not None)]  # not the input weights
+    assert len(params) >= 4  # xproj, a recurrent matrix, the LayerNorm weight and bias
+    assert not any(p.grad.is_inference() for p in params)
+    torch.nn.utils.clip_grad_norm_(params, 1e-3)  # in place on every grad
+    assert torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])) <= 1e-3 + 1e-12
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_backward_twice_with_retained_graph(name):
+    """The backward reads its saved buffers and never overwrites them."""
+    model = _random_model(name, True)
+    x = torch.randn(3, 6, 3, dtype=torch.float64)
+    loss = model(x).square().sum()
+    first = torch.autograd.grad(loss, list(model.parameters()), retain_graph=True)
+    second = torch.autograd.grad(loss, list(model.parameters()))
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
