@@ -13,10 +13,10 @@ Speed (benchmarks/train_step.py): at the default size the cost is the number of 
 per step (each op about 1-5 us, each view about 0.5 us), so states, activations and gradients
 live in preallocated time-major (T, B, .) buffers: the loops write each step into views made
 once per sequence by ``unbind`` (no list + ``torch.stack`` copies, no ``split`` per step), and
-a step's recurrent input gradient is one ``cat`` into its row of the buffer, scaled in place. Both loops run in ``torch.inference_mode`` (no view tracking or
-version counters: about a tenth of every op's and view's cost); the tensors autograd keeps
-(outputs, input gradient) are allocated before it, the small parameter gradients copied
-after it.
+a step's recurrent input gradient is one ``cat`` into its row of the buffer, scaled in place.
+Both loops run in ``torch.inference_mode`` (no view tracking or version counters, which cost a
+noticeable share of each small op); the tensors autograd keeps (outputs, input gradient) are
+allocated before it, the small parameter gradients copied after it.
 
 Same numbers as the reference path (equal to rounding; tests/test_bptt.py checks losses and
 every gradient to 1e-10 in float64), and the same float32 rounding as the earlier versions of
