@@ -125,6 +125,8 @@ def test_inputs_untouched_and_results_are_ordinary_tensors(name):
     params = [xproj, *(p for p in cell.parameters() if p.grad is not None)]  # not the input weights
     assert len(params) >= 4  # xproj, a recurrent matrix, the LayerNorm weight and bias
     assert not any(p.grad.is_inference() for p in params)
+    with pytest.raises(RuntimeError, match="view"):  # the saved states cannot be changed under autograd
+        out[0].add_(1)
     torch.nn.utils.clip_grad_norm_(params, 1e-3)  # in place on every grad
     assert torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])) <= 1e-3 + 1e-12
 
