@@ -75,6 +75,24 @@ def _normal(*ts):
     return tuple(None if t is None else t.clone() for t in ts)
 
 
+BLOCK_BYTES = 256 << 10
+"""Bytes per row buffer of one block of time steps in the backward (see :func:`_blocks`)."""
+
+
+def _blocks(T: int, row_bytes: int):
+    """Blocks (lo, hi) of time steps, last first, for the backward's per-step factors.
+
+    The factors (gate derivatives) are elementwise products over (T, B, .) buffers, memory-bound
+    once those outgrow the cache (at T 256, H 128 they took a quarter of an LSTM step); computed
+    block by block, right before the loop consumes them, they stay in cache. A block holds about
+    BLOCK_BYTES of the widest buffer (``row_bytes`` per step), a fraction of a core's L2 cache.
+    Elementwise products do not depend on the blocking: any block size gives the same bits.
+    """
+    n = max(1, BLOCK_BYTES // row_bytes)
+    for hi in range(T, 0, -n):
+        yield max(hi - n, 0), hi
+
+
 def _steps(v: Tensor) -> tuple:
     """(B, T, ...) -> T tensors (B, ...)."""
     return v.unbind(1)
@@ -139,25 +157,33 @@ class GateScan(torch.autograd.Function):
         T, _, G = pre.shape
         H = u.shape[1]
         hp, a = hs[:-1], pre[..., :H].contiguous()
-        if G > H:
-            s = pre[..., H:]
-        k = (s * (1 - g * g)).unbind(0)  # d LN-output / dh_t
-        keep = (1 - s).unbind(0) if G > H else (1 - s,) * T
-        kd = ((g - hp) * s * (1 - s)).unbind(0) if G > H else None  # d a_s / dh_t
         da_t, a_t, ghs = da.unbind(0), a.unbind(0), _steps(grad_h)
         dys = torch.empty_like(g)  # d LN-output of every step
         dy_t = dys.unbind(0)
         dh = ghs[-1]
-        for t in range(T - 1, -1, -1):
-            dy = torch.mul(dh, k[t], out=dy_t[t])
-            parts = [_ln_input_grad(dy, a_t[t], means[t], rstds[t], ln) if ln else dy]
-            if G > H:  # the shared gate's a_s gradient sums over units
-                parts.append((dh * kd[t]).sum(-1, keepdim=True) if G == H + 1 else dh * kd[t])
-            torch.cat(parts, -1, out=da_t[t])
-            if t:
-                dh = torch.addmm(torch.addcmul(ghs[t - 1], dh, keep[t]), da_t[t], u)
+        for lo, hi in _blocks(T, pre[0].nbytes):
+            k, keep, kd = GateScan._factors(s, pre[lo:hi], hp[lo:hi], g[lo:hi])
+            for t in range(hi - 1, lo - 1, -1):
+                j = t - lo
+                dy = torch.mul(dh, k[j], out=dy_t[t])
+                parts = [_ln_input_grad(dy, a_t[t], means[t], rstds[t], ln) if ln else dy]
+                if G > H:  # the shared gate's a_s gradient sums over units
+                    parts.append((dh * kd[j]).sum(-1, keepdim=True) if G == H + 1 else dh * kd[j])
+                torch.cat(parts, -1, out=da_t[t])
+                if t:
+                    dh = torch.addmm(torch.addcmul(ghs[t - 1], dh, keep[j]), da_t[t], u)
         gw, gb = _ln_param_grads(dys, a, means, rstds, ln)
         return _outer(da, hp), None, gw, gb, None
+
+    @staticmethod
+    def _factors(s, pre, hp, g):
+        """Per-step d LN-output / dh_t, 1 - s_t and d a_s / dh_t (None for ConstGate) of a block."""
+        H = g.shape[-1]
+        n = g.shape[0]
+        if pre.shape[-1] == H:  # ConstGate: the fixed leak
+            return (s * (1 - g * g)).unbind(0), (1 - s,) * n, None
+        s = pre[..., H:]
+        return (s * (1 - g * g)).unbind(0), (1 - s).unbind(0), ((g - hp) * s * (1 - s)).unbind(0)
 
 
 class GRUScan(torch.autograd.Function):
@@ -202,27 +228,35 @@ class GRUScan(torch.autograd.Function):
     @staticmethod
     def _backward(dx, grad_h, u_zr, u_h, ln, zr, ah, hs, qs, g, means, rstds):
         T, _, H = g.shape
-        hp, z, r = hs[:-1], zr[..., :H], zr[..., H:]
-        kg = (z * (1 - g * g)).unbind(0)  # d LN-output / dh_t
-        kzr = (torch.cat([g - hp, hp], -1) * zr * (1 - zr)).unbind(0)  # d a_(z,r) / d(h_t, q_t)
-        keep, r_t = (1 - z).unbind(0), r.unbind(0)
+        hp = hs[:-1]
         dzr = torch.empty_like(zr)
         dzr_t, ah_t, ghs = dzr.unbind(0), ah.unbind(0), _steps(grad_h)
         dahs, dys = [], torch.empty_like(g)  # dys: d LN-output of every step
         dy_t = dys.unbind(0)
         dh = ghs[-1]
-        for t in range(T - 1, -1, -1):
-            dy = torch.mul(dh, kg[t], out=dy_t[t])
-            dah = _ln_input_grad(dy, ah_t[t], means[t], rstds[t], ln) if ln else dy
-            dq = dah @ u_h
-            torch.cat([dh, dq], -1, out=dzr_t[t]).mul_(kzr[t])
-            if t:
-                dh = torch.addmm(torch.addcmul(ghs[t - 1], dh, keep[t]).addcmul_(dq, r_t[t]), dzr_t[t], u_zr)
-            dahs.append(dah)
+        for lo, hi in _blocks(T, zr[0].nbytes):
+            kg, kzr, keep, r_t = GRUScan._factors(zr[lo:hi], hp[lo:hi], g[lo:hi])
+            for t in range(hi - 1, lo - 1, -1):
+                j = t - lo
+                dy = torch.mul(dh, kg[j], out=dy_t[t])
+                dah = _ln_input_grad(dy, ah_t[t], means[t], rstds[t], ln) if ln else dy
+                dq = dah @ u_h
+                torch.cat([dh, dq], -1, out=dzr_t[t]).mul_(kzr[j])
+                if t:
+                    dh = torch.addmm(torch.addcmul(ghs[t - 1], dh, keep[j]).addcmul_(dq, r_t[j]), dzr_t[t], u_zr)
+                dahs.append(dah)
         dah = torch.stack(dahs[::-1])
         torch.cat([dzr, dah], -1, out=dx)
         gw, gb = _ln_param_grads(dys, ah, means, rstds, ln)
         return _outer(dzr, hp), _outer(dah, qs), gw, gb, None
+
+    @staticmethod
+    def _factors(zr, hp, g):
+        """Per-step d LN-output / dh_t, d a_(z,r) / d(h_t, q_t), 1 - z_t and r_t of a block."""
+        H = g.shape[-1]
+        z, r = zr[..., :H], zr[..., H:]
+        kzr = torch.cat([g - hp, hp], -1) * zr * (1 - zr)
+        return (z * (1 - g * g)).unbind(0), kzr.unbind(0), (1 - z).unbind(0), r.unbind(0)
 
 
 class LSTMScan(torch.autograd.Function):
@@ -267,16 +301,7 @@ class LSTMScan(torch.autograd.Function):
     @staticmethod
     def _backward(da, grad_h, grad_c, u, ln, pre, hs, cs, g, tc, means, rstds):
         T, _, H = g.shape
-        ifo, ag = pre[..., :3 * H], pre[..., 3 * H:].contiguous()
-        k = torch.empty_like(pre)  # d a_(i,f,o) / d(c, c, h), and 1 for the LN input
-        for j, v in enumerate((g, cs[:-1], tc)):  # (v sigma) (1 - sigma): the reference's rounding
-            torch.mul(v, ifo[..., j * H:(j + 1) * H], out=k[..., j * H:(j + 1) * H])
-        k[..., :3 * H].mul_(1 - ifo)
-        k[..., 3 * H:].fill_(1)
-        k = k.unbind(0)
-        kg = (ifo[..., :H] * (1 - g * g)).unbind(0)  # d LN-output / dc_t
-        kc = (ifo[..., 2 * H:] * (1 - tc * tc)).unbind(0)  # dc_t / dh_t
-        f_t = ifo[..., H:2 * H].unbind(0)
+        ag = pre[..., 3 * H:].contiguous()
         ghs = None if grad_h is None else _steps(grad_h)
         gcs = None if grad_c is None else _steps(grad_c)
         da_t, ag_t = da.unbind(0), ag.unbind(0)
@@ -284,18 +309,35 @@ class LSTMScan(torch.autograd.Function):
         dy_t = dys.unbind(0)
         dh = torch.zeros_like(g[0]) if ghs is None else ghs[-1]
         dc = torch.zeros_like(g[0])
-        for t in range(T - 1, -1, -1):
-            if gcs is not None:
-                dc = dc + gcs[t]
-            dc = torch.addcmul(dc, dh, kc[t])
-            dy = torch.mul(dc, kg[t], out=dy_t[t])
-            dx = _ln_input_grad(dy, ag_t[t], means[t], rstds[t], ln) if ln else dy
-            torch.cat([dc, dc, dh, dx], -1, out=da_t[t]).mul_(k[t])
-            if t:
-                dc = dc * f_t[t]
-                dh = da_t[t] @ u if ghs is None else torch.addmm(ghs[t - 1], da_t[t], u)
+        for lo, hi in _blocks(T, pre[0].nbytes):
+            k, kg, kc, f_t = LSTMScan._factors(pre[lo:hi], cs[lo:hi], g[lo:hi], tc[lo:hi])
+            for t in range(hi - 1, lo - 1, -1):
+                j = t - lo
+                if gcs is not None:
+                    dc = dc + gcs[t]
+                dc = torch.addcmul(dc, dh, kc[j])
+                dy = torch.mul(dc, kg[j], out=dy_t[t])
+                dx = _ln_input_grad(dy, ag_t[t], means[t], rstds[t], ln) if ln else dy
+                torch.cat([dc, dc, dh, dx], -1, out=da_t[t]).mul_(k[j])
+                if t:
+                    dc = dc * f_t[j]
+                    dh = da_t[t] @ u if ghs is None else torch.addmm(ghs[t - 1], da_t[t], u)
         gw, gb = _ln_param_grads(dys, ag, means, rstds, ln)
         return _outer(da, hs[:-1]), gw, gb, None
+
+    @staticmethod
+    def _factors(pre, c_prev, g, tc):
+        """Per-step d a / d(c, c, h, LN input), d LN-output / dc_t, dc_t / dh_t and f_t of a block."""
+        H = g.shape[-1]
+        ifo = pre[..., :3 * H]
+        k = torch.empty_like(pre)  # d a_(i,f,o) / d(c, c, h), and 1 for the LN input
+        for j, v in enumerate((g, c_prev, tc)):  # (v sigma) (1 - sigma): the reference's rounding
+            torch.mul(v, ifo[..., j * H:(j + 1) * H], out=k[..., j * H:(j + 1) * H])
+        k[..., :3 * H].mul_(1 - ifo)
+        k[..., 3 * H:].fill_(1)
+        kg = ifo[..., :H] * (1 - g * g)
+        kc = ifo[..., 2 * H:] * (1 - tc * tc)
+        return k.unbind(0), kg.unbind(0), kc.unbind(0), ifo[..., H:2 * H].unbind(0)
 
 
 def active() -> bool:

@@ -141,3 +141,34 @@ def test_backward_twice_with_retained_graph(name):
     second = torch.autograd.grad(loss, list(model.parameters()))
     for a, b in zip(first, second):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("T, row, budget", [(9, 8, 32), (9, 8, 8), (9, 8, 1), (64, 16384, 1 << 20),
+                                            (7, 100, 10_000)])
+def test_blocks_cover_every_step_once_last_first(T, row, budget, monkeypatch):
+    monkeypatch.setattr(bptt, "BLOCK_BYTES", budget)
+    blocks = list(bptt._blocks(T, row))
+    n = max(1, budget // row)
+    assert [t for lo, hi in blocks for t in range(hi - 1, lo - 1, -1)] == list(range(T - 1, -1, -1))
+    assert all(hi - lo == n for lo, hi in blocks[:-1]) and 0 < blocks[-1][1] - blocks[-1][0] <= n
+
+
+WIDTH = {"const": 1.0, "shared": 1.2, "diag": 2.0, "gru": 2.0, "lstm": 4.0}  # widest buffer / H (H = 5)
+
+
+@pytest.mark.parametrize("steps", [1, 4])
+@pytest.mark.parametrize("name", MODELS)
+def test_time_blocks_give_the_same_bits(name, steps, monkeypatch):
+    """The backward's factors block by block (one step, or uneven blocks of 4 of 9): the same
+    bits as one block, so the block size is a speed choice only."""
+    model = _random_model(name, True)
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(4, 9, 3, generator=gen, dtype=torch.float64)
+    y = torch.randn(4, 9, generator=gen, dtype=torch.float64)
+    loss, grads = _loss_and_grads(model, x, y, reference=False)
+    monkeypatch.setattr(bptt, "BLOCK_BYTES", int(steps * 4 * 8 * 5 * WIDTH[name]))  # batch 4, float64
+    assert len(list(bptt._blocks(9, int(4 * 8 * 5 * WIDTH[name])))) == (9 if steps == 1 else 3)
+    blocked_loss, blocked = _loss_and_grads(model, x, y, reference=False)
+    assert torch.equal(blocked_loss, loss)
+    for n, g in grads.items():
+        assert torch.equal(blocked[n], g), n
