@@ -16,7 +16,8 @@ once per sequence by ``unbind`` (no list + ``torch.stack`` copies, no ``split`` 
 a step's recurrent input gradient is one ``cat`` into its row of the buffer, scaled in place.
 Both loops run in ``torch.inference_mode`` (no view tracking or version counters, which cost a
 noticeable share of each small op); the tensors autograd keeps (outputs, input gradient) are
-allocated before it, the small parameter gradients copied after it.
+allocated before it, the small parameter gradients copied after it. The backward computes its
+per-step factors block by block of time steps, in cache where the loop reads them (:func:`_blocks`).
 
 Same numbers as the reference path (equal to rounding; tests/test_bptt.py checks losses and
 every gradient to 1e-10 in float64), and the same float32 rounding as the earlier versions of
@@ -83,10 +84,11 @@ def _blocks(T: int, row_bytes: int):
     """Blocks (lo, hi) of time steps, last first, for the backward's per-step factors.
 
     The factors (gate derivatives) are elementwise products over (T, B, .) buffers, memory-bound
-    once those outgrow the cache (at T 256, H 128 they took a quarter of an LSTM step); computed
-    block by block, right before the loop consumes them, they stay in cache. A block holds about
-    BLOCK_BYTES of the widest buffer (``row_bytes`` per step), a fraction of a core's L2 cache.
-    Elementwise products do not depend on the blocking: any block size gives the same bits.
+    once those outgrow the cache; computed whole, they made the fast path slower than the
+    reference at T 256, H 128 (docs/results.md, "Training step speed"). Computed block by block,
+    right before the loop consumes them, they stay in cache. A block holds about BLOCK_BYTES of
+    the widest buffer (``row_bytes`` per step), a fraction of a core's L2 cache. Elementwise
+    products do not depend on the blocking: any block size gives the same bits.
     """
     n = max(1, BLOCK_BYTES // row_bytes)
     for hi in range(T, 0, -n):
