@@ -144,3 +144,29 @@ def test_ladder_puts_each_rungs_verdicts_and_cost_side_by_side(tmp_path, monkeyp
     assert rows.loc["jobs", "small"] == "6"
     assert rows.loc["wall time (first to last file)", "big"] == "2 min 5 s"
     assert rows.loc["CPU s per train job", "big"] == "–"  # no benchmark TSVs
+
+
+def test_compare_claims_finds_exactly_the_cells_whose_verdict_differs(tmp_path, capsys):
+    write_claim_run(tmp_path)
+    page = _run(capsys, tmp_path / "results", "--epoch", "best")
+    compare = _script("compare_claims")
+    a = compare.glance(page)
+    n_rows = sum(1 for line in page.split("### Claims at a glance")[1].split("\n\n")[1].splitlines()) - 2
+    assert len(a) == n_rows * a["model"].nunique() and not a["cell"].eq("").any()
+    assert compare.verdict_changes(a, a)[1].empty
+    holds = a["cell"].str.endswith("✓")
+    assert holds.sum() >= 2 and (~holds).sum() >= 2
+    (holding, kept_holding), (failing, kept_failing) = a[holds].index[:2], a[~holds].index[:2]
+    b = a.copy()
+    b.loc[holding, "cell"] = "0/2"  # holds in A, not in B
+    b.loc[failing, "cell"] = "2/2 ✓"  # the other way round
+    b.loc[kept_holding, "cell"] = "9/9 ✓"  # other counts, same verdicts
+    b.loc[kept_failing, "cell"] = "0/9"
+    holding, failing = a.loc[holding], a.loc[failing]
+    n, changed = compare.verdict_changes(a, b)
+    assert n == len(a)
+    assert sorted(zip(changed["model"], changed["check"], changed["cell A"], changed["cell B"])) == sorted(
+        [(holding["model"], holding["check"], holding["cell"], "0/2"),
+         (failing["model"], failing["check"], failing["cell"], "2/2 ✓")])
+    with pytest.raises(ValueError, match="Claims at a glance"):
+        compare.glance("## no tables here\n")
