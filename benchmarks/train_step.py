@@ -3,16 +3,27 @@
 Every model steps with the workflow's optimizer (learnwin.train.make_optimizer: multi-tensor AdamW).
 
 Run: python benchmarks/train_step.py [--config config/config.yaml] [--repeats 10] [--rounds 5] [--sizes default,medium]
+                                     [--before BPTT_FILE]
 Two sizes: the default experiment's (T, D, H, batch from the config) and a medium one
 (T 256, H 128, batch 64); 1 thread. Each cell runs twice in the same process: the training
 fast path (hand-written BPTT, learnwin.bptt) and the step-by-step autograd reference path
 (``reference=True``); every implementation is timed once per round, interleaved, and the
 minimum over rounds is printed (the machine is shared). The ratio to nn.LSTM is what we
 track (target <= 2.5x, fast path).
+
+On CPU, nn.LSTM runs oneDNN's fused LSTM kernel (one call per layer, forward and backward);
+nn.GRU has no such kernel. The row "nn.LSTM no oneDNN" is the same module with oneDNN switched
+off: torch's own step-by-step loop of ATen ops (in C++), the kind of loop the cells run.
+
+Before and after a change of the fast path, in one run: ``--before`` names an earlier version of
+learnwin/bptt.py (``git show REV:learnwin/bptt.py > before.py``), whose ``scan`` is timed on the
+same cells, interleaved with the others; the table gains its ms and the after / before ratio.
 """
 
 import argparse
+import importlib.util
 import time
+import warnings
 
 import torch
 import yaml
@@ -31,32 +42,55 @@ class TorchRNN(torch.nn.Module):
         return self.out(self.rnn(x)[0]).squeeze(-1)
 
 
-def stepper(model, x, y, **kw):
+class Before(torch.nn.Module):
+    """A cell's model with its fast path taken from an earlier learnwin.bptt (``--before``)."""
+
+    def __init__(self, model, bptt):
+        super().__init__()
+        self.model, self.bptt = model, bptt
+
+    def forward(self, x):
+        hidden, _ = self.bptt.scan(self.model.cell, x)
+        return (hidden @ self.model.W_out.T + self.model.b_out).squeeze(-1)
+
+
+def load_module(path):
+    spec = importlib.util.spec_from_file_location("bptt_before", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def stepper(model, x, y, onednn=True, **kw):
     opt = make_optimizer("adamw", model.parameters(), {"lr": 1e-3, "weight_decay": 1e-4})  # as training
 
     def step():
-        opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.mse_loss(model(x, **kw), y)
-        loss.backward()
-        opt.step()
+        with torch.backends.mkldnn.flags(enabled=onednn):
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.mse_loss(model(x, **kw), y)
+            loss.backward()
+            opt.step()
 
     for _ in range(3):
         step()
     return step
 
 
-def table(T, D, H, B, repeats, rounds):
+def table(T, D, H, B, repeats, rounds, before=None):
     """ms per step, the minimum over ``rounds`` interleaved rounds (the machine is shared)."""
     torch.manual_seed(0)
     x, y = torch.randn(B, T, D), torch.randn(B, T)
     print(f"\nT={T} D={D} H={H} batch={B}, 1 thread, torch {torch.__version__}, "
           f"min over {rounds} rounds of {repeats} steps")
-    steps = {"nn.LSTM": stepper(TorchRNN("LSTM", D, H), x, y),
+    lstm = TorchRNN("LSTM", D, H)
+    steps = {"nn.LSTM": stepper(lstm, x, y), "nn.LSTM no oneDNN": stepper(lstm, x, y, onednn=False),
              "nn.GRU": stepper(TorchRNN("GRU", D, H), x, y)}
     for m in MODELS:
         model = build_model(m, D, H)
         steps[m] = stepper(model, x, y)
         steps[m + " ref"] = stepper(model, x, y, reference=True)
+        if before is not None:
+            steps[m + " before"] = stepper(Before(model, before), x, y)
     best = dict.fromkeys(steps, float("inf"))
     for _ in range(rounds):
         for name, step in steps.items():
@@ -65,12 +99,14 @@ def table(T, D, H, B, repeats, rounds):
                 step()
             best[name] = min(best[name], 1e3 * (time.perf_counter() - t0) / repeats)
     ref = best["nn.LSTM"]
-    print(f"{'cell':10s} {'fast ms':>9s} {'x nn.LSTM':>10s} {'ref ms':>9s} {'x nn.LSTM':>10s}")
-    for name in ("nn.LSTM", "nn.GRU"):
-        print(f"{name:10s} {best[name]:9.2f} {best[name] / ref:10.2f}")
+    extra = f" {'before ms':>10s} {'after/before':>13s}" if before is not None else ""
+    print(f"{'cell':17s} {'fast ms':>9s} {'x nn.LSTM':>10s} {'ref ms':>9s} {'x nn.LSTM':>10s}{extra}")
+    for name in ("nn.LSTM", "nn.LSTM no oneDNN", "nn.GRU"):
+        print(f"{name:17s} {best[name]:9.2f} {best[name] / ref:10.2f}")
     for m in MODELS:
         fast, slow = best[m], best[m + " ref"]
-        print(f"{m:10s} {fast:9.2f} {fast / ref:10.2f} {slow:9.2f} {slow / ref:10.2f}")
+        extra = f" {best[m + ' before']:10.2f} {fast / best[m + ' before']:13.2f}" if before is not None else ""
+        print(f"{m:17s} {fast:9.2f} {fast / ref:10.2f} {slow:9.2f} {slow / ref:10.2f}{extra}")
 
 
 def main():
@@ -79,15 +115,19 @@ def main():
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sizes", default="default,medium", help="comma-separated: default, medium")
+    ap.add_argument("--before", help="an earlier learnwin/bptt.py to time beside the current one")
     args = ap.parse_args()
+    before = load_module(args.before) if args.before else None
     cfg = yaml.safe_load(open(args.config))
     torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")  # printed by the flag switch
     D = cfg["task"]["D"]
     sizes = args.sizes.split(",")
     if "default" in sizes:
-        table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"], args.repeats, args.rounds)
+        table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"], args.repeats, args.rounds,
+              before)
     if "medium" in sizes:
-        table(256, D, 128, 64, max(args.repeats // 5, 1), args.rounds)
+        table(256, D, 128, 64, max(args.repeats // 5, 1), args.rounds, before)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@ step; at the default size most of a training step is that per-op overhead. Here 
 without autograd and keeps the gate activations, the backward loop runs the recurrence by
 hand (a handful of fused ops per step), and the gradients of the recurrent matrices and of
 the LayerNorm affine parameters are one batched op over all steps each. The input
-projection ``x W_in^T + b_in`` stays outside, under autograd, so its weight and bias
-gradients are also one matmul over all steps.
+projection ``x W_in^T + b_in`` runs inside too, time-major, as one matmul over all steps, and
+so do its weight, bias and input gradients (:func:`_project_grads`).
 
 Speed (benchmarks/train_step.py): at the default size the cost is the number of ATen calls
 per step (each op about 1-5 us, each view about 0.5 us), so states, activations and gradients
@@ -20,9 +20,9 @@ allocated before it, the small parameter gradients copied after it. The backward
 per-step factors block by block of time steps, in cache where the loop reads them (:func:`_blocks`).
 
 Same numbers as the reference path (equal to rounding; tests/test_bptt.py checks losses and
-every gradient to 1e-10 in float64), and the same float32 rounding as the earlier versions of
-this module, op for op (tests/test_smoke_digest.py: every table of the smoke run bit for
-bit), so recorded results stay reproducible. First-order only: the backward is not
+every gradient to 1e-10 in float64). The float32 rounding is that of the recorded smoke digest
+(tests/test_smoke_digest.py); it last changed when the input projection moved inside, which
+changed the order of the input weight and bias gradients' sums. First-order only: the backward is not
 differentiable again (double backward raises); :meth:`learnwin.cells.GatedCell.forward` uses
 this path only when it is safe (see there).
 """
@@ -30,7 +30,6 @@ this path only when it is safe (see there).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
@@ -69,6 +68,26 @@ def _outer(da: Tensor, h: Tensor) -> Tensor:
 
 def _ln_args(ln_w, ln_b, eps):
     return None if eps is None else (ln_w, ln_b, eps)
+
+
+def _project(x: Tensor, w_in: Tensor, b_in: Tensor) -> tuple[Tensor, Tensor]:
+    """Time-major inputs (T, B, D) and their projection x W_in^T + b_in, (T, B, G), one matmul."""
+    x_tm = x.transpose(0, 1).contiguous()
+    T, B, D = x_tm.shape
+    return x_tm, torch.addmm(b_in, x_tm.view(-1, D), w_in.T).view(T, B, -1)
+
+
+def _project_grads(ctx, da: Tensor) -> tuple:
+    """Gradients of x, W_in and b_in from the pre-activation gradient da (T, B, G), each one op
+    over all steps (None where not needed). W_in's is (x^T da)^T: autograd's da^T x, with the
+    input size D as the matmul's output width, ran 9x slower at D 8 (docs/results.md, "Training
+    step speed")."""
+    need_x, need_w, need_b = ctx.needs_input_grad[:3]
+    flat = da.view(-1, da.shape[-1])
+    x_tm, w_in = ctx.x, ctx.w_in
+    dx = (flat @ w_in).view(x_tm.shape).transpose(0, 1) if need_x else None
+    dw = (x_tm.view(-1, x_tm.shape[-1]).T @ flat).T.contiguous() if need_w else None
+    return dx, dw, flat.sum(0) if need_b else None
 
 
 def _normal(*ts):
@@ -120,20 +139,21 @@ class GateScan(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, xproj, u, s, ln_w, ln_b, eps):
+    def forward(ctx, x, w_in, b_in, u, s, ln_w, ln_b, eps):
         ctx.set_materialize_grads(False)
-        B, T, G = xproj.shape
-        H = u.shape[1]
+        B, T, _ = x.shape
+        G, H = w_in.shape[0], u.shape[1]
         ln = _ln_args(ln_w, ln_b, eps)
-        hs = _states(xproj, T, H)  # the output: allocated outside inference mode
+        hs = _states(x, T, H)  # the output: allocated outside inference mode
         with torch.inference_mode():
+            ctx.x, xproj = _project(x, w_in, b_in)
             uT = u.T.contiguous()
-            pre = xproj.new_empty(T, B, G)  # pre-activations; the gate columns become the gate
-            gs = xproj.new_empty(T, B, H)
+            pre = x.new_empty(T, B, G)  # pre-activations; the gate columns become the gate
+            gs = x.new_empty(T, B, H)
             pre_t, a_t, h_t, g_t = pre.unbind(0), _cols(pre, 0, H), hs.unbind(0), gs.unbind(0)
             s_t = _cols(pre, H, G) if G > H else (s,) * T
             means, rstds = [], []
-            for t, xp in enumerate(_steps(xproj)):
+            for t, xp in enumerate(xproj.unbind(0)):
                 torch.addmm(xp, h_t[t], uT, out=pre_t[t])
                 if G > H:
                     s_t[t].sigmoid_()
@@ -141,18 +161,18 @@ class GateScan(torch.autograd.Function):
                 torch.lerp(h_t[t], torch.tanh(n, out=g_t[t]), s_t[t], out=h_t[t + 1])
                 means.append(mean), rstds.append(rstd)
         ctx.buffers = pre, hs, gs, means, rstds
-        ctx.save_for_backward(u, s, ln_w, ln_b)
+        ctx.save_for_backward(w_in, u, s, ln_w, ln_b)
         ctx.eps = eps
         return hs[1:].transpose(0, 1)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_h):
-        u, s, ln_w, ln_b = ctx.saved_tensors
-        da = torch.empty_like(ctx.buffers[0])  # the input gradient: allocated outside inference mode
+        ctx.w_in, u, s, ln_w, ln_b = ctx.saved_tensors
+        da = torch.empty_like(ctx.buffers[0])  # the pre-activation gradient: outside inference mode
         with torch.inference_mode():
             grads = GateScan._backward(da, grad_h, u, s, _ln_args(ln_w, ln_b, ctx.eps), *ctx.buffers)
-        return (da.transpose(0, 1), *_normal(*grads))
+        return (*_project_grads(ctx, da), *_normal(*grads))
 
     @staticmethod
     def _backward(da, grad_h, u, s, ln, pre, hs, g, means, rstds):
@@ -192,19 +212,20 @@ class GRUScan(torch.autograd.Function):
     """GRU: z, r = sigmoid(.), g = tanh(LN(xp_h + (r h_{t-1}) U_h^T)), h = h_{t-1} + z (g - h_{t-1})."""
 
     @staticmethod
-    def forward(ctx, xproj, u_zr, u_h, ln_w, ln_b, eps):
+    def forward(ctx, x, w_in, b_in, u_zr, u_h, ln_w, ln_b, eps):
         ctx.set_materialize_grads(False)
-        B, T, _ = xproj.shape
+        B, T, _ = x.shape
         H = u_h.shape[0]
         ln = _ln_args(ln_w, ln_b, eps)
-        hs = _states(xproj, T, H)  # the output: allocated outside inference mode
+        hs = _states(x, T, H)  # the output: allocated outside inference mode
         with torch.inference_mode():
+            ctx.x, xproj = _project(x, w_in, b_in)
             uzrT, uhT = u_zr.T.contiguous(), u_h.T.contiguous()
-            zr, ah = xproj.new_empty(T, B, 2 * H), xproj.new_empty(T, B, H)  # zr: gates, ah: LN input
-            qs, gs = xproj.new_empty(T, B, H), xproj.new_empty(T, B, H)
+            zr, ah = x.new_empty(T, B, 2 * H), x.new_empty(T, B, H)  # zr: gates, ah: LN input
+            qs, gs = x.new_empty(T, B, H), x.new_empty(T, B, H)
             zr_t, z_t, r_t, ah_t = zr.unbind(0), _cols(zr, 0, H), _cols(zr, H, 2 * H), ah.unbind(0)
             h_t, q_t, g_t = hs.unbind(0), qs.unbind(0), gs.unbind(0)
-            xzr, xh = _steps(xproj[..., :2 * H]), _steps(xproj[..., 2 * H:])
+            xzr, xh = _cols(xproj, 0, 2 * H), _cols(xproj, 2 * H, 3 * H)
             means, rstds = [], []
             for t in range(T):
                 torch.addmm(xzr[t], h_t[t], uzrT, out=zr_t[t]).sigmoid_()
@@ -213,22 +234,22 @@ class GRUScan(torch.autograd.Function):
                 torch.lerp(h_t[t], torch.tanh(n, out=g_t[t]), z_t[t], out=h_t[t + 1])
                 means.append(mean), rstds.append(rstd)
         ctx.buffers = zr, ah, hs, qs, gs, means, rstds
-        ctx.save_for_backward(u_zr, u_h, ln_w, ln_b)
+        ctx.save_for_backward(w_in, u_zr, u_h, ln_w, ln_b)
         ctx.eps = eps
         return hs[1:].transpose(0, 1)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_h):
-        u_zr, u_h, ln_w, ln_b = ctx.saved_tensors
+        ctx.w_in, u_zr, u_h, ln_w, ln_b = ctx.saved_tensors
         zr = ctx.buffers[0]
-        dx = zr.new_empty(*zr.shape[:2], 3 * u_h.shape[0])  # the input gradient, outside inference mode
+        da = zr.new_empty(*zr.shape[:2], 3 * u_h.shape[0])  # pre-activation gradient, outside inference mode
         with torch.inference_mode():
-            grads = GRUScan._backward(dx, grad_h, u_zr, u_h, _ln_args(ln_w, ln_b, ctx.eps), *ctx.buffers)
-        return (dx.transpose(0, 1), *_normal(*grads))
+            grads = GRUScan._backward(da, grad_h, u_zr, u_h, _ln_args(ln_w, ln_b, ctx.eps), *ctx.buffers)
+        return (*_project_grads(ctx, da), *_normal(*grads))
 
     @staticmethod
-    def _backward(dx, grad_h, u_zr, u_h, ln, zr, ah, hs, qs, g, means, rstds):
+    def _backward(da, grad_h, u_zr, u_h, ln, zr, ah, hs, qs, g, means, rstds):
         T, _, H = g.shape
         hp = hs[:-1]
         dzr = torch.empty_like(zr)
@@ -248,7 +269,7 @@ class GRUScan(torch.autograd.Function):
                     dh = torch.addmm(torch.addcmul(ghs[t - 1], dh, keep[j]).addcmul_(dq, r_t[j]), dzr_t[t], u_zr)
                 dahs.append(dah)
         dah = torch.stack(dahs[::-1])
-        torch.cat([dzr, dah], -1, out=dx)
+        torch.cat([dzr, dah], -1, out=da)
         gw, gb = _ln_param_grads(dys, ah, means, rstds, ln)
         return _outer(dzr, hp), _outer(dah, qs), gw, gb, None
 
@@ -265,21 +286,22 @@ class LSTMScan(torch.autograd.Function):
     """LSTM: i, f, o = sigmoid(.), g = tanh(LN(.)), c = f c_{t-1} + i g, h = o tanh(c)."""
 
     @staticmethod
-    def forward(ctx, xproj, u, ln_w, ln_b, eps):
+    def forward(ctx, x, w_in, b_in, u, ln_w, ln_b, eps):
         ctx.set_materialize_grads(False)
-        B, T, _ = xproj.shape
+        B, T, _ = x.shape
         H = u.shape[1]
         ln = _ln_args(ln_w, ln_b, eps)
-        hs, cs = _states(xproj, T, H), _states(xproj, T, H)  # the outputs: outside inference mode
+        hs, cs = _states(x, T, H), _states(x, T, H)  # the outputs: outside inference mode
         with torch.inference_mode():
+            ctx.x, xproj = _project(x, w_in, b_in)
             uT = u.T.contiguous()
-            pre = xproj.new_empty(T, B, 4 * H)  # pre-activations; the i, f, o columns become the gates
-            gs, tcs = xproj.new_empty(T, B, H), xproj.new_empty(T, B, H)
+            pre = x.new_empty(T, B, 4 * H)  # pre-activations; the i, f, o columns become the gates
+            gs, tcs = x.new_empty(T, B, H), x.new_empty(T, B, H)
             pre_t, ifo_t, ag_t = pre.unbind(0), _cols(pre, 0, 3 * H), _cols(pre, 3 * H, 4 * H)
             i_t, f_t, o_t = _cols(pre, 0, H), _cols(pre, H, 2 * H), _cols(pre, 2 * H, 3 * H)
             h_t, c_t, g_t, tc_t = hs.unbind(0), cs.unbind(0), gs.unbind(0), tcs.unbind(0)
             means, rstds = [], []
-            for t, xp in enumerate(_steps(xproj)):
+            for t, xp in enumerate(xproj.unbind(0)):
                 torch.addmm(xp, h_t[t], uT, out=pre_t[t])
                 ifo_t[t].sigmoid_()
                 n, mean, rstd = _ln_forward(ag_t[t], ln)
@@ -287,18 +309,18 @@ class LSTMScan(torch.autograd.Function):
                 torch.mul(o_t[t], torch.tanh(c, out=tc_t[t]), out=h_t[t + 1])
                 means.append(mean), rstds.append(rstd)
         ctx.buffers = pre, hs, cs, gs, tcs, means, rstds
-        ctx.save_for_backward(u, ln_w, ln_b)
+        ctx.save_for_backward(w_in, u, ln_w, ln_b)
         ctx.eps = eps
         return hs[1:].transpose(0, 1), cs[1:].transpose(0, 1)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_h, grad_c):
-        u, ln_w, ln_b = ctx.saved_tensors
-        da = torch.empty_like(ctx.buffers[0])  # the input gradient: allocated outside inference mode
+        ctx.w_in, u, ln_w, ln_b = ctx.saved_tensors
+        da = torch.empty_like(ctx.buffers[0])  # the pre-activation gradient: outside inference mode
         with torch.inference_mode():
             grads = LSTMScan._backward(da, grad_h, grad_c, u, _ln_args(ln_w, ln_b, ctx.eps), *ctx.buffers)
-        return (da.transpose(0, 1), *_normal(*grads))
+        return (*_project_grads(ctx, da), *_normal(*grads))
 
     @staticmethod
     def _backward(da, grad_h, grad_c, u, ln, pre, hs, cs, g, tc, means, rstds):
@@ -350,15 +372,15 @@ def active() -> bool:
 
 def scan(cell: nn.Module, x: Tensor) -> tuple[Tensor, Tensor]:
     """``cell.forward(x)`` through the family's Function (the cell's ``_bptt`` names it)."""
-    xproj = F.linear(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0))
+    proj = x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0)
     norm = cell.norm
     ln = (norm.weight, norm.bias, norm.eps) if isinstance(norm, nn.LayerNorm) else (None, None, None)
     if cell._bptt == "gate":
-        hidden = GateScan.apply(xproj, cell._recurrent(), cell.s, *ln)
+        hidden = GateScan.apply(*proj, cell._recurrent(), cell.s, *ln)
         return hidden, hidden
     if cell._bptt == "gru":
-        hidden = GRUScan.apply(xproj, cell._recurrent(), cell.U_h, *ln)
+        hidden = GRUScan.apply(*proj, cell._recurrent(), cell.U_h, *ln)
         return hidden, hidden
     if cell._bptt == "lstm":
-        return LSTMScan.apply(xproj, cell._recurrent(), *ln)
+        return LSTMScan.apply(*proj, cell._recurrent(), *ln)
     raise ValueError(f"no fast scan for {type(cell).__name__} (_bptt = {cell._bptt!r})")

@@ -109,21 +109,20 @@ def test_inputs_untouched_and_results_are_ordinary_tensors(name):
     optimizer or gradient clipping writes grads in place), and they never write their inputs."""
     model = _random_model(name, True)
     cell = model.cell
-    x = torch.randn(1, 5, 3, dtype=torch.float64)
-    xproj = torch.nn.functional.linear(x, torch.cat(cell._input_weights(), 0),
-                                       torch.cat(cell._input_biases(), 0)).detach().requires_grad_()
-    before = xproj.detach().clone()
+    x = torch.randn(1, 5, 3, dtype=torch.float64, requires_grad=True)
+    before = x.detach().clone()
     fn = {"gate": bptt.GateScan, "gru": bptt.GRUScan, "lstm": bptt.LSTMScan}[cell._bptt]
     extra = (cell.s,) if cell._bptt == "gate" else (cell.U_h,) if cell._bptt == "gru" else ()
     norm = cell.norm
-    out = fn.apply(xproj, cell._recurrent(), *extra, norm.weight, norm.bias, norm.eps)
+    out = fn.apply(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0),
+                   cell._recurrent(), *extra, norm.weight, norm.bias, norm.eps)
     out = out if isinstance(out, tuple) else (out,)
-    assert torch.equal(xproj.detach(), before)
+    assert torch.equal(x.detach(), before)
     assert not any(o.is_inference() for o in out)
     sum(o.sum() for o in out).backward()
-    assert torch.equal(xproj.detach(), before)
-    params = [xproj, *(p for p in cell.parameters() if p.grad is not None)]  # not the input weights
-    assert len(params) >= 4  # xproj, a recurrent matrix, the LayerNorm weight and bias
+    assert torch.equal(x.detach(), before)
+    params = [x, *(p for p in cell.parameters() if p.grad is not None)]
+    assert len(params) >= 6  # x, input weight and bias, a recurrent matrix, the LayerNorm weight and bias
     assert not any(p.grad.is_inference() for p in params)
     with pytest.raises(RuntimeError, match="view"):  # the saved states cannot be changed under autograd
         out[0].add_(1)
