@@ -79,9 +79,8 @@ def _project(x: Tensor, w_in: Tensor, b_in: Tensor) -> tuple[Tensor, Tensor]:
 
 def _project_grads(ctx, da: Tensor) -> tuple:
     """Gradients of x, W_in and b_in from the pre-activation gradient da (T, B, G), each one op
-    over all steps (None where not needed). W_in's is (x^T da)^T: autograd's da^T x, with the
-    input size D as the matmul's output width, ran 9x slower at D 8 (docs/results.md, "Training
-    step speed")."""
+    over all steps (None where not needed). W_in's is (x^T da)^T: autograd's da^T x has the small
+    input size D as its output width, a slow matmul shape (docs/results.md, "Training step speed")."""
     need_x, need_w, need_b = ctx.needs_input_grad[:3]
     flat = da.view(-1, da.shape[-1])
     x_tm, w_in = ctx.x, ctx.w_in
