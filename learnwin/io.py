@@ -33,7 +33,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "H_N": 2,
     "master": 2,
     "exponents": 1,
-    "summary": 1,
+    "summary": 2,
     "recovery": 1,
     "memory": 1,
 }

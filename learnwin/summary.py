@@ -1,7 +1,8 @@
 """The results summary table and its one-paragraph reading (docs/method.md §3, §6-§8).
 
 :func:`build_summary` joins the stored per-run results into one row per
-(model, optimizer, seed) at the figure epoch: final validation R^2, median tail index over
+(model, optimizer, seed) at the figure epoch: validation R^2 of that checkpoint and of the
+last epoch, median tail index over
 reliable lags, the decay class selected for that seed's envelope with its parameters, H_N
 at the smallest, middle and largest budget of the grid per noise definition, the master-law
 slope and the exponents a, b per noise definition (docs/method.md §7b). :func:`reading` states, in rst,
@@ -30,6 +31,26 @@ def _at(df: pd.DataFrame, epoch) -> pd.DataFrame:
     return df[df["epoch"].astype(str) == str(epoch)]
 
 
+def val_r2_at(curve: pd.DataFrame, epoch) -> pd.DataFrame:
+    """Per run, the validation R^2 of the checkpoint ``epoch`` and of the last epoch.
+
+    ``best`` is the epoch of lowest validation MSE, the first of equals, epoch 0 included, as
+    training keeps it (docs/method.md §3); ``final`` the last; an integer that epoch (NaN when the
+    curve lacks it, as for a run that diverged before it)."""
+    curve = curve.sort_values("epoch", ignore_index=True)
+    rows = []
+    for key, g in curve.groupby(KEYS, sort=False):
+        if str(epoch) == "best":
+            at = g.loc[[g["val_mse"].idxmin()]] if g["val_mse"].notna().any() else g.iloc[:0]
+        elif str(epoch) == "final":
+            at = g.iloc[-1:]
+        else:
+            at = g[g["epoch"] == int(epoch)]
+        rows.append(dict(zip(KEYS, key), val_r2=float(at["val_r2"].iloc[0]) if len(at) else np.nan,
+                         val_r2_final=float(g["val_r2"].iloc[-1])))
+    return pd.DataFrame(rows, columns=[*KEYS, "val_r2", "val_r2_final"])
+
+
 def budgets(H_N: pd.DataFrame) -> list[int]:
     """Smallest, middle and largest N of the grid stored in the H_N table (deduplicated)."""
     grid = sorted(int(n) for n in pd.unique(H_N["N"]))
@@ -48,7 +69,8 @@ def build_summary(
     ``diverged`` holds the (model, optimizer, seed) of the runs whose curve.parquet carries the
     training stage's divergence note (:func:`learnwin.io.read_notes`).
     Columns: model, optimizer, seed, epoch, status ("ok", or "diverged after epoch E" for the
-    runs in ``diverged``, E = the last epoch of their curve), val_r2 (last epoch of the curve),
+    runs in ``diverged``, E = the last epoch of their curve), val_r2 (of the checkpoint
+    ``epoch``, :func:`val_r2_at`), val_r2_final (last epoch of the curve),
     alpha_median (median alpha over reliable lags), decay_<law, A, scale, ...> (the selected
     law of scope ``seed{S}``), H_N_<noise>_<N> for the three budgets of :func:`budgets` and each
     noise definition (docs/method.md §7b), and, when given, slope_<noise> (master law) and b_<noise>,
@@ -58,7 +80,7 @@ def build_summary(
     bad = {(str(m), str(o), int(s)) for m, o, s in diverged}
     is_bad = [(m, o, int(s)) in bad for m, o, s in last[KEYS].itertuples(index=False)]
     last["status"] = np.where(is_bad, "diverged after epoch " + last["epoch"].astype(str), "ok")
-    parts = [last[KEYS + ["status", "val_r2"]]]
+    parts = [last[KEYS + ["status"]], val_r2_at(curve, epoch)]
 
     tails = _at(alpha, epoch)
     tails = tails[tails["reliable"].astype(bool) & np.isfinite(tails["alpha"].astype(float))]

@@ -36,7 +36,8 @@ def test_one_row_per_run_at_the_figure_epoch(table):
 
 def test_values_match_the_synthetic_truth(table, tables):
     for row in table.itertuples():
-        assert row.val_r2 == pytest.approx(S.final_val_r2(row.seed))
+        assert row.val_r2 == pytest.approx(S.final_val_r2(row.seed))  # val MSE falls to the end: best = last
+        assert row.val_r2_final == pytest.approx(S.final_val_r2(row.seed))
         assert row.alpha_median == pytest.approx(S.ALPHA[row.model])  # unreliable last lag excluded
         assert row.decay_law == "exp"
         assert row.decay_scale == pytest.approx(S.tau_of(row.model, row.seed, "best"))
@@ -150,3 +151,30 @@ def test_git_commit_of_checkout_and_outside(tmp_path):
     assert provenance.git_commit(repo) == head + "-dirty"
     (tmp_path / "plain").mkdir()
     assert provenance.git_commit(tmp_path / "plain") == "unknown"
+
+
+def test_val_r2_is_that_of_the_analysed_checkpoint(tables):
+    """Best epoch before the last (and a tie, where training keeps the first): val_r2 is the best
+    epoch's, val_r2_final the last one's; an integer epoch picks that row, a missing one is NaN."""
+    run = dict(model="gru", optimizer="adamw", seed=2)
+    curve = pd.DataFrame([dict(run, epoch=e, val_mse=m, val_r2=r) for e, m, r in
+                          [(0, 1.0, 0.0), (1, 0.4, 0.6), (2, 0.3, 0.7), (3, 0.3, 0.71), (4, 0.5, 0.5)]])
+    other = curve.assign(seed=12, val_mse=[0.2, 0.4, 0.3, 0.3, 0.5])  # best = epoch 0, before any step
+    both = pd.concat([curve, other])
+    best = summary.val_r2_at(both, "best").set_index("seed")
+    assert best.loc[2, "val_r2"] == 0.7 and best.loc[2, "val_r2_final"] == 0.5
+    assert best.loc[12, "val_r2"] == 0.0
+    assert summary.val_r2_at(both, "final")["val_r2"].tolist() == [0.5, 0.5]
+    assert summary.val_r2_at(both, 1)["val_r2"].tolist() == [0.6, 0.6]
+    assert summary.val_r2_at(both, 9)["val_r2"].isna().all()
+    curves = tables["curve"].copy()
+    first = curves[["model", "optimizer", "seed"]].iloc[0]
+    run = (curves[["model", "optimizer", "seed"]] == first).all(axis=1)
+    last = run & (curves["epoch"] == curves.loc[run, "epoch"].max())
+    curves.loc[last, "val_mse"] = 10.0  # the last epoch got worse: best is the one before
+    table = summary.build_summary(curves, tables["alpha"], tables["decay"], tables["H_N"], epoch="best")
+    row = table[(table[["model", "optimizer", "seed"]] == first).all(axis=1)].iloc[0]
+    before_last = curves.loc[run & (curves["epoch"] == curves.loc[run, "epoch"].max() - 1), "val_r2"].item()
+    assert row["val_r2"] == pytest.approx(before_last)
+    assert row["val_r2_final"] == pytest.approx(S.final_val_r2(int(first["seed"])))
+    assert row["val_r2"] != pytest.approx(row["val_r2_final"])
