@@ -77,13 +77,13 @@ def _project(x: Tensor, w_in: Tensor, b_in: Tensor) -> tuple[Tensor, Tensor]:
     return x_tm, torch.addmm(b_in, x_tm.view(-1, D), w_in.T).view(T, B, -1)
 
 
-def _project_grads(ctx, da: Tensor) -> tuple:
-    """Gradients of x, W_in and b_in from the pre-activation gradient da (T, B, G), each one op
-    over all steps (None where not needed). W_in's is (x^T da)^T: autograd's da^T x has the small
-    input size D as its output width, a slow matmul shape (docs/results.md, "Training step speed")."""
-    need_x, need_w, need_b = ctx.needs_input_grad[:3]
+def _project_grads(needs: tuple, da: Tensor, x_tm: Tensor, w_in: Tensor) -> tuple:
+    """Gradients of x, W_in and b_in (the Function's first three inputs, ``needs`` says which)
+    from the pre-activation gradient da (T, B, G), each one op over all steps. W_in's is
+    (x^T da)^T: autograd's da^T x has the small input size D as its output width, a slow matmul
+    shape (docs/results.md, "Training step speed")."""
+    need_x, need_w, need_b = needs[:3]
     flat = da.view(-1, da.shape[-1])
-    x_tm, w_in = ctx.x, ctx.w_in
     dx = (flat @ w_in).view(x_tm.shape).transpose(0, 1) if need_x else None
     dw = (x_tm.view(-1, x_tm.shape[-1]).T @ flat).T.contiguous() if need_w else None
     return dx, dw, flat.sum(0) if need_b else None
@@ -167,11 +167,11 @@ class GateScan(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_h):
-        ctx.w_in, u, s, ln_w, ln_b = ctx.saved_tensors
+        w_in, u, s, ln_w, ln_b = ctx.saved_tensors
         da = torch.empty_like(ctx.buffers[0])  # the pre-activation gradient: outside inference mode
         with torch.inference_mode():
             grads = GateScan._backward(da, grad_h, u, s, _ln_args(ln_w, ln_b, ctx.eps), *ctx.buffers)
-        return (*_project_grads(ctx, da), *_normal(*grads))
+        return (*_project_grads(ctx.needs_input_grad, da, ctx.x, w_in), *_normal(*grads))
 
     @staticmethod
     def _backward(da, grad_h, u, s, ln, pre, hs, g, means, rstds):
@@ -240,12 +240,12 @@ class GRUScan(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_h):
-        ctx.w_in, u_zr, u_h, ln_w, ln_b = ctx.saved_tensors
+        w_in, u_zr, u_h, ln_w, ln_b = ctx.saved_tensors
         zr = ctx.buffers[0]
         da = zr.new_empty(*zr.shape[:2], 3 * u_h.shape[0])  # pre-activation gradient, outside inference mode
         with torch.inference_mode():
             grads = GRUScan._backward(da, grad_h, u_zr, u_h, _ln_args(ln_w, ln_b, ctx.eps), *ctx.buffers)
-        return (*_project_grads(ctx, da), *_normal(*grads))
+        return (*_project_grads(ctx.needs_input_grad, da, ctx.x, w_in), *_normal(*grads))
 
     @staticmethod
     def _backward(da, grad_h, u_zr, u_h, ln, zr, ah, hs, qs, g, means, rstds):
@@ -315,11 +315,11 @@ class LSTMScan(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_h, grad_c):
-        ctx.w_in, u, ln_w, ln_b = ctx.saved_tensors
+        w_in, u, ln_w, ln_b = ctx.saved_tensors
         da = torch.empty_like(ctx.buffers[0])  # the pre-activation gradient: outside inference mode
         with torch.inference_mode():
             grads = LSTMScan._backward(da, grad_h, grad_c, u, _ln_args(ln_w, ln_b, ctx.eps), *ctx.buffers)
-        return (*_project_grads(ctx, da), *_normal(*grads))
+        return (*_project_grads(ctx.needs_input_grad, da, ctx.x, w_in), *_normal(*grads))
 
     @staticmethod
     def _backward(da, grad_h, grad_c, u, ln, pre, hs, cs, g, tc, means, rstds):
