@@ -32,7 +32,7 @@ def _at(df: pd.DataFrame, epoch) -> pd.DataFrame:
 
 
 def val_r2_at(curve: pd.DataFrame, epoch) -> pd.DataFrame:
-    """Per run, the validation R^2 of the checkpoint ``epoch`` and of the last epoch.
+    """Per run, the validation R^2 of the checkpoint ``epoch``.
 
     ``best`` is the epoch of lowest validation MSE, the first of equals, epoch 0 included, as
     training keeps it (docs/method.md §3); ``final`` the last; an integer that epoch (NaN when the
@@ -46,9 +46,8 @@ def val_r2_at(curve: pd.DataFrame, epoch) -> pd.DataFrame:
             at = g.iloc[-1:]
         else:
             at = g[g["epoch"] == int(epoch)]
-        rows.append(dict(zip(KEYS, key), val_r2=float(at["val_r2"].iloc[0]) if len(at) else np.nan,
-                         val_r2_final=float(g["val_r2"].iloc[-1])))
-    return pd.DataFrame(rows, columns=[*KEYS, "val_r2", "val_r2_final"])
+        rows.append(dict(zip(KEYS, key), val_r2=float(at["val_r2"].iloc[0]) if len(at) else np.nan))
+    return pd.DataFrame(rows, columns=[*KEYS, "val_r2"])
 
 
 def budgets(H_N: pd.DataFrame) -> list[int]:
@@ -80,7 +79,8 @@ def build_summary(
     bad = {(str(m), str(o), int(s)) for m, o, s in diverged}
     is_bad = [(m, o, int(s)) in bad for m, o, s in last[KEYS].itertuples(index=False)]
     last["status"] = np.where(is_bad, "diverged after epoch " + last["epoch"].astype(str), "ok")
-    parts = [last[KEYS + ["status"]], val_r2_at(curve, epoch)]
+    final = last[KEYS + ["status", "val_r2"]].rename(columns={"val_r2": "val_r2_final"})
+    parts = [val_r2_at(curve, epoch).merge(final, on=KEYS)[KEYS + ["status", "val_r2", "val_r2_final"]]]
 
     tails = _at(alpha, epoch)
     tails = tails[tails["reliable"].astype(bool) & np.isfinite(tails["alpha"].astype(float))]
