@@ -2,7 +2,7 @@
 # Thin entry point: config, validation, stage rules, targets. All logic lives in learnwin/.
 from snakemake.utils import min_version, validate
 
-import learnwin.config as lwconfig
+import learnwin.infra.config as lwconfig
 
 min_version("9.19")
 

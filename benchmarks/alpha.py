@@ -11,7 +11,7 @@ import time
 import numpy as np
 from scipy.stats import levy_stable
 
-from learnwin import alpha as A
+from learnwin.stats import alpha as A
 
 try:  # private scipy API: may move in any release
     from scipy.stats._levy_stable import _fitstart_S1

@@ -74,12 +74,12 @@ if ((rc != 0)); then
     exit "$rc"
 fi
 
-# ---- per-stage wall times from the benchmark TSVs (learnwin.layout.BENCH/<rule>/...tsv, column s) ----
+# ---- per-stage wall times from the benchmark TSVs (learnwin.infra.layout.BENCH/<rule>/...tsv, column s) ----
 "$PY" - "$WORK" "$start" "$end" <<'EOF' | tee "$WORK/gpu_check_times.txt"
 import sys
 from pathlib import Path
 import pandas as pd
-from learnwin import layout
+from learnwin.infra import layout
 
 work, start, end = Path(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
 rows = []

@@ -24,11 +24,11 @@ JOB = """
 import sys, time
 from pathlib import Path
 import yaml
-from learnwin import runtime
+from learnwin.infra import runtime
 runtime.set_torch_threads(1)
 runtime.deterministic()
 import torch
-from learnwin.train import train_run
+from learnwin.models.train import train_run
 cfg = yaml.safe_load(open(sys.argv[1]))
 data, out, model, opt = Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], sys.argv[5]
 t0 = time.process_time()
@@ -60,7 +60,7 @@ def main():
     cfg = yaml.safe_load(config.read_text())
     models = args.models.split(",") if args.models else cfg["models"]
     sys.path.insert(0, str(args.after))
-    from learnwin.data import write_splits
+    from learnwin.models.data import write_splits
 
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"

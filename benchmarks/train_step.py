@@ -1,12 +1,12 @@
 """ms per training step (forward + backward + AdamW step) of the five cells and of torch.nn.LSTM/GRU.
 
-Every model steps with the workflow's optimizer (learnwin.train.make_optimizer: multi-tensor AdamW).
+Every model steps with the workflow's optimizer (learnwin.models.train.make_optimizer: multi-tensor AdamW).
 
 Run: python benchmarks/train_step.py [--config config/config.yaml] [--repeats 10] [--rounds 5] [--sizes default,medium]
                                      [--before BPTT_FILE]
 Two sizes: the default experiment's (T, D, H, batch from the config) and a medium one
 (T 256, H 128, batch 64); 1 thread. Each cell runs twice in the same process: the training
-fast path (hand-written BPTT, learnwin.bptt) and the step-by-step autograd reference path
+fast path (hand-written BPTT, learnwin.models.bptt) and the step-by-step autograd reference path
 (``reference=True``); every implementation is timed once per round, interleaved, and the
 minimum over rounds is printed (the machine is shared). The ratio to nn.LSTM is what we
 track (target <= 2.5x, fast path).
@@ -16,7 +16,7 @@ nn.GRU has no such kernel. The row "nn.LSTM no oneDNN" is the same module with o
 off: torch's own step-by-step loop of ATen ops (in C++), the kind of loop the cells run.
 
 Before and after a change of the fast path, in one run: ``--before`` names an earlier version of
-learnwin/bptt.py (``git show REV:learnwin/bptt.py > before.py``), whose ``scan`` is timed on the
+learnwin/models/bptt.py (``git show REV:learnwin/models/bptt.py > before.py``), whose ``scan`` is timed on the
 same cells, interleaved with the others; the table gains its ms and the after / before ratio.
 """
 
@@ -28,8 +28,8 @@ import warnings
 import torch
 import yaml
 
-from learnwin.cells import MODELS, build_model
-from learnwin.train import make_optimizer
+from learnwin.models.cells import MODELS, build_model
+from learnwin.models.train import make_optimizer
 
 
 class TorchRNN(torch.nn.Module):
@@ -43,7 +43,7 @@ class TorchRNN(torch.nn.Module):
 
 
 class Before(torch.nn.Module):
-    """A cell's model with its fast path taken from an earlier learnwin.bptt (``--before``)."""
+    """A cell's model with its fast path taken from an earlier learnwin.models.bptt (``--before``)."""
 
     def __init__(self, model, bptt):
         super().__init__()
@@ -115,7 +115,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--sizes", default="default,medium", help="comma-separated: default, medium")
-    ap.add_argument("--before", help="an earlier learnwin/bptt.py to time beside the current one")
+    ap.add_argument("--before", help="an earlier learnwin/models/bptt.py to time beside the current one")
     args = ap.parse_args()
     before = load_module(args.before) if args.before else None
     cfg = yaml.safe_load(open(args.config))

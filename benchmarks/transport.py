@@ -16,13 +16,13 @@ import time
 import torch
 import yaml
 
-from learnwin.cells import build_model
-from learnwin.config import lag_grid
-from learnwin.data import make_split, task_vector
-from learnwin.detect import random_directions
-from learnwin.exact_transport import probe_exact
-from learnwin.memory import MemoryAccumulator, input_sensitivity
-from learnwin.snapshot import probe
+from learnwin.infra.config import lag_grid
+from learnwin.models.cells import build_model
+from learnwin.models.data import make_split, task_vector
+from learnwin.probe.detect import random_directions
+from learnwin.probe.exact_transport import probe_exact
+from learnwin.probe.memory import MemoryAccumulator, input_sensitivity
+from learnwin.probe.snapshot import probe
 
 
 def main() -> None:

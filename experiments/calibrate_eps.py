@@ -5,7 +5,7 @@
 RESULTS_DIR is the results folder after `snakemake --cores 2` and `snakemake recovery --cores 2`.
 It reads every snapshot's window.parquet (snr per lag, N and noise) and the recovery stage's
 recovery window table (H_N_emp per model, seed and N), calibrates eps per seed on the
-chosen (model, N) (learnwin.calibrate), and prints per noise definition the calibrated eps (median
+chosen (model, N) (learnwin.stats.calibrate), and prints per noise definition the calibrated eps (median
 and each seed's), Spearman's rho of predicted against measured windows over the held-out (model,
 N) points with its p-value, and the model orderings (docs/method.md §7, §7b).
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from learnwin import io, layout
-from learnwin.calibrate import out_of_sample
-from learnwin.claims import markdown, number
+from learnwin.infra import io, layout
+from learnwin.stats.calibrate import out_of_sample
+from learnwin.stats.claims import markdown, number
 
 
 def main(argv=None) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from learnwin.claims import markdown
+from learnwin.stats.claims import markdown
 
 HEADING = "### Claims at a glance"
 ROW_KEYS = ["claim", "check", "optimizer", "noise"]

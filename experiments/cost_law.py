@@ -15,8 +15,8 @@ arithmetic. In a snapshot, the G H^2 term is the trace and tangent passes over e
 and the T H term is psi and S at every lag l = 0..T-1 (T^2/2 pairs per sequence, docs/method.md
 §5, §7b). It prints the fit, each rung's measured against fitted cost, and the predicted CPU
 cost per job and in all for ``--predict`` (jobs = models x optimizers x seeds x snapshot epochs).
-The work terms are learnwin.resources.work; the printed coefficients go into
-learnwin.resources.COEF, from which the rules request their run time.
+The work terms are learnwin.infra.resources.work; the printed coefficients go into
+learnwin.infra.resources.COEF, from which the rules request their run time.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import pandas as pd
 import yaml
 from scipy.optimize import nnls
 
-from learnwin import layout, resources
+from learnwin.infra import layout, resources
 
 
 def _config(path: str | Path) -> dict:

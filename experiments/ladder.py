@@ -2,7 +2,7 @@
 
     python experiments/ladder.py NAME=RESULTS_DIR [NAME=RESULTS_DIR ...] [--epoch best]
 
-One column per rung (a finished run's results folder). Rows: the claim checks of learnwin.claims
+One column per rung (a finished run's results folder). Rows: the claim checks of learnwin.stats.claims
 (docs/method.md §8b), per claim and noise definition, as "k/n" verdict rows that hold with the
 rows that hold (model, optimizer); then the rung's cost: the wall time from the first to the last
 file the run wrote (modification times, so a run extended later reads longer), the number of
@@ -19,8 +19,8 @@ import pandas as pd
 from cost_law import cpu_times
 from results_tables import run_keys
 
-from learnwin import layout
-from learnwin.claims import NOISE_ANY, claim_table, markdown, number
+from learnwin.infra import layout
+from learnwin.stats.claims import NOISE_ANY, claim_table, markdown, number
 
 
 def verdict_cells(results: Path, epoch: str) -> dict[str, str]:

@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 import yaml
 
-from learnwin import train
-from learnwin.data import write_splits
+from learnwin.models import train
+from learnwin.models.data import write_splits
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -2,14 +2,14 @@
 
     python experiments/results_tables.py RESULTS_DIR [--epoch best]
 
-RESULTS_DIR is a finished run's results folder (learnwin.layout). The runs are the rows of summary.parquet with status
+RESULTS_DIR is a finished run's results folder (learnwin.infra.layout). The runs are the rows of summary.parquet with status
 "ok". Tables, per (model, optimizer): val R^2 (mean ± sd over seeds), the decay class selected
 for the seed-mean envelope (docs/method.md §8) with its scale and 95 % CI, tau_env of the seed-mean
 envelope; H_N (seed mean ± sd) at the smallest, middle and largest N per noise definition, with
 the closed-form prediction at the largest N; the master-law slope with each seed's 95 % CI per
 noise definition; the exponents a and b when the run has stats/exponents.parquet (docs/method.md §7b);
 the decay lengths of the envelope, the diagonal envelope and the memory curve when every run has a
-memory.parquet (docs/method.md §4b); the claim verdicts of learnwin.claims (docs/method.md §8b); and the cost per
+memory.parquet (docs/method.md §4b); the claim verdicts of learnwin.stats.claims (docs/method.md §8b); and the cost per
 rule from the run's Snakemake benchmark TSVs when present.
 """
 
@@ -21,8 +21,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from learnwin import io, layout
-from learnwin.claims import (
+from learnwin.infra import io, layout
+from learnwin.report.formatting import SCALE_NAME
+from learnwin.report.summary import budgets
+from learnwin.stats.claims import (
     EXPECTED_CLASS,
     at_epoch,
     decay_length,
@@ -34,8 +36,6 @@ from learnwin.claims import (
     verdicts,
     with_noise,
 )
-from learnwin.formatting import SCALE_NAME
-from learnwin.summary import budgets
 
 KEYS = ["model", "optimizer"]
 
@@ -54,7 +54,7 @@ def _ordered(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _read(path: Path, artifact: str) -> pd.DataFrame:
-    """An artifact through learnwin.io, or plain Parquet while its schema is not registered."""
+    """An artifact through learnwin.infra.io, or plain Parquet while its schema is not registered."""
     return io.read_table(path, artifact) if artifact in io.SCHEMA_VERSIONS else pd.read_parquet(path)
 
 

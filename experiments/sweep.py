@@ -1,7 +1,7 @@
 """Run the config sweep (experiments/sweep.yaml) and tabulate the claims of each variant.
 
 Each variant runs the workflow's `summary` target (training, snapshots, statistics; no figures)
-in experiments/runs/<variant>/ with its merged config, then learnwin.claims measures it. The
+in experiments/runs/<variant>/ with its merged config, then learnwin.stats.claims measures it. The
 wall time of each variant is measured here. Output: experiments/runs/sweep.csv (one row per
 variant: wall time, "holds/of" per claim and noise definition, mean val R^2) and
 experiments/runs/<variant>/claims.csv (the per-(claim, model, optimizer, noise) verdicts).
@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from learnwin.claims import claim_scores, measure, verdicts
+from learnwin.stats.claims import claim_scores, measure, verdicts
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "experiments" / "runs"
@@ -49,7 +49,7 @@ def run_variant(name: str, config: dict, cores: int) -> float:
 
 
 def score(name: str, config: dict) -> dict:
-    """The variant's claim scores (learnwin.claims) as one row; verdicts to <name>/claims.csv."""
+    """The variant's claim scores (learnwin.stats.claims) as one row; verdicts to <name>/claims.csv."""
     work = RUNS / name
     per_seed = measure(work / "results", config["models"], config["optimizers"], config["seeds"])
     table = verdicts(per_seed)

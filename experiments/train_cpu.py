@@ -16,8 +16,8 @@ import pandas as pd
 import torch
 from cost_law import cpu_times
 
-from learnwin import layout
-from learnwin.cells import MODELS
+from learnwin.infra import layout
+from learnwin.models.cells import MODELS
 
 
 def per_model(results: Path) -> pd.Series:

@@ -1,8 +1,36 @@
-"""learnwin: how far back in time a gated recurrent network can learn.
+"""learnwin: how far back in time a recurrent network can learn.
 
 Reproduces and extends L. Livi, "Learnability Window in Gated Recurrent Neural Networks"
 (arXiv:2512.05790). The specification is docs/method.md; modules cite its sections.
-Importing the package is cheap: torch is only imported by the modules that need it.
+
+The public face, for use on your own cells and checkpoints:
+
+- :func:`build_model` -- one of the registered cells with its readout (``learnwin.models.cells``);
+- :class:`Trace` -- what a cell's ``trace`` returns to the probe (docs/method.md §4);
+- :func:`probe` -- envelope, per-unit rates, psi and the total gradient of a cell on data (§4-5);
+- :func:`snapshot_checkpoint` -- the same for a trained checkpoint, as the workflow runs it.
+
+The stages live in subpackages: ``models`` (data, cells, training), ``probe`` (envelope,
+transports, psi), ``stats`` (tails, decay classes, window, claims), ``report`` and ``plots``
+(what a run shows), ``infra`` (config, layout, I/O, resources). Importing the package is cheap:
+torch is loaded only when one of the names below is first used.
 """
 
 __version__ = "0.1.0"
+
+_PUBLIC = {
+    "build_model": "learnwin.models.cells",
+    "Trace": "learnwin.models.cells",
+    "probe": "learnwin.probe.snapshot",
+    "snapshot_checkpoint": "learnwin.probe.snapshot",
+}
+__all__ = ["__version__", *_PUBLIC]
+
+
+def __getattr__(name: str):
+    """Load a public name's module on first use (PEP 562)."""
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'learnwin' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_PUBLIC[name]), name)

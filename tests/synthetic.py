@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from learnwin.io import write_table
+from learnwin.infra.io import write_table
 
 MODELS = ("const", "gru")
 OPTIMIZERS = ("adamw", "sgd")

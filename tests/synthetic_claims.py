@@ -2,7 +2,7 @@
 
 Changes to the `best` snapshot of synthetic.write_artifacts (lags 1..16, seeds 1 and 2):
 
-- decay: gru's per-seed fits are learnwin.decay fits of f = l^-1.5 (3 % noise): power-law-like;
+- decay: gru's per-seed fits are learnwin.stats.decay fits of f = l^-1.5 (3 % noise): power-law-like;
   const keeps synthetic.py's exponential rows (weight 1 on exp);
 - units: 8 units, tau = tau_0 r^(u - 3) for u < 7 and inf, so the IQR of log tau is 3.5 log r
   (r = 2 "wide", 1.1 "narrow"): gru AdamW wide / SGD narrow, const the other way round;
@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 import synthetic as syn
 
-from learnwin import io
-from learnwin.decay import fit_envelopes
+from learnwin.infra import io
+from learnwin.stats.decay import fit_envelopes
 
 N_GRID = 2 ** np.arange(4, 17)
 VAL_R2 = {"adamw": 0.5, "sgd": 0.2}

@@ -1,4 +1,4 @@
-"""docs/method.md §6: symmetric alpha-stable fits, selection and reliability (learnwin.alpha)."""
+"""docs/method.md §6: symmetric alpha-stable fits, selection and reliability (learnwin.stats.alpha)."""
 
 import numpy as np
 import pandas as pd
@@ -6,8 +6,8 @@ import pyarrow.parquet as pq
 import pytest
 from workflow_helpers import run_adapter, schema_defaults
 
-from learnwin import alpha as A
-from learnwin.io import read_table, write_table
+from learnwin.infra.io import read_table, write_table
+from learnwin.stats import alpha as A
 
 ALPHA = schema_defaults("alpha")
 

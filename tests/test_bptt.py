@@ -1,10 +1,10 @@
-"""The hand-written BPTT of learnwin.bptt against the step-by-step autograd reference."""
+"""The hand-written BPTT of learnwin.models.bptt against the step-by-step autograd reference."""
 
 import pytest
 import torch
 
-from learnwin import bptt
-from learnwin.cells import MODELS, build_model
+from learnwin.models import bptt
+from learnwin.models.cells import MODELS, build_model
 
 
 def _random_model(name, layer_norm, D=3, H=5):

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learnwin.calibrate import calibrate, out_of_sample, window_at
+from learnwin.stats.calibrate import calibrate, out_of_sample, window_at
 
 LAGS = np.arange(2, 66, 2)
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from learnwin.cells import MODELS, build_model
+from learnwin.models.cells import MODELS, build_model
 
 
 def _ln(v):

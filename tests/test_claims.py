@@ -1,10 +1,10 @@
-"""The claim checks of docs/method.md §8b (learnwin.claims) on curves and tables of known answer."""
+"""The claim checks of docs/method.md §8b (learnwin.stats.claims) on curves and tables of known answer."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from learnwin.claims import (
+from learnwin.stats.claims import (
     claim_scores,
     claim_table,
     decay_length,
@@ -14,7 +14,7 @@ from learnwin.claims import (
     to_markdown,
     verdicts,
 )
-from learnwin.decay import fit_envelopes
+from learnwin.stats.decay import fit_envelopes
 
 LAGS = np.arange(2, 62, 2, dtype=float)
 N = 2.0 ** np.arange(4, 17)  # the default N grid, 16 .. 65536
@@ -26,7 +26,7 @@ CURVES = {
 
 
 def _decay(curve: str, model: str = "gru", seeds=(1, 2, 3)) -> pd.DataFrame:
-    """learnwin.decay fits of one curve with 3 % seeded log-normal noise per seed."""
+    """learnwin.stats.decay fits of one curve with 3 % seeded log-normal noise per seed."""
     env = pd.concat([pd.DataFrame(dict(
         model=model, optimizer="adamw", epoch="best", seed=s, lag=LAGS,
         f=CURVES[curve] * np.exp(0.03 * np.random.default_rng(s).standard_normal(LAGS.size))))

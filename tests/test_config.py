@@ -10,7 +10,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from learnwin.config import ConfigError, check, lag_grid
+from learnwin.infra.config import ConfigError, check, lag_grid
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -108,7 +108,7 @@ def test_snakemake_rejects_before_any_job(tmp_path):
 
 
 def test_config_strings_from_the_command_line_get_the_schema_types():
-    from learnwin.config import coerce_strings
+    from learnwin.infra.config import coerce_strings
 
     cfg = {"seeds": ["2", "12"], "task": {"T": "128", "lags": ["16", "32"], "noise_std": "0.5"},
            "train": {"snapshot_epochs": ["0", "best"]}, "recovery": {"models": "null"},
@@ -161,10 +161,10 @@ def _enums(node, key: str) -> list[list[str]]:
 
 def test_schema_enums_are_the_packages_models_and_optimizers():
     """The models and optimizers the schema allows (top level and recovery) are the package's own:
-    learnwin.cells.CELLS and learnwin.train.OPTIMIZERS; the figures colour exactly those models."""
-    from learnwin.cells import CELLS, MODELS
+    learnwin.models.cells.CELLS and learnwin.models.train.OPTIMIZERS; the figures colour exactly those models."""
+    from learnwin.models.cells import CELLS, MODELS
+    from learnwin.models.train import OPTIMIZERS
     from learnwin.plots import MODEL_COLORS
-    from learnwin.train import OPTIMIZERS
 
     schema = yaml.safe_load(SCHEMA.read_text())
     models, optimizers = _enums(schema, "models"), _enums(schema, "optimizers")

@@ -1,6 +1,6 @@
 import numpy as np
 
-from learnwin.data import load_split, make_split, task_vector, write_splits
+from learnwin.models.data import load_split, make_split, task_vector, write_splits
 
 TASK = dict(T=20, D=3, lags=[2, 5], coefs=[0.6, 0.4], noise_std=0.0)
 

@@ -1,4 +1,4 @@
-"""docs/method.md §8: decay-class regression of the envelope and the predicted window (learnwin.decay)."""
+"""docs/method.md §8: decay-class regression of the envelope and the predicted window (learnwin.stats.decay)."""
 
 import numpy as np
 import pandas as pd
@@ -6,8 +6,8 @@ import pyarrow.parquet as pq
 import pytest
 from workflow_helpers import run_adapter, schema_defaults
 
-from learnwin import decay as D
-from learnwin.io import read_table, write_table
+from learnwin.infra.io import read_table, write_table
+from learnwin.stats import decay as D
 
 DECAY = schema_defaults("decay")
 

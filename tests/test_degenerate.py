@@ -13,7 +13,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from learnwin import alpha, decay, plots, window  # noqa: E402
+from learnwin import plots  # noqa: E402
+from learnwin.stats import (
+    alpha,
+    decay,
+    window,  # noqa: E402
+)
 
 LAGS = np.arange(2, 34, 2)
 N_GRID = [16, 256, 4096]

@@ -7,10 +7,10 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from learnwin.cells import MODELS, build_model
-from learnwin.detect import random_directions, tangents
-from learnwin.envelope import Transport, base_rate, rate_matrix, receiving_times, unit_timescales
-from learnwin.snapshot import probe
+from learnwin.models.cells import MODELS, build_model
+from learnwin.probe.detect import random_directions, tangents
+from learnwin.probe.envelope import Transport, base_rate, rate_matrix, receiving_times, unit_timescales
+from learnwin.probe.snapshot import probe
 
 F64 = torch.float64
 

@@ -8,11 +8,11 @@ import torch
 import torch.nn.functional as F
 from torch.func import jacrev
 
-from learnwin import exact_transport as et
-from learnwin.cells import build_model
-from learnwin.data import targets
-from learnwin.detect import output_error, random_directions, tangents
-from learnwin.envelope import Transport, base_rate, receiving_times
+from learnwin.models.cells import build_model
+from learnwin.models.data import targets
+from learnwin.probe import exact_transport as et
+from learnwin.probe.detect import output_error, random_directions, tangents
+from learnwin.probe.envelope import Transport, base_rate, receiving_times
 
 F64 = torch.float64
 D, H, T = 3, 4, 9

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from learnwin import io
+from learnwin.infra import io
 
 
 def _frame():

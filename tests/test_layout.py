@@ -1,8 +1,8 @@
-"""learnwin.layout: the one place that knows where a run's artifacts live."""
+"""learnwin.infra.layout: the one place that knows where a run's artifacts live."""
 
 from pathlib import Path
 
-from learnwin import layout
+from learnwin.infra import layout
 
 
 def test_under_fills_the_wildcards_and_reroots():

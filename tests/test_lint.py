@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from workflow_helpers import ROOT, SNAKEMAKE
 
-from learnwin import layout
+from learnwin.infra import layout
 
 SNAKEFILES = ["Snakefile", "workflow/rules"]
 
@@ -44,7 +44,7 @@ def _code_files():
 
 
 def test_one_path_layout():
-    """No code names a results path except learnwin/layout.py (rules, scripts, package, tests)."""
+    """No code names a results path except learnwin/infra/layout.py (rules, scripts, package, tests)."""
     needle = layout.ROOT + "/"
     code = [p for p in _code_files() if p != ROOT / "learnwin" / "layout.py"]
     assert len(code) > 50 and ROOT / "workflow" / "rules" / "common.smk" in code

@@ -3,9 +3,9 @@
 import numpy as np
 import torch
 
-from learnwin import memory
-from learnwin.cells import build_model
-from learnwin.memory import MemoryAccumulator, input_sensitivity
+from learnwin.models.cells import build_model
+from learnwin.probe import memory
+from learnwin.probe.memory import MemoryAccumulator, input_sensitivity
 
 F64 = torch.float64
 

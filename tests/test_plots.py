@@ -13,7 +13,7 @@ import synthetic as S
 from matplotlib.image import imread
 
 from learnwin import plots
-from learnwin.io import read_table
+from learnwin.infra.io import read_table
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS, OPTIMIZERS = list(S.MODELS), list(S.OPTIMIZERS)
@@ -27,7 +27,7 @@ def _load(root: Path, artifact: str, pattern: str) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory) -> dict[str, pd.DataFrame]:
-    """The synthetic artifacts written to disk and read back through learnwin.io."""
+    """The synthetic artifacts written to disk and read back through learnwin.infra.io."""
     root = tmp_path_factory.mktemp("artifacts")
     S.write_artifacts(root)
     snap = "snapshots/*/*/seed*/epoch{}/{}.parquet"

@@ -1,4 +1,4 @@
-"""Direct measurement of the learnability window (learnwin/recovery_job.py, learnwin/recovery.py)."""
+"""Direct measurement of the learnability window (learnwin/stats/recovery_job.py, learnwin/stats/recovery.py)."""
 
 import ast
 import copy
@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import torch
 
-from learnwin import recovery, recovery_job
-from learnwin.config import ConfigError, check_recovery
+from learnwin.infra.config import ConfigError, check_recovery
+from learnwin.stats import recovery, recovery_job
 
 TASK = dict(T=16, D=2, noise_std=0.1)
 MODEL = dict(hidden=8, layer_norm=True, const_s=0.5, gru_init_update=0.3, lstm_init_forget=0.5)
@@ -205,7 +205,7 @@ def _loads_torch(source: str) -> bool:
 
 
 def test_recovery_statistics_and_their_adapter_do_not_import_torch():
-    assert not _loads_torch("import learnwin.recovery\n" + _adapter_imports("aggregate_recovery"))
+    assert not _loads_torch("import learnwin.stats.recovery\n" + _adapter_imports("aggregate_recovery"))
     # the check sees torch where it is: the training job and its adapter import it
-    assert _loads_torch("import learnwin.recovery_job")
+    assert _loads_torch("import learnwin.stats.recovery_job")
     assert _loads_torch(_adapter_imports("train_recovery"))

@@ -17,8 +17,8 @@ import torch
 import yaml
 from workflow_helpers import ROOT, SNAKEMAKE, assert_same_tables, copy_workflow, snakemake
 
-from learnwin import layout
-from learnwin.io import load_checkpoint
+from learnwin.infra import layout
+from learnwin.infra.io import load_checkpoint
 
 pytestmark = pytest.mark.slow
 

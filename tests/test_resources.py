@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from learnwin import layout, resources
-from learnwin.cells import CELLS, build_model
+from learnwin.infra import layout, resources
+from learnwin.models.cells import CELLS, build_model
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,5 +1,5 @@
 """The experiments/ scripts on the synthetic run of tests/synthetic_claims.py: results_tables.py
-prints the values the run was built with, and sweep.py scores it with learnwin.claims."""
+prints the values the run was built with, and sweep.py scores it with learnwin.stats.claims."""
 
 import importlib.util
 import os
@@ -11,8 +11,8 @@ import pytest
 import synthetic as syn
 from synthetic_claims import VAL_R2, write_claim_run
 
-from learnwin import layout
-from learnwin.claims import claim_table
+from learnwin.infra import layout
+from learnwin.stats.claims import claim_table
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
@@ -133,7 +133,7 @@ def test_ladder_puts_each_rungs_verdicts_and_cost_side_by_side(tmp_path, monkeyp
             os.utime(p, (2e9, 2e9))
     table = _script("ladder").ladder({"small": tmp_path / "a" / layout.ROOT, "big": tmp_path / "b" / layout.ROOT})
     rows = table.set_index("")
-    # the same run twice: the same verdicts, which are those of learnwin.claims on it
+    # the same run twice: the same verdicts, which are those of learnwin.stats.claims on it
     claims = claim_table(tmp_path / "a" / layout.ROOT, spec["models"], spec["optimizers"], spec["seeds"])
     a = claims[claims["claim"] == "a"]
     assert rows.loc["a: envelope class", "small"].startswith(f"{int(a['holds'].sum())}/{len(a)}")

@@ -1,4 +1,4 @@
-"""learnwin.runtime.deterministic sets torch's deterministic-algorithms flag (warn only) without
+"""learnwin.infra.runtime.deterministic sets torch's deterministic-algorithms flag (warn only) without
 importing torch's compiler stack, which would add about a second to every job's start-up."""
 
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 CHECK = """
 import sys, torch
-from learnwin import runtime
+from learnwin.infra import runtime
 assert not torch.are_deterministic_algorithms_enabled()
 runtime.deterministic()
 assert torch.are_deterministic_algorithms_enabled()

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from learnwin import io
-from learnwin.data import write_splits
-from learnwin.decay import fit_envelopes
-from learnwin.snapshot import snapshot_checkpoint
-from learnwin.train import train_run
+from learnwin.infra import io
+from learnwin.models.data import write_splits
+from learnwin.models.train import train_run
+from learnwin.probe.snapshot import snapshot_checkpoint
+from learnwin.stats.decay import fit_envelopes
 
 TASK = dict(T=40, D=4, lags=[3, 6, 12], coefs=[0.6, 0.5, 0.4], noise_std=0.2,
             n_train=128, n_val=32, n_diag=64)

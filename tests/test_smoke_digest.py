@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from smoke_digest import cpu_model, environment, record, recorded, results_digest, table_digest
 
-from learnwin import layout
+from learnwin.infra import layout
 
 
 def _table(values, meta=None):

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 
-from learnwin import io
-from learnwin.cells import build_model
-from learnwin.data import write_splits
-from learnwin.detect import output_error, random_directions, tangents
-from learnwin.envelope import receiving_times
-from learnwin.snapshot import probe, snapshot_checkpoint
+from learnwin.infra import io
+from learnwin.models.cells import build_model
+from learnwin.models.data import write_splits
+from learnwin.probe.detect import output_error, random_directions, tangents
+from learnwin.probe.envelope import receiving_times
+from learnwin.probe.snapshot import probe, snapshot_checkpoint
 
 F64 = torch.float64
 

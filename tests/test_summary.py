@@ -10,8 +10,9 @@ import pytest
 import synthetic as S
 import yaml
 
-from learnwin import provenance, summary
-from learnwin.io import read_table
+from learnwin.infra import provenance
+from learnwin.infra.io import read_table
+from learnwin.report import summary
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from learnwin import layout
+from learnwin.infra import layout
 
 ROOT = Path(__file__).resolve().parents[1]
 

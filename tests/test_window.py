@@ -1,4 +1,4 @@
-"""docs/method.md §7: sample complexity, learnability window and master law (learnwin.window)."""
+"""docs/method.md §7: sample complexity, learnability window and master law (learnwin.stats.window)."""
 
 import numpy as np
 import pandas as pd
@@ -6,10 +6,10 @@ import pyarrow.parquet as pq
 import pytest
 from workflow_helpers import run_adapter, schema_defaults
 
-from learnwin import alpha as A
-from learnwin import window as W
-from learnwin.decay import ols
-from learnwin.io import read_table, write_table
+from learnwin.infra.io import read_table, write_table
+from learnwin.stats import alpha as A
+from learnwin.stats import window as W
+from learnwin.stats.decay import ols
 
 KEYS = dict(model="diag", optimizer="adamw", seed=2, epoch="0")
 N_GRID = [16, 64, 256, 1024, 4096, 16384]
@@ -148,7 +148,7 @@ F7B = np.exp(-LAGS7B / 10.0)
 
 def noisy_snapshot(noise_scales_with_f: bool, n=2000, c=5.0, s=1.0, rng_seed=1, scale=1.0):
     """psi_n(l) = c f(l) + noise, Gaussian noise of scale s (times f(l) when it scales with f),
-    S_n = the sum over lags; everything times ``scale``. Per-lag alpha fitted by learnwin.alpha."""
+    S_n = the sum over lags; everything times ``scale``. Per-lag alpha fitted by learnwin.stats.alpha."""
     rng = np.random.default_rng(rng_seed)
     noise = rng.standard_normal((len(LAGS7B), n)) * (F7B[:, None] if noise_scales_with_f else 1.0)
     P = scale * (c * F7B[:, None] + s * noise)

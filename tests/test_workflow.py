@@ -8,9 +8,9 @@ import pytest
 import yaml
 from workflow_helpers import assert_same_tables, copy_workflow, scheduled, snakemake
 
-from learnwin import layout
-from learnwin.config import lag_grid
-from learnwin.io import read_table
+from learnwin.infra import layout
+from learnwin.infra.config import lag_grid
+from learnwin.infra.io import read_table
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""Regenerate ``learnwin/tables/mcculloch_alpha.csv``: the symmetric McCulloch table (docs/method.md §6).
+"""Regenerate ``learnwin/stats/tables/mcculloch_alpha.csv``: the symmetric McCulloch table (docs/method.md §6).
 
 For symmetric alpha-stable laws (beta = 0, scale 1, S1 = S0 parametrisation) the table lists,
 per alpha in [1, 2], the quantile ratio R(alpha) = (q95 - q05) / (q75 - q25) = q95 / q75 and the

@@ -4,8 +4,8 @@ One function per figure. Each takes the tables it shows (already read, see
 docs/artifacts.md), the two output paths and plain settings, and writes a PNG and a PDF
 atomically. Plots compute no statistics: everything shown was computed and stored by an
 earlier stage, or is taken from the package's own science functions (the stored decay fits
-through :func:`learnwin.decay.law_f`, the master-law points through
-:func:`learnwin.window.master_points`). The only aggregation done here is for display,
+through :func:`learnwin.stats.decay.law_f`, the master-law points through
+:func:`learnwin.stats.window.master_points`). The only aggregation done here is for display,
 :func:`seed_band` (mean ± 1 std over seeds); histograms and CCDFs of stored per-unit time
 scales are drawings of the stored values.
 

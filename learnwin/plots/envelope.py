@@ -8,8 +8,6 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from learnwin.decay import law_f
-from learnwin.formatting import SCALE_NAME
 from learnwin.plots.style import (
     MODEL_COLORS,
     OPTIMIZER_STYLES,
@@ -25,6 +23,8 @@ from learnwin.plots.style import (
     sel,
     subplots,
 )
+from learnwin.report.formatting import SCALE_NAME
+from learnwin.stats.decay import law_f
 
 
 def _tau_values(units: pd.DataFrame) -> tuple[np.ndarray, int]:

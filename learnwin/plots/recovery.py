@@ -2,7 +2,7 @@
 
 One panel per (optimizer, model), model colours of docs/method.md §9
 (:data:`learnwin.plots.style.MODEL_COLORS`), log-x N axis. Solid with band: H_N_emp, seed
-mean ± 1 std (:mod:`learnwin.recovery`). Dashed: H_N of the snapshot statistics (docs/method.md §7,
+mean ± 1 std (:mod:`learnwin.stats.recovery`). Dashed: H_N of the snapshot statistics (docs/method.md §7,
 seed mean); dotted: closed-form prediction of the selected decay class (docs/method.md §8); both
 from the snapshot epoch ``epoch``. The panel title carries the Spearman correlation of the
 optimizer's points. Computes nothing: it draws stored tables."""

@@ -1,6 +1,6 @@
 """House style of the figures (docs/method.md §9): model colours, line styles, panel sizes,
 fonts, table-cell text, and the helpers every figure module shares: row selection, the
-display-only seed band, "no data" panels, legends and atomic PNG/PDF saving (learnwin.io).
+display-only seed band, "no data" panels, legends and atomic PNG/PDF saving (learnwin.infra.io).
 
 Plots compute no statistics: :func:`seed_band` (mean ± 1 std over seeds) is the only
 aggregation, and it is for display.
@@ -18,12 +18,12 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatter
 
-from learnwin.formatting import fmt
-from learnwin.io import atomic_path
-from learnwin.window import NOISES
+from learnwin.infra.io import atomic_path
+from learnwin.report.formatting import fmt
+from learnwin.stats.window import NOISES
 
 #: Fixed colour of each model in every figure (docs/method.md §9); tests/test_config.py checks
-#: that the keys are the models of :data:`learnwin.cells.CELLS`.
+#: that the keys are the models of :data:`learnwin.models.cells.CELLS`.
 MODEL_COLORS = {
     "const": "tab:blue",
     "shared": "tab:orange",
@@ -91,7 +91,7 @@ def subplots(nrows: int, ncols: int, height: float = PANEL_H) -> tuple[Figure, n
 
 def noise_rows(df: pd.DataFrame, optimizers: Sequence[str]) -> list[tuple[str, str]]:
     """One panel row per (optimizer, noise definition) found in ``df`` (docs/method.md §7b); the
-    definitions in the order of :data:`learnwin.window.NOISES`, per_lag alone when none."""
+    definitions in the order of :data:`learnwin.stats.window.NOISES`, per_lag alone when none."""
     found = set(df["noise"].astype(str)) if "noise" in df and len(df) else set()
     noises = [n for n in NOISES if n in found] or ["per_lag"]
     return [(opt, noise) for opt in optimizers for noise in noises]

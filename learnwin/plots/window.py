@@ -24,7 +24,7 @@ from learnwin.plots.style import (
     sel,
     subplots,
 )
-from learnwin.window import master_points
+from learnwin.stats.window import master_points
 
 
 @saved
@@ -87,7 +87,7 @@ def _nhat_panels(window, master, models, optimizers, epoch, with_kappa: bool) ->
     master-law fit of each seed evaluated at the plotted points (figures 5 and 9), one row per
     optimizer and noise definition (docs/method.md §7b).
 
-    The points are :func:`learnwin.window.master_points`, the master fit's own. Filled markers are
+    The points are :func:`learnwin.stats.window.master_points`, the master fit's own. Filled markers are
     log N*(l) of the lags the fit uses, the continuous sample complexity the master law regresses
     (docs/method.md §7); hollow markers are the grid value log N_hat(l) of the same lags, for
     reference; grey crosses are the lags the fit leaves out (mean psi not significant, tail index

@@ -1,7 +1,7 @@
 # Helpers shared by the stage files: cross-field config checks, wildcard constraints, the
-# paths (from learnwin.layout), per-stage config scoping and the figure table. Defines no jobs.
-import learnwin.config as lwconfig
-from learnwin import layout, resources
+# paths (from learnwin.infra.layout), per-stage config scoping and the figure table. Defines no jobs.
+import learnwin.infra.config as lwconfig
+from learnwin.infra import layout, resources
 
 lwconfig.check(config)
 
@@ -20,7 +20,7 @@ wildcard_constraints:
     split="train|val|diag",
 
 
-# ---- paths: the layout is learnwin.layout's (docs/artifacts.md) ----
+# ---- paths: the layout is learnwin.infra.layout's (docs/artifacts.md) ----
 DATA, RUN, SNAP, DECAY = layout.DATA, layout.RUN, layout.SNAP, layout.DECAY
 STATS, LOGS, BENCH = layout.STATS, layout.LOGS, layout.BENCH
 ENV = "../envs/learnwin.yaml"  # every rule's software, for --sdm conda (relative to the rule files)
@@ -69,7 +69,7 @@ def _canonical(node):
 
 
 def sized(mem_mb, runtime):
-    """A job's mem_mb and runtime requests from learnwin.resources functions of the config
+    """A job's mem_mb and runtime requests from learnwin.infra.resources functions of the config
     (and, for the run time, of the job's model)."""
     return dict(
         mem_mb=lambda wc: mem_mb(config), runtime=lambda wc: runtime(config, wc.model)

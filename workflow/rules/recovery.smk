@@ -1,7 +1,7 @@
 # Stage recovery (beyond the paper): direct measurement of the learnability window. One job per
 # (optimizer, model, seed, lag, n_train) trains a single-lag task with the docs/method.md §3 recipe and
 # equal gradient steps and measures recovery on held-out sequences; the aggregate turns the rows
-# into H_N_emp(N) and holds it against the predicted H_N (learnwin.recovery). Behind its own
+# into H_N_emp(N) and holds it against the predicted H_N (learnwin.stats.recovery). Behind its own
 # target `recovery`, not in `all`.
 REC = config["recovery"]
 REC_SEEDS = REC["seeds"] or SEEDS

@@ -1,6 +1,6 @@
 # Stage train (docs/method.md §2-3): one job per (model, optimizer, seed). Checkpoints at the snapshot
 # epochs, best and final, and the learning curve. A re-run of a killed job resumes from
-# its .resume/ state (see learnwin.train).
+# its .resume/ state (see learnwin.models.train).
 
 
 rule train_model:

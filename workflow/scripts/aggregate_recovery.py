@@ -1,8 +1,9 @@
 """Adapter: recovery rows + the aggregated H_N table (H_N_agg) -> learned, window, comparison, agreement
-(learnwin.recovery, no torch)."""
+(learnwin.stats.recovery, no torch)."""
 import pandas as pd
 
-from learnwin import io, recovery, runtime
+from learnwin.infra import io, runtime
+from learnwin.stats import recovery
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 rows = pd.concat([io.read_table(p, "recovery") for p in snakemake.input.rows], ignore_index=True)

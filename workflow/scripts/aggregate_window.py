@@ -1,6 +1,7 @@
 """Adapter: per-snapshot H_N/window/master/exponents + decay files -> the aggregated stats tables (docs/method.md §7-§8)."""
 
-from learnwin import io, runtime, window
+from learnwin.infra import io, runtime
+from learnwin.stats import window
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 cfg = snakemake.params.window

@@ -1,5 +1,5 @@
 """Adapter: fail with the divergence note of a run's curve, else mark the run converged."""
-from learnwin import io, runtime
+from learnwin.infra import io, runtime
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 diverged = io.read_notes(snakemake.input.curve).get("diverged")

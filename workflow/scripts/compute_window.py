@@ -1,7 +1,8 @@
 """Adapter: psi + alpha + envelope (+ total) -> window, H_N, master, exponents (docs/method.md §7, §7b;
-learnwin.window)."""
+learnwin.stats.window)."""
 
-from learnwin import io, runtime, window
+from learnwin.infra import io, runtime
+from learnwin.stats import window
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 cfg = snakemake.params.window

@@ -1,6 +1,7 @@
-"""Adapter: psi.parquet -> alpha.parquet (docs/method.md §6; learnwin.alpha.fit_lags)."""
+"""Adapter: psi.parquet -> alpha.parquet (docs/method.md §6; learnwin.stats.alpha.fit_lags)."""
 
-from learnwin import alpha, io, runtime
+from learnwin.infra import io, runtime
+from learnwin.stats import alpha
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 cfg = snakemake.params.alpha

@@ -2,7 +2,8 @@
 
 import pandas as pd
 
-from learnwin import decay, io, runtime
+from learnwin.infra import io, runtime
+from learnwin.stats import decay
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 cfg = snakemake.params.decay

@@ -8,8 +8,9 @@ import logging
 
 import pandas as pd
 
-from learnwin import plots, runtime
-from learnwin.io import read_table
+from learnwin import plots
+from learnwin.infra import runtime
+from learnwin.infra.io import read_table
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 logging.getLogger("fontTools").setLevel(logging.WARNING)  # PDF font subsetting chatter

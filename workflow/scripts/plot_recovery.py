@@ -2,7 +2,7 @@
 (learnwin.plots.recovery.plot_recovery)."""
 import logging
 
-from learnwin import io, runtime
+from learnwin.infra import io, runtime
 from learnwin.plots.recovery import plot_recovery
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)

@@ -1,18 +1,18 @@
-"""Adapter: stage snapshot -> learnwin.snapshot.snapshot_checkpoint and learnwin.memory.memory_checkpoint."""
+"""Adapter: stage snapshot -> learnwin.probe.snapshot.snapshot_checkpoint and learnwin.probe.memory.memory_checkpoint."""
 
 import json
 from pathlib import Path
 
-from learnwin import runtime
+from learnwin.infra import runtime
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 runtime.set_torch_threads(snakemake.threads)
 runtime.deterministic()
 
-from learnwin import io  # noqa: E402  (after the thread caps)
-from learnwin.config import lag_grid  # noqa: E402
-from learnwin.memory import memory_checkpoint  # noqa: E402
-from learnwin.snapshot import snapshot_checkpoint  # noqa: E402
+from learnwin.infra import io  # noqa: E402  (after the thread caps)
+from learnwin.infra.config import lag_grid  # noqa: E402
+from learnwin.probe.memory import memory_checkpoint  # noqa: E402
+from learnwin.probe.snapshot import snapshot_checkpoint  # noqa: E402
 
 wc, cfg = snakemake.wildcards, snakemake.params.snapshot
 keys = {"model": wc.model, "optimizer": wc.optimizer, "seed": int(wc.seed), "epoch": wc.epoch}

@@ -1,13 +1,13 @@
-"""Adapter: stage train -> learnwin.train.train_run."""
+"""Adapter: stage train -> learnwin.models.train.train_run."""
 from pathlib import Path
 
-from learnwin import runtime
+from learnwin.infra import runtime
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 runtime.set_torch_threads(snakemake.threads)
 runtime.deterministic()
 
-from learnwin.train import DivergenceError, train_run  # noqa: E402  (after the thread caps)
+from learnwin.models.train import DivergenceError, train_run  # noqa: E402  (after the thread caps)
 
 wc, params = snakemake.wildcards, snakemake.params
 try:

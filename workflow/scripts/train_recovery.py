@@ -1,11 +1,11 @@
-"""Adapter: stage recovery, one job -> learnwin.recovery_job.recovery_run."""
-from learnwin import io, runtime
+"""Adapter: stage recovery, one job -> learnwin.stats.recovery_job.recovery_run."""
+from learnwin.infra import io, runtime
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 runtime.set_torch_threads(snakemake.threads)
 runtime.deterministic()
 
-from learnwin.recovery_job import recovery_run  # noqa: E402  (after the thread caps)
+from learnwin.stats.recovery_job import recovery_run  # noqa: E402  (after the thread caps)
 
 wc, params = snakemake.wildcards, snakemake.params
 rows = recovery_run(

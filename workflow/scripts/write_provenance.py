@@ -1,6 +1,6 @@
-"""Adapter: rule write_provenance -> learnwin.provenance.collect -> the run's provenance.yaml."""
+"""Adapter: rule write_provenance -> learnwin.infra.provenance.collect -> the run's provenance.yaml."""
 
-from learnwin import io, provenance, runtime
+from learnwin.infra import io, provenance, runtime
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 record = provenance.collect(snakemake.params.config, snakemake.resources.workflow_cores or None)

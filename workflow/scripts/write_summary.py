@@ -1,9 +1,10 @@
-"""Adapter: rule write_summary -> learnwin.summary (summary table and its reading)."""
+"""Adapter: rule write_summary -> learnwin.report.summary (summary table and its reading)."""
 
 import pandas as pd
 
-from learnwin import runtime, summary
-from learnwin.io import read_notes, read_table
+from learnwin.infra import runtime
+from learnwin.infra.io import read_notes, read_table
+from learnwin.report import summary
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 

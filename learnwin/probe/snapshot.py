@@ -1,6 +1,6 @@
 """Gradient snapshot of one checkpoint: envelope, per-unit rates, psi and S (docs/method.md §4-5, §7b).
 
-:func:`probe` works on any cell that implements the interface of :mod:`learnwin.cells`
+:func:`probe` works on any cell that implements the interface of :mod:`learnwin.models.cells`
 (``trace``, ``forward -> (hidden, transported)``, ``hidden_size``) plus a readout weight, so a
 user's own gated cell can be measured without the workflow. :func:`snapshot_checkpoint` is the
 workflow stage: it rebuilds a trained model and its optimizer state from a checkpoint and
@@ -17,11 +17,11 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from learnwin import io
-from learnwin.cells import build_model
-from learnwin.data import load_split
-from learnwin.detect import output_error, psi_all_lags, psi_frame, random_directions, tangents
-from learnwin.envelope import (
+from learnwin.infra import io
+from learnwin.models.cells import build_model
+from learnwin.models.data import load_split
+from learnwin.probe.detect import output_error, psi_all_lags, psi_frame, random_directions, tangents
+from learnwin.probe.envelope import (
     EnvelopeAccumulator,
     Transport,
     base_rate,
@@ -30,7 +30,7 @@ from learnwin.envelope import (
     receiving_times,
     take_times,
 )
-from learnwin.exact_transport import probe_exact
+from learnwin.probe.exact_transport import probe_exact
 
 
 def probe(
@@ -115,7 +115,7 @@ def snapshot_checkpoint(
     """Envelope, units, psi and total tables of one checkpoint on the diag split, with run keys.
 
     ``transport`` = exact takes units, psi, total and the envelope's f and f_geo from
-    :func:`learnwin.exact_transport.probe_exact` (docs/method.md §4b); the diagonal envelope stays in
+    :func:`learnwin.probe.exact_transport.probe_exact` (docs/method.md §4b); the diagonal envelope stays in
     ``f_diagonal`` (and f_gates, f_order0/1, lambda_mean/std stay diagonal-path quantities).
     """
     state = io.load_checkpoint(checkpoint, map_location=device)

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from learnwin.formatting import SCALE_NAME, fmt
-from learnwin.io import atomic_path, write_table
+from learnwin.infra.io import atomic_path, write_table
+from learnwin.report.formatting import SCALE_NAME, fmt
 
 KEYS = ["model", "optimizer", "seed"]
 #: Columns of the selected decay law copied into the summary, as ``decay_<column>``.
@@ -66,7 +66,7 @@ def build_summary(
     """One row per (model, optimizer, seed) found in any input, at snapshot ``epoch``.
 
     ``diverged`` holds the (model, optimizer, seed) of the runs whose curve.parquet carries the
-    training stage's divergence note (:func:`learnwin.io.read_notes`).
+    training stage's divergence note (:func:`learnwin.infra.io.read_notes`).
     Columns: model, optimizer, seed, epoch, status ("ok", or "diverged after epoch E" for the
     runs in ``diverged``, E = the last epoch of their curve), val_r2 (of the checkpoint
     ``epoch``, :func:`val_r2_at`), val_r2_final (last epoch of the curve),

@@ -1,16 +1,16 @@
 """The training job of the direct measurement of the learnability window (beyond the paper):
 train one model on a single-lag task and score how well it recovers the lagged component.
-The statistics over jobs (learned rule, empirical window, comparison) are :mod:`learnwin.recovery`.
+The statistics over jobs (learned rule, empirical window, comparison) are :mod:`learnwin.stats.recovery`.
 
 Task (docs/method.md §1 with one lag): y_t = c (u . x_{t-l}) 1[t >= l] + eps_t, drawn by
-:func:`learnwin.data.make_split` with ``lags=[l], coefs=[c]``; a lag l >= T gives an all-noise
+:func:`learnwin.models.data.make_split` with ``lags=[l], coefs=[c]``; a lag l >= T gives an all-noise
 target. Training sequences are the first N of the seed's train stream (nested in N); the held-out
 set is the first ``n_test`` sequences of the seed's diag stream, never trained on.
 
 Choices:
 
 * **Equal gradient steps.** Every run takes ``steps`` steps of the docs/method.md §3 recipe
-  (:func:`learnwin.train.train_epoch`: per-epoch seeded reshuffle, full batches of
+  (:func:`learnwin.models.train.train_epoch`: per-epoch seeded reshuffle, full batches of
   ``train.batch_size``, MSE, clip), so the epoch count is steps / (N // batch) and the last epoch
   may be partial. With a fixed batch size equal steps is also equal samples (steps x batch):
   runs differ in how many distinct sequences they see, not in compute. No model selection: the
@@ -41,9 +41,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from learnwin.cells import build_model
-from learnwin.data import make_split, targets, task_vector
-from learnwin.train import make_optimizer, train_epoch
+from learnwin.models.cells import build_model
+from learnwin.models.data import make_split, targets, task_vector
+from learnwin.models.train import make_optimizer, train_epoch
 
 
 def run_seed(seed: int, lag: int, n_train: int) -> int:

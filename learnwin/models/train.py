@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from learnwin import io
-from learnwin.cells import build_model
-from learnwin.data import load_split
+from learnwin.infra import io
+from learnwin.models.cells import build_model
+from learnwin.models.data import load_split
 
 log = logging.getLogger(__name__)
 

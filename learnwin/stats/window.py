@@ -13,7 +13,7 @@ Two noise definitions (docs/method.md §7b, config ``window.noise``), each givin
   operational definition). psi is linear in the effective rate, so sigma(l) ~ f^a falls with the
   envelope as m(l) ~ f^b does, and the master-law slope measures b - a.
 * ``pooled``: one (alpha_S, sigma_S) per snapshot from the alpha-stable fit
-  (:func:`learnwin.alpha.fit_sample`, the alpha config section, same selection and reliability
+  (:func:`learnwin.stats.alpha.fit_sample`, the alpha config section, same selection and reliability
   rules) of S_n = sum over l = 0..T-1 of psi_n(l) (total.parquet, psi's units), used at every lag
   with the same m(l); ``reliable`` is the S fit's flag at every lag. sigma is then constant in l,
   so a = 0 and the master-law slope equals b by construction: the claim tested is b = 1.
@@ -56,9 +56,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from learnwin.alpha import fit_sample, per_sequence
-from learnwin.alpha import kappa as kappa_of
-from learnwin.decay import ols, predict_window
+from learnwin.stats.alpha import fit_sample, per_sequence
+from learnwin.stats.alpha import kappa as kappa_of
+from learnwin.stats.decay import ols, predict_window
 
 RUN_KEYS = ("model", "optimizer", "seed", "epoch")
 AGG_KEYS = ["model", "optimizer", "epoch"]
@@ -227,7 +227,7 @@ def window_table(
     """window, H_N, master and exponents rows of one snapshot, one block per noise definition
     (docs/method.md §7, §7b). ``eps``, ``N_grid``, ``noise`` and ``bootstrap`` are the window config
     section. ``total`` (total.parquet) and ``alpha_fit`` (the alpha config section, keywords of
-    :func:`learnwin.alpha.fit_sample`, for the S fit) are needed for ``pooled``. The sequence
+    :func:`learnwin.stats.alpha.fit_sample`, for the S fit) are needed for ``pooled``. The sequence
     bootstrap draws from ``default_rng([seed, 0])``, the S fit is seeded [seed, 1]; ``seed`` None
     (the workflow's call) = the run seed of psi's ``seed`` column + :data:`SEED_OFFSET`."""
     bad = sorted(set(noise) - set(NOISES))

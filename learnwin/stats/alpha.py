@@ -11,7 +11,7 @@ Two estimators, one selection rule:
   slope's intercept sigma would scale as c^(slope / alpha) when the data scale by c (found by
   the rate-scale invariance test of tests/test_window.py).
 * McCulloch quantile ratio R = (q95 - q05) / (q75 - q25), inverted through the fine table
-  ``learnwin/tables/mcculloch_alpha.csv`` (201 alphas in [1, 2], built by
+  ``learnwin/stats/tables/mcculloch_alpha.csv`` (201 alphas in [1, 2], built by
   ``tools/build_alpha_table.py`` from ``scipy.stats.levy_stable.ppf``; loaded once and cached);
   sigma = IQR / (2 q75(alpha)). Its bootstrap (median and 95 % percentile CI) is exact and
   vectorised: a resample's quantiles depend only on a handful of its order statistics, and the

@@ -7,7 +7,7 @@ Per-seed measurements (:func:`measure`, one table per claim):
   power and log classes (power, log, power_floor, log_floor) against the exponential family
   (exp, exp_floor, tempered). A seed is power-law-like when w_power > 0.5. Choice: the tempered
   law counts with the exponential family (its weight is also reported, ``w_tempered``).
-  learnwin.decay keeps its cut-off l_c inside the fit window, so beyond l_c it falls faster than
+  learnwin.stats.decay keeps its cut-off l_c inside the fit window, so beyond l_c it falls faster than
   any power law and, like an exponential, gives an H_N that grows only as a power of log N; a
   mixture of two exponentials selects it (tests/test_claims.py). A floor variant belongs to its
   base law's family.
@@ -43,8 +43,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from learnwin import io
-from learnwin.decay import ols
+from learnwin.infra import io
+from learnwin.stats.decay import ols
 
 POWER_FAMILY = ("power", "log", "power_floor", "log_floor")
 EXPECTED_CLASS = {"const": "exponential", "shared": "exponential",

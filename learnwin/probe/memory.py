@@ -19,21 +19,21 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from learnwin import io
-from learnwin.cells import GatedRNN, build_model
-from learnwin.data import load_split
-from learnwin.envelope import receiving_times
-from learnwin.resources import MEMORY_CURVE_BYTES, memory_curve_bytes
+from learnwin.infra import io
+from learnwin.infra.resources import MEMORY_CURVE_BYTES, memory_curve_bytes
+from learnwin.models.cells import GatedRNN, build_model
+from learnwin.models.data import load_split
+from learnwin.probe.envelope import receiving_times
 
 
 def input_sensitivity(model: GatedRNN, x: Tensor, u: Tensor) -> Tensor:
     """G[b, t, k] = u . d y_hat[b, t] / d x[b, k], shape (B, T, T) (zero for k > t).
 
-    ``model`` is a :class:`learnwin.cells.GatedRNN` run on its step-by-step path: the batched
+    ``model`` is a :class:`learnwin.models.cells.GatedRNN` run on its step-by-step path: the batched
     backward here runs under vmap, which cannot batch the out= writes of the training fast path.
     The receiving times go through that backward in chunks small enough that its work arrays
-    (:func:`learnwin.resources.memory_curve_bytes`) stay within
-    :data:`learnwin.resources.MEMORY_CURVE_BYTES`; at the default size that is one chunk.
+    (:func:`learnwin.infra.resources.memory_curve_bytes`) stay within
+    :data:`learnwin.infra.resources.MEMORY_CURVE_BYTES`; at the default size that is one chunk.
     """
     B, T, _ = x.shape
     chunk = max(1, min(T, MEMORY_CURVE_BYTES // memory_curve_bytes(B, T, model.cell.hidden_size, 1)))

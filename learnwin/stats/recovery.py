@@ -1,5 +1,5 @@
 """Direct measurement of the learnability window, held against the prediction (beyond the paper):
-the statistics over the training jobs of :mod:`learnwin.recovery_job` (which holds the task, the
+the statistics over the training jobs of :mod:`learnwin.stats.recovery_job` (which holds the task, the
 recovery score, the noise floor, the shuffled-target control and the seeding). Pure
 pandas/scipy: no torch.
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from learnwin import io
+from learnwin.infra import io
 
 SPLITS = ("train", "val", "diag")
 _STREAM = {"u": 0, "train": 1, "val": 2, "diag": 3}

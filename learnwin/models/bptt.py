@@ -1,6 +1,6 @@
 """Hand-written backpropagation through time for the cells of docs/method.md §2 (training fast path).
 
-The step-by-step scan of :mod:`learnwin.cells` lets autograd record every small op of every
+The step-by-step scan of :mod:`learnwin.models.cells` lets autograd record every small op of every
 step; at the default size most of a training step is that per-op overhead. Here one
 ``torch.autograd.Function`` per cell family runs the whole sequence: the forward loop runs
 without autograd and keeps the gate activations, the backward loop runs the recurrence by
@@ -23,7 +23,7 @@ Same numbers as the reference path (equal to rounding; tests/test_bptt.py checks
 every gradient to 1e-10 in float64). The float32 rounding is that of the recorded smoke digest
 (tests/test_smoke_digest.py); it last changed when the input projection moved inside, which
 changed the order of the input weight and bias gradients' sums. First-order only: the backward is not
-differentiable again (double backward raises); :meth:`learnwin.cells.GatedCell.forward` uses
+differentiable again (double backward raises); :meth:`learnwin.models.cells.GatedCell.forward` uses
 this path only when it is safe (see there).
 """
 

@@ -1,6 +1,6 @@
 """The five gated recurrent cells of docs/method.md §2 behind one small interface.
 
-Interface (what :mod:`learnwin.envelope` and :mod:`learnwin.detect` use; a user's own cell
+Interface (what :mod:`learnwin.probe.envelope` and :mod:`learnwin.probe.detect` use; a user's own cell
 that implements it can be probed too):
 
 * ``hidden_size`` (int) and ``input_size`` (int);
@@ -23,7 +23,7 @@ orthogonal input and recurrent weights and an nn.Linear-style uniform(+-1/sqrt(D
 bias belongs to the input projection, fan_in = D), as the official code's --orth_init. Speed: all input
 projections are one matmul over the whole sequence, and the recurrent matmuls of a step are
 fused into one. Training (grad mode on) runs through the hand-written BPTT of
-:mod:`learnwin.bptt`; the step-by-step scan here is the reference path (see ``forward``).
+:mod:`learnwin.models.bptt`; the step-by-step scan here is the reference path (see ``forward``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from learnwin import bptt
+from learnwin.models import bptt
 
 
 @dataclass
@@ -101,7 +101,7 @@ class GatedCell(nn.Module):
     """
 
     transported_name = "hidden"
-    _bptt: str | None = None  # family of the hand-written BPTT in learnwin.bptt; None = none
+    _bptt: str | None = None  # family of the hand-written BPTT in learnwin.models.bptt; None = none
 
     def __init__(self, input_size: int, hidden_size: int, layer_norm: bool = True):
         super().__init__()
@@ -144,7 +144,7 @@ class GatedCell(nn.Module):
         """(hidden, transported) for x (B, T, D).
 
         Training fast path: with grad mode on, outside torch.func transforms and forward-mode
-        AD, the pass runs through the hand-written BPTT of :mod:`learnwin.bptt` (same numbers,
+        AD, the pass runs through the hand-written BPTT of :mod:`learnwin.models.bptt` (same numbers,
         first-order only). Everywhere else, or with ``reference=True`` (needed for double
         backward or to differentiate through ``_step``), it is the step-by-step autograd scan.
         """

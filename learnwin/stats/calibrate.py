@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from learnwin.recovery import model_order, spearman
+from learnwin.stats.recovery import model_order, spearman
 
 
 def window_at(snr: np.ndarray, lags: np.ndarray, eps) -> np.ndarray:

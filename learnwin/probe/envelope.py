@@ -37,7 +37,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from learnwin.cells import Trace
+from learnwin.models.cells import Trace
 
 LEAK_FLOOR = 1e-12
 _TINY = 1e-300
