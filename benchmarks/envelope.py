@@ -6,7 +6,7 @@ Run: python benchmarks/envelope.py [--config config/config.yaml] [--model gru]
 Size from the config (T, H, lag grid, windows, snapshot batch, K), 1 thread; --T, --lag-stop,
 --lag-step and --windows override it, to show how the ratio grows with the lag range. The
 trace and the tangents are computed once and shared, so only the envelope + psi computation
-is timed. All implementations use the same receiving times (learnwin.probe.envelope.receiving_times)
+is timed. All implementations use the same receiving times (learnwin.probing.envelope.receiving_times)
 for the envelope and psi: this compares the kernels. (The package's psi now averages over every t,
 whatever the windows; benchmarks/snapshot.py times the whole snapshot and uses ``vectorised``
 below as its "before".)
@@ -19,7 +19,7 @@ Measured (GRU, H = 32, batch 128, windows 32, idle 2-core machine): 1.2-1.6x at 
 (lags 2..60), 9.6x at T = 512 (lags 2..478), 7.8x at the paper's T = 1536 (lags 2..766), where
 the gathers from (B, T, H) arrays larger than the cache slow the vectorised path down.
 The loops run in float64 (the reference); the package path keeps float64 prefix sums and does
-the (B, L, W, H) work in float32 (see learnwin.probe.envelope.Transport).
+the (B, L, W, H) work in float32 (see learnwin.probing.envelope.Transport).
 Prints seconds, the speed-up ratios (target >= 20x against naive), the largest relative
 difference between the implementations, and peak memory.
 """
@@ -33,8 +33,8 @@ import yaml
 
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
-from learnwin.probe.detect import output_error, psi_chunk, random_directions, tangents
-from learnwin.probe.envelope import EnvelopeAccumulator, Transport, base_rate, lag_chunks, receiving_times, take_times
+from learnwin.probing.detect import output_error, psi_chunk, random_directions, tangents
+from learnwin.probing.envelope import EnvelopeAccumulator, Transport, base_rate, lag_chunks, receiving_times, take_times
 
 
 def _factors(trace):

@@ -8,7 +8,7 @@ one diag batch; every variant computes its own trace, Lambda, output error and t
 timings are whole snapshot batches:
 - before: the envelope and psi on the same ``windows`` receiving times per lag (the code before
   psi used every t: benchmarks/envelope.py's ``vectorised``);
-- after: ``learnwin.probe.snapshot.probe``: the envelope on its windows, then psi_n(l) at every lag
+- after: ``learnwin.probing.snapshot.probe``: the envelope on its windows, then psi_n(l) at every lag
   0..T-1 over every receiving time (the grid's psi and S_n = sum over l of psi_n(l));
 - envelope only: ``probe`` without directions, to split the after cost into envelope and psi + S.
 Prints the best of ``--repeat`` CPU times per variant (process_time, 1 thread: robust to other
@@ -24,9 +24,9 @@ from envelope import vectorised  # benchmarks/envelope.py: envelope + psi on sha
 
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
-from learnwin.probe.detect import output_error, random_directions, tangents
-from learnwin.probe.envelope import base_rate
-from learnwin.probe.snapshot import probe
+from learnwin.probing.detect import output_error, random_directions, tangents
+from learnwin.probing.envelope import base_rate
+from learnwin.probing.snapshot import probe
 
 LR = 1e-3
 

@@ -19,10 +19,10 @@ import yaml
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
 from learnwin.models.data import make_split, task_vector
-from learnwin.probe.detect import random_directions
-from learnwin.probe.exact_transport import probe_exact
-from learnwin.probe.memory import MemoryAccumulator, input_sensitivity
-from learnwin.probe.snapshot import probe
+from learnwin.probing.detect import random_directions
+from learnwin.probing.exact_transport import probe_exact
+from learnwin.probing.memory import MemoryAccumulator, input_sensitivity
+from learnwin.probing.snapshot import probe
 
 
 def main() -> None:

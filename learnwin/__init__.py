@@ -10,7 +10,7 @@ The public face, for use on your own cells and checkpoints:
 - :func:`probe` -- envelope, per-unit rates, psi and the total gradient of a cell on data (§4-5);
 - :func:`snapshot_checkpoint` -- the same for a trained checkpoint, as the workflow runs it.
 
-The stages live in subpackages: ``models`` (data, cells, training), ``probe`` (envelope,
+The stages live in subpackages: ``models`` (data, cells, training), ``probing`` (envelope,
 transports, psi), ``stats`` (tails, decay classes, window, claims), ``report`` and ``plots``
 (what a run shows), ``infra`` (config, layout, I/O, resources). Importing the package is cheap:
 torch is loaded only when one of the names below is first used.
@@ -21,8 +21,8 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "build_model": "learnwin.models.cells",
     "Trace": "learnwin.models.cells",
-    "probe": "learnwin.probe.snapshot",
-    "snapshot_checkpoint": "learnwin.probe.snapshot",
+    "probe": "learnwin.probing.snapshot",
+    "snapshot_checkpoint": "learnwin.probing.snapshot",
 }
 __all__ = ["__version__", *_PUBLIC]
 

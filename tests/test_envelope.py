@@ -8,9 +8,9 @@ import torch
 from scipy.stats import spearmanr
 
 from learnwin.models.cells import MODELS, build_model
-from learnwin.probe.detect import random_directions, tangents
-from learnwin.probe.envelope import Transport, base_rate, rate_matrix, receiving_times, unit_timescales
-from learnwin.probe.snapshot import probe
+from learnwin.probing.detect import random_directions, tangents
+from learnwin.probing.envelope import Transport, base_rate, rate_matrix, receiving_times, unit_timescales
+from learnwin.probing.snapshot import probe
 
 F64 = torch.float64
 

@@ -10,9 +10,9 @@ from torch.func import jacrev
 
 from learnwin.models.cells import build_model
 from learnwin.models.data import targets
-from learnwin.probe import exact_transport as et
-from learnwin.probe.detect import output_error, random_directions, tangents
-from learnwin.probe.envelope import Transport, base_rate, receiving_times
+from learnwin.probing import exact_transport as et
+from learnwin.probing.detect import output_error, random_directions, tangents
+from learnwin.probing.envelope import Transport, base_rate, receiving_times
 
 F64 = torch.float64
 D, H, T = 3, 4, 9

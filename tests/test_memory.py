@@ -4,8 +4,8 @@ import numpy as np
 import torch
 
 from learnwin.models.cells import build_model
-from learnwin.probe import memory
-from learnwin.probe.memory import MemoryAccumulator, input_sensitivity
+from learnwin.probing import memory
+from learnwin.probing.memory import MemoryAccumulator, input_sensitivity
 
 F64 = torch.float64
 

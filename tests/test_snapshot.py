@@ -13,9 +13,9 @@ import torch
 from learnwin.infra import io
 from learnwin.models.cells import build_model
 from learnwin.models.data import write_splits
-from learnwin.probe.detect import output_error, random_directions, tangents
-from learnwin.probe.envelope import receiving_times
-from learnwin.probe.snapshot import probe, snapshot_checkpoint
+from learnwin.probing.detect import output_error, random_directions, tangents
+from learnwin.probing.envelope import receiving_times
+from learnwin.probing.snapshot import probe, snapshot_checkpoint
 
 F64 = torch.float64
 

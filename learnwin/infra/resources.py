@@ -20,7 +20,7 @@ COEF = {"train_model": (6.49, 6.72e-05, 5.2e-10), "take_snapshot": (4.83, 7.46e-
 MARGIN = 2.0
 #: ... and at least this many minutes.
 MIN_RUNTIME = 10
-#: Bound on the memory curve's batched-backward work arrays (learnwin.probe.memory chunks its receiving
+#: Bound on the memory curve's batched-backward work arrays (learnwin.probing.memory chunks its receiving
 #: times to stay within it).
 MEMORY_CURVE_BYTES = 2**31
 #: Cost of a snapshot under the exact transport over the diagonal one: the largest ratio

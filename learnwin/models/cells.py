@@ -1,6 +1,6 @@
 """The five gated recurrent cells of docs/method.md §2 behind one small interface.
 
-Interface (what :mod:`learnwin.probe.envelope` and :mod:`learnwin.probe.detect` use; a user's own cell
+Interface (what :mod:`learnwin.probing.envelope` and :mod:`learnwin.probing.detect` use; a user's own cell
 that implements it can be probed too):
 
 * ``hidden_size`` (int) and ``input_size`` (int);

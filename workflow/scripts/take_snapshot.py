@@ -1,4 +1,4 @@
-"""Adapter: stage snapshot -> learnwin.probe.snapshot.snapshot_checkpoint and learnwin.probe.memory.memory_checkpoint."""
+"""Adapter: stage snapshot -> learnwin.probing.snapshot.snapshot_checkpoint and learnwin.probing.memory.memory_checkpoint."""
 
 import json
 from pathlib import Path
@@ -11,8 +11,8 @@ runtime.deterministic()
 
 from learnwin.infra import io  # noqa: E402  (after the thread caps)
 from learnwin.infra.config import lag_grid  # noqa: E402
-from learnwin.probe.memory import memory_checkpoint  # noqa: E402
-from learnwin.probe.snapshot import snapshot_checkpoint  # noqa: E402
+from learnwin.probing.memory import memory_checkpoint  # noqa: E402
+from learnwin.probing.snapshot import snapshot_checkpoint  # noqa: E402
 
 wc, cfg = snakemake.wildcards, snakemake.params.snapshot
 keys = {"model": wc.model, "optimizer": wc.optimizer, "seed": int(wc.seed), "epoch": wc.epoch}

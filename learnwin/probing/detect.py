@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from torch.func import functional_call, jvp, vmap
 
-from learnwin.probe.envelope import Transport, lag_chunks, receiving_times, take_times
+from learnwin.probing.envelope import Transport, lag_chunks, receiving_times, take_times
 
 
 def random_directions(model: torch.nn.Module, K: int, seed: int) -> dict[str, Tensor]:
@@ -72,7 +72,7 @@ def psi_chunk(mu: Tensor, delta: Tensor, v: Tensor, t: Tensor, k: Tensor, mask: 
     """psi for one lag chunk: mu (B, L, W, H), delta (B, T, H), v (..., B, T, H) -> (..., B, L).
 
     ``t``, ``k`` and ``mask`` (L, W) are the receiving times, the perturbation times t - l and
-    their validity (:func:`learnwin.probe.envelope.receiving_times`); the mean runs over the valid
+    their validity (:func:`learnwin.probing.envelope.receiving_times`); the mean runs over the valid
     receiving times of each lag. ``delta`` and ``v`` must have ``mu``'s dtype.
     """
     weighted = mu * take_times(delta, t)  # (B, L, W, H)

@@ -23,7 +23,7 @@ from learnwin.infra import io
 from learnwin.infra.resources import MEMORY_CURVE_BYTES, memory_curve_bytes
 from learnwin.models.cells import GatedRNN, build_model
 from learnwin.models.data import load_split
-from learnwin.probe.envelope import receiving_times
+from learnwin.probing.envelope import receiving_times
 
 
 def input_sensitivity(model: GatedRNN, x: Tensor, u: Tensor) -> Tensor:

@@ -20,8 +20,8 @@ from torch import Tensor
 from learnwin.infra import io
 from learnwin.models.cells import build_model
 from learnwin.models.data import load_split
-from learnwin.probe.detect import output_error, psi_all_lags, psi_frame, random_directions, tangents
-from learnwin.probe.envelope import (
+from learnwin.probing.detect import output_error, psi_all_lags, psi_frame, random_directions, tangents
+from learnwin.probing.envelope import (
     EnvelopeAccumulator,
     Transport,
     base_rate,
@@ -30,7 +30,7 @@ from learnwin.probe.envelope import (
     receiving_times,
     take_times,
 )
-from learnwin.probe.exact_transport import probe_exact
+from learnwin.probing.exact_transport import probe_exact
 
 
 def probe(
@@ -115,7 +115,7 @@ def snapshot_checkpoint(
     """Envelope, units, psi and total tables of one checkpoint on the diag split, with run keys.
 
     ``transport`` = exact takes units, psi, total and the envelope's f and f_geo from
-    :func:`learnwin.probe.exact_transport.probe_exact` (docs/method.md §4b); the diagonal envelope stays in
+    :func:`learnwin.probing.exact_transport.probe_exact` (docs/method.md §4b); the diagonal envelope stays in
     ``f_diagonal`` (and f_gates, f_order0/1, lambda_mean/std stay diagonal-path quantities).
     """
     state = io.load_checkpoint(checkpoint, map_location=device)

@@ -12,17 +12,17 @@ of the cell's own step (``cell._step``) over the S H basis rows, so every gate p
 LayerNorm Jacobian are included. The sweep's loop over time steps is the only loop.
 
 What is computed from the adjoints (the same Lambda, averages and directions as the diagonal
-path of :mod:`learnwin.probe.envelope` and :mod:`learnwin.probe.detect`):
+path of :mod:`learnwin.probing.envelope` and :mod:`learnwin.probing.detect`):
 
 * psi (src_t = delta_t on the h block): psi_n(l) = mean over every t = l..T-1 of
   sum_q a_{t,t-l}^q Lambda^q(n, t-l) v_{t-l}^q, v the tangent of the full state z (mean over the
-  K directions first, as in :func:`learnwin.probe.snapshot.probe`); lags 0..T-1 all come from one sweep.
+  K directions first, as in :func:`learnwin.probing.snapshot.probe`); lags 0..T-1 all come from one sweep.
   S_n = sum over l = 0..T-1 of psi_n(l) (docs/method.md §7b, the instantaneous term l = 0 included).
 * the exact envelope (src_t = the H basis vectors e_q on the h block): the diagonal
   D^q_{t,l} = [d h_t / d z_{t-l}]_{q, q'} with q' = unit q's transported component (h^q, or c^q
   for the LSTM): the quantity the diagonal Gamma approximates. mu^q = Lambda^q(n, t-l) D^q,
   f_exact(l) = mean over sequences and receiving times of sum_q |mu^q|, per-unit means
-  mean |mu^q(l)| -> tau_q by :func:`learnwin.probe.envelope.unit_timescales`.
+  mean |mu^q(l)| -> tau_q by :func:`learnwin.probing.envelope.unit_timescales`.
 
 Choices (docs/method.md §4b silent):
 * LSTM: the adjoint and the tangent live on (h, c); unit q's base rate Lambda^q weights both of
@@ -30,7 +30,7 @@ Choices (docs/method.md §4b silent):
   through the gates).
 * The exact envelope needs H adjoints per receiving time: it uses the first
   ``snapshot.exact_sequences`` diag sequences and, per lag, the same ``snapshot.windows``
-  receiving times as the diagonal envelope (:func:`learnwin.probe.envelope.receiving_times`). psi and
+  receiving times as the diagonal envelope (:func:`learnwin.probing.envelope.receiving_times`). psi and
   S use every sequence and every receiving time.
 * Work is in the model's dtype (float32 in the workflow, float64 in the tests); sums over
   sequences and times accumulate in float64.
@@ -46,8 +46,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from learnwin.probe.detect import output_error, psi_frame, tangents
-from learnwin.probe.envelope import base_rate, receiving_times, unit_timescales
+from learnwin.probing.detect import output_error, psi_frame, tangents
+from learnwin.probing.envelope import base_rate, receiving_times, unit_timescales
 
 _TINY = 1e-300
 
@@ -200,7 +200,7 @@ def probe_exact(
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Exact envelope (lag, f, f_geo), units, psi and total (sequence, S) tables (docs/method.md §4b).
 
-    Arguments as :func:`learnwin.probe.snapshot.probe`; the envelope and units use the first
+    Arguments as :func:`learnwin.probing.snapshot.probe`; the envelope and units use the first
     ``exact_sequences`` sequences, psi and S every sequence (``directions`` None: both empty).
     """
     if directions is not None and not keep_directions:  # tangents are linear in the direction
