@@ -25,6 +25,7 @@ include: "workflow/rules/snapshot.smk"
 include: "workflow/rules/stats.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/claims.smk"
 include: "workflow/rules/recovery.smk"
 
 
@@ -39,6 +40,7 @@ rule all:
         SNAPSHOT_TARGETS,
         FIGURE_TARGETS,
         REPORT_TARGETS,
+        CLAIMS_TARGETS,
 
 
 rule data:

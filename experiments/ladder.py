@@ -1,9 +1,9 @@
 """The scale ladder: each claim's verdict per rung, and what each rung cost.
 
-    python experiments/ladder.py NAME=RESULTS_DIR [NAME=RESULTS_DIR ...] [--epoch best]
+    python experiments/ladder.py NAME=RESULTS_DIR [NAME=RESULTS_DIR ...]
 
-One column per rung (a finished run's results folder). Rows: the claim checks of learnwin.stats.claims
-(docs/method.md §8b), per claim and noise definition, as "k/n" verdict rows that hold with the
+One column per rung (a finished run's results folder). Rows: the claim checks of the rung's
+claims.parquet (the claims rule, docs/method.md §8b), per claim and noise definition, as "k/n" verdict rows that hold with the
 rows that hold (model, optimizer); then the rung's cost: the wall time from the first to the last
 file the run wrote (modification times, so a run extended later reads longer), the number of
 jobs, and the mean CPU seconds per job of training and of snapshots (Snakemake benchmark TSVs,
@@ -17,16 +17,15 @@ from pathlib import Path
 
 import pandas as pd
 from cost_law import cpu_times
-from results_tables import run_keys
 
-from learnwin.infra import layout
-from learnwin.stats.claims import NOISE_ANY, claim_table, markdown, number
+from learnwin.infra import io, layout
+from learnwin.stats.claims import NOISE_ANY, markdown, number
 
 
-def verdict_cells(results: Path, epoch: str) -> dict[str, str]:
-    """"k/n: rows that hold" per claim (and noise definition where it applies)."""
-    _, models, optimizers, seeds = run_keys(results)
-    table = claim_table(results, models, optimizers, seeds, epoch)
+def verdict_cells(results: Path) -> dict[str, str]:
+    """"k/n: rows that hold" per claim (and noise definition where it applies), from the rung's
+    claims.parquet."""
+    table = io.read_table(layout.under(results, layout.CLAIMS["parquet"]), "claims")
     out = {}
     for (claim, check, noise), g in table.groupby(["claim", "check", "noise"], sort=True):
         held = [f"{r.model} {r.optimizer}" for r in g.itertuples() if r.holds]
@@ -50,9 +49,9 @@ def cost_cells(results: Path) -> dict[str, str]:
             "CPU s per snapshot job": mean("take_snapshot")}
 
 
-def ladder(rungs: dict[str, Path], epoch: str = "best") -> pd.DataFrame:
+def ladder(rungs: dict[str, Path]) -> pd.DataFrame:
     """One row per claim check and cost figure, one column per rung."""
-    columns = {name: {**verdict_cells(path, epoch), **cost_cells(path)} for name, path in rungs.items()}
+    columns = {name: {**verdict_cells(path), **cost_cells(path)} for name, path in rungs.items()}
     rows = list(dict.fromkeys(key for cells in columns.values() for key in cells))
     return pd.DataFrame([{"": row, **{name: cells.get(row, "–") for name, cells in columns.items()}}
                          for row in rows])
@@ -61,10 +60,9 @@ def ladder(rungs: dict[str, Path], epoch: str = "best") -> pd.DataFrame:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("rungs", nargs="+", help="NAME=RESULTS_DIR pairs, in ladder order")
-    ap.add_argument("--epoch", default="best")
     args = ap.parse_args(argv)
     rungs = {name: Path(path) for name, path in (a.split("=", 1) for a in args.rungs)}
-    print(markdown(ladder(rungs, args.epoch)))
+    print(markdown(ladder(rungs)))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from learnwin.infra import layout
 from learnwin.models import train
 from learnwin.models.data import write_splits
 
@@ -34,13 +35,14 @@ def main() -> None:
     model_cfg = dict(cfg["model"])
     train_cfg = {k: cfg["train"][k] for k in ("epochs", "batch_size", "grad_clip", "r2_subset")}
     with tempfile.TemporaryDirectory() as tmp:
-        write_splits(args.seed, cfg["task"], Path(tmp) / "data")
+        data = layout.under(tmp, layout.DATA, seed=args.seed)
+        write_splits(args.seed, cfg["task"], data)
         print("| model | optimizer | lr | val R² every 5 epochs | best val R² |\n|---|---|---|---|---|")
         for model in args.models.split(","):
             for run in args.runs.split(","):
                 name, lr = run.split(":")
                 hp = {**cfg["optim"].get(name, {}), "lr": float(lr)}
-                curve = train.train_run(data_dir=Path(tmp) / "data", out_dir=Path(tmp) / f"{model}-{run}",
+                curve = train.train_run(data_dir=data, out_dir=Path(tmp) / f"{model}-{run}",
                                         model=model, optimizer=name, seed=args.seed, model_config=model_cfg,
                                         optim_config=hp, train_config=train_cfg, snapshot_epochs=["best"])
                 every = ", ".join(f"{r:.2f}" for r in curve["val_r2"].iloc[::5])

@@ -9,8 +9,10 @@ envelope; H_N (seed mean ± sd) at the smallest, middle and largest N per noise 
 the closed-form prediction at the largest N; the master-law slope with each seed's 95 % CI per
 noise definition; the exponents a and b when the run has stats/exponents.parquet (docs/method.md §7b);
 the decay lengths of the envelope, the diagonal envelope and the memory curve when every run has a
-memory.parquet (docs/method.md §4b); the claim verdicts of learnwin.stats.claims (docs/method.md §8b); and the cost per
-rule from the run's Snakemake benchmark TSVs when present.
+memory.parquet (docs/method.md §4b); the claim verdicts (docs/method.md §8b) at a glance from the
+run's claims.parquet, then its findings.md (sentences and verdict table), both written by the
+workflow's claims rule, not recomputed here; and the cost per rule from the run's Snakemake
+benchmark TSVs when present.
 """
 
 from __future__ import annotations
@@ -30,10 +32,7 @@ from learnwin.stats.claims import (
     decay_length,
     markdown,
     mean_sd,
-    measure,
     number,
-    to_markdown,
-    verdicts,
     with_noise,
 )
 
@@ -148,10 +147,10 @@ def transport_table(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFra
 
 
 def claims_at_a_glance(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per (claim, check, optimizer, noise), one column per model: "k/n" seeds that agree
-    with the expectation, marked ✓ where the row holds (k > n/2)."""
+    """One row per (claim, check, optimizer, noise, transport), one column per model: "k/n" seeds
+    that agree with the expectation, marked ✓ where the row holds (k > n/2)."""
     cell = table["k"].astype(str) + "/" + table["n"].astype(str) + np.where(table["holds"], " ✓", "")
-    wide = table.assign(cell=cell).pivot_table(index=["claim", "check", "optimizer", "noise"],
+    wide = table.assign(cell=cell).pivot_table(index=["claim", "check", "optimizer", "noise", "transport"],
                                                columns="model", values="cell", aggfunc="first", sort=False)
     models = [m for m in EXPECTED_CLASS if m in wide.columns]
     return wide[models].reset_index()
@@ -181,14 +180,13 @@ def run_keys(results: Path) -> tuple[pd.DataFrame, list, list, list]:
 def tables(results: str | Path, epoch: str = "best") -> str:
     """All tables as one markdown text."""
     results = Path(results)
-    runs, models, optimizers, seeds = run_keys(results)
+    runs = run_keys(results)[0]
 
     def in_run(table):
         return _ordered(with_noise(at_epoch(table, epoch)).merge(runs[KEYS].drop_duplicates()))
 
     H_agg = in_run(io.read_table(layout.under(results, layout.STATS["H_N_agg"]), "H_N"))
-    per_seed = measure(results, models, optimizers, seeds, epoch)
-    master = _ordered(per_seed["d"])
+    master = in_run(io.read_table(layout.under(results, layout.STATS["master"]), "master").merge(runs[[*KEYS, "seed"]]))
     out = [f"## Results of {results} at epoch {epoch}", "",
            "### Training and envelope (mean ± sd over seeds)", "", markdown(overview(results, runs, epoch)), "",
            "### Learnability window H_N (seed mean ± sd)", "", markdown(window_table(H_agg)), "",
@@ -202,11 +200,12 @@ def tables(results: str | Path, epoch: str = "best") -> str:
            for m, o, s in runs[[*KEYS, "seed"]].itertuples(index=False)):
         out += ["### Transport: the envelope used, the diagonal one and the memory curve (decay lengths)", "",
                 markdown(transport_table(results, runs, epoch)), ""]
-    claims = verdicts(per_seed)
+    claims = io.read_table(layout.under(results, layout.CLAIMS["parquet"]), "claims")
+    findings = layout.under(results, layout.CLAIMS["findings"]).read_text()
     out += ["### Claims at a glance (k/n seeds agree with the expectation; ✓ = holds)", "",
             markdown(claims_at_a_glance(claims)), "",
-            "### Claims (docs/method.md §8b; k/n = seeds that agree with the expectation)", "",
-            to_markdown(claims), ""]
+            "### Claims (docs/method.md §8b; the run's findings.md)", "",
+            findings.replace("# Findings\n", "", 1).replace("\n## ", "\n#### "), ""]
     if layout.under(results, layout.BENCH).is_dir():
         out += ["### Cost per job (Snakemake benchmark TSVs)", "", markdown(cost_table(results)), ""]
     return "\n".join(out)

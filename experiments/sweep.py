@@ -1,7 +1,8 @@
 """Run the config sweep (experiments/sweep.yaml) and tabulate the claims of each variant.
 
-Each variant runs the workflow's `summary` target (training, snapshots, statistics; no figures)
-in experiments/runs/<variant>/ with its merged config, then learnwin.stats.claims measures it. The
+Each variant runs the workflow's `claims` rule (training, snapshots, statistics, the verdicts of
+learnwin.stats.claims; no figures) in experiments/runs/<variant>/ with its merged config, and its
+claims.parquet is scored. The
 wall time of each variant is measured here. Output: experiments/runs/sweep.csv (one row per
 variant: wall time, "holds/of" per claim and noise definition, mean val R^2) and
 experiments/runs/<variant>/claims.csv (the per-(claim, model, optimizer, noise) verdicts).
@@ -17,7 +18,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from learnwin.stats.claims import claim_scores, measure, verdicts
+from learnwin.infra import io, layout
+from learnwin.stats.claims import claim_scores
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "experiments" / "runs"
@@ -43,18 +45,19 @@ def run_variant(name: str, config: dict, cores: int) -> float:
     t0 = time.perf_counter()
     with open(work / "snakemake.log", "w") as log:
         subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(work),
-                        "--configfile", str(work / "config.yaml"), "--cores", str(cores), "summary"],
+                        "--configfile", str(work / "config.yaml"), "--cores", str(cores), "claims"],
                        cwd=ROOT, check=True, stdout=log, stderr=subprocess.STDOUT)
     return time.perf_counter() - t0
 
 
-def score(name: str, config: dict) -> dict:
-    """The variant's claim scores (learnwin.stats.claims) as one row; verdicts to <name>/claims.csv."""
-    work = RUNS / name
-    per_seed = measure(work / "results", config["models"], config["optimizers"], config["seeds"])
-    table = verdicts(per_seed)
-    table.to_csv(work / "claims.csv", index=False)
-    row = {"variant": name, "val_r2": round(per_seed["c"]["val_r2"].mean(), 3)}
+def score(name: str) -> dict:
+    """The variant's claim scores (its claims.parquet, learnwin.stats.claims) as one row; verdicts
+    to <name>/claims.csv."""
+    results = RUNS / name / layout.ROOT
+    table = io.read_table(layout.under(results, layout.CLAIMS["parquet"]), "claims")
+    table.to_csv(RUNS / name / "claims.csv", index=False)
+    summary = io.read_table(layout.under(results, layout.SUMMARY["parquet"]), "summary")
+    row = {"variant": name, "val_r2": round(summary["val_r2"].mean(), 3)}
     row.update({f"claim_{key}": score for key, score in claim_scores(table).items()})
     return row
 
@@ -63,7 +66,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("variants", nargs="*", help="names from sweep.yaml (default: all not yet in sweep.csv)")
     ap.add_argument("--cores", type=int, default=2)
-    ap.add_argument("--rescore", action="store_true", help="re-score the variants already run, run nothing")
+    ap.add_argument("--rescore", action="store_true", help="re-score the variants already run: only their claims job, if outdated, runs again")
     args = ap.parse_args()
     spec = yaml.safe_load((ROOT / "experiments" / "sweep.yaml").read_text())
     base = yaml.safe_load((ROOT / spec["base"]).read_text())
@@ -75,11 +78,10 @@ def main():
         names = args.variants or [v for v in spec["variants"] if v not in set(done["variant"])]
     for name in names:
         config = merged(base, spec["reduced"], spec["variants"][name])
+        wall = round(run_variant(name, config, args.cores))
         if args.rescore:
             wall = done.loc[done["variant"] == name, "wall_s"].iloc[0]
-        else:
-            wall = round(run_variant(name, config, args.cores))
-        row = {"wall_s": wall, **score(name, config)}
+        row = {"wall_s": wall, **score(name)}
         done = pd.concat([done[done["variant"] != name], pd.DataFrame([row])], ignore_index=True)
         done.to_csv(table, index=False)
         print(pd.DataFrame([row]).to_string(index=False), flush=True)

@@ -24,13 +24,16 @@ import numpy as np
 import pandas as pd
 import synthetic as syn
 
-from learnwin.infra import io
+from learnwin.infra import io, layout
+from learnwin.report import findings
+from learnwin.stats import claims
 from learnwin.stats.decay import fit_envelopes
 
 N_GRID = 2 ** np.arange(4, 17)
 VAL_R2 = {"adamw": 0.5, "sgd": 0.2}
 SPREAD = {("adamw", "gru"): 2.0, ("sgd", "gru"): 1.1, ("adamw", "const"): 1.1, ("sgd", "const"): 2.0}
 SGD_TAU = {"const": 2.0, "gru": 0.5}
+TRANSPORT = "diagonal"  # the snapshot.transport the claims table records
 
 
 def seed_scale(seed: int) -> float:
@@ -103,8 +106,21 @@ def write_claim_run(root: str | Path) -> dict:
         io.write_table(exps, res / "stats/exponents.parquet", "exponents")
     else:
         exps.to_parquet(res / "stats/exponents.parquet")
-    return dict(models=list(syn.MODELS), optimizers=list(syn.OPTIMIZERS), seeds=list(syn.SEEDS),
+    spec = dict(models=list(syn.MODELS), optimizers=list(syn.OPTIMIZERS), seeds=list(syn.SEEDS),
                 H_N=H, H_N_agg=agg, master=master, exponents=exps)
+    write_claims(res, spec)
+    return spec
+
+
+def write_claims(results: Path, spec: dict, transport: str = TRANSPORT) -> pd.DataFrame:
+    """claims.parquet, findings.md and claims.html of the run in ``results``, as the claims rule
+    writes them (workflow/scripts/write_claims.py); returns the verdict table."""
+    files = claims.inputs(results, spec["models"], spec["optimizers"], spec["seeds"], "best")
+    table = claims.claim_table(files, "best", transport)
+    io.write_table(table, layout.under(results, layout.CLAIMS["parquet"]), "claims")
+    findings.write(table, findings=layout.under(results, layout.CLAIMS["findings"]),
+                   html_path=layout.under(results, layout.CLAIMS["html"]))
+    return table
 
 
 def expected_claims() -> pd.DataFrame:
@@ -127,4 +143,4 @@ def expected_claims() -> pd.DataFrame:
              ("c", "log tau_q IQR", "gru", "adamw vs sgd", "-", "adamw broader", 2, 2, True),
              ("c", "tau_env", "gru", "adamw vs sgd", "-", "adamw slower", 2, 2, True)]
     return pd.DataFrame(rows, columns=["claim", "check", "model", "optimizer", "noise", "verdict", "k", "n",
-                                       "holds"])
+                                       "holds"]).assign(transport=TRANSPORT)

@@ -1,15 +1,21 @@
 """The claim checks of docs/method.md §8b (learnwin.stats.claims) on curves and tables of known answer."""
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
+from learnwin.infra import io, layout
 from learnwin.stats.claims import (
+    COLUMNS,
+    KEY,
     claim_scores,
     claim_table,
     decay_length,
     envelope_weights,
     growth_law,
+    inputs,
     log_tau_iqr,
     to_markdown,
     verdicts,
@@ -34,13 +40,15 @@ def _decay(curve: str, model: str = "gru", seeds=(1, 2, 3)) -> pd.DataFrame:
     return fit_envelopes(env, min_points=8, trim=0, bootstrap=20, block=5, seed=0)
 
 
-def _per_seed(a=None, b=None, c=None, d=None):
+def _verdicts(a=None, b=None, c=None, d=None, transport="diagonal"):
+    """verdicts() of the given per-seed tables (empty where not given)."""
     empty = dict(a=["model", "optimizer", "seed", "w_power", "w_tempered", "w_exp", "law", "class"],
                  b=["model", "optimizer", "seed", "noise", "growth", "censored", "c_power"],
                  c=["model", "optimizer", "seed", "log_tau_iqr", "tau_env", "val_r2"],
                  d=["model", "optimizer", "seed", "noise", "slope", "slope_lo", "slope_hi"])
     given = dict(a=a, b=b, c=c, d=d)
-    return {k: given[k] if given[k] is not None else pd.DataFrame(columns=cols) for k, cols in empty.items()}
+    return verdicts({k: given[k] if given[k] is not None else pd.DataFrame(columns=cols)
+                     for k, cols in empty.items()}, transport)
 
 
 def test_envelope_class_from_real_akaike_weights():
@@ -54,19 +62,19 @@ def test_envelope_class_from_real_akaike_weights():
     for t in w.values():  # the three family weights are the Akaike weights: they sum to 1
         assert np.allclose(t[["w_power", "w_tempered", "w_exp"]].sum(axis=1), 1.0)
 
-    v = verdicts(_per_seed(a=pd.concat([w["power"], envelope_weights(_decay("mixture", "const"))])))
+    v = _verdicts(a=pd.concat([w["power"], envelope_weights(_decay("mixture", "const"))]))
     v = v.set_index("model")
     assert (v.loc["gru", "verdict"], v.loc["gru", "k"], v.loc["gru", "n"], v.loc["gru", "holds"]) == \
         ("power-law-like", 3, 3, True)
     assert (v.loc["const", "verdict"], v.loc["const", "k"], v.loc["const", "holds"]) == ("exponential", 3, True)
     assert v.loc["gru", "estimate"] == pytest.approx(w["power"]["w_power"].mean())
-    miss = verdicts(_per_seed(a=w["mixture"])).iloc[0]  # the mixture does not make a gru power-law-like
+    miss = _verdicts(a=w["mixture"]).iloc[0]  # the mixture does not make a gru power-law-like
     assert (miss["verdict"], miss["k"], miss["n"], miss["holds"]) == ("exponential", 0, 3, False)
 
 
 def test_envelope_weights_one_power_seed_of_two_is_split():
     a = pd.concat([envelope_weights(_decay("power", seeds=(1,))), envelope_weights(_decay("exp_floor", seeds=(2,)))])
-    row = verdicts(_per_seed(a=a)).iloc[0]
+    row = _verdicts(a=a).iloc[0]
     assert (row["verdict"], row["k"], row["n"], row["holds"]) == ("split", 1, 2, False)
     assert row["spread"] == pytest.approx(np.std(a["w_power"], ddof=1))
 
@@ -105,12 +113,12 @@ def test_growth_verdicts_count_seeds_per_noise():
                           noise=["per_lag"] * 3 + ["pooled"] * 3, censored=[False, False, True] * 2,
                           growth=["logarithmic", "logarithmic", "censored", "power", "power", "censored"],
                           c_power=[0.1, 0.2, np.nan, 0.5, 0.6, np.nan]))
-    v = verdicts(_per_seed(b=b)).set_index("noise")
+    v = _verdicts(b=b).set_index("noise")
     assert (v.loc["per_lag", "verdict"], v.loc["per_lag", "k"], v.loc["per_lag", "n"]) == ("logarithmic", 2, 3)
     assert v.loc["per_lag", "holds"] and not v.loc["pooled", "holds"]
     assert (v.loc["pooled", "verdict"], v.loc["pooled", "k"]) == ("power", 0)
     assert v.loc["pooled", "estimate"] == pytest.approx(0.55)
-    assert claim_scores(verdicts(_per_seed(b=b))) == {"b:per_lag": "1/1", "b:pooled": "0/1"}
+    assert claim_scores(_verdicts(b=b)) == {"b:per_lag": "1/1", "b:pooled": "0/1"}
 
 
 def test_log_tau_iqr_counts_infinite_units():
@@ -133,14 +141,14 @@ def test_optimizer_verdicts_pair_seeds():
     c = pd.DataFrame(dict(model="gru", optimizer=["adamw"] * 3 + ["sgd"] * 3, seed=[1, 2, 3] * 2,
                           log_tau_iqr=[np.inf, 2.0, 1.0, 1.0, 1.0, 2.0], tau_env=[5.0, 6.0, np.nan, 9.0, 9.0, 9.0],
                           val_r2=[0.5, 0.6, 0.7, 0.1, 0.2, 0.3]))
-    v = verdicts(_per_seed(c=c)).set_index("check")
+    v = _verdicts(c=c).set_index("check")
     spread, env = v.loc["log tau_q IQR"], v.loc["tau_env"]
     assert (spread["k"], spread["n"], spread["holds"], spread["verdict"]) == (2, 3, True, "adamw broader")
     assert (env["k"], env["n"], env["holds"], env["verdict"]) == (0, 2, False, "adamw not slower")
     assert env["estimate"] == pytest.approx(5.5)
     assert "val R² AdamW 0.60 vs sgd 0.20" in spread["detail"]
     # with SGD + momentum as the plain-rate optimizer, (c) pairs AdamW with it instead
-    v = verdicts(_per_seed(c=c.replace({"optimizer": {"sgd": "sgd_momentum"}}))).set_index("check")
+    v = _verdicts(c=c.replace({"optimizer": {"sgd": "sgd_momentum"}})).set_index("check")
     assert v.loc["tau_env", "optimizer"] == "adamw vs sgd_momentum"
     assert (v.loc["log tau_q IQR", "k"], v.loc["log tau_q IQR", "n"]) == (2, 3)
 
@@ -151,21 +159,46 @@ def test_master_ci_covers_one_per_noise():
                           slope=[0.3, 0.35, 0.9, 1.0, 1.05, 0.5],
                           slope_lo=[0.2, 0.3, 0.7, 0.9, 0.95, np.nan],
                           slope_hi=[0.4, 0.4, 1.1, 1.1, 1.15, np.nan]))
-    v = verdicts(_per_seed(d=d)).set_index("noise")
+    v = _verdicts(d=d).set_index("noise")
     assert (v.loc["per_lag", "k"], v.loc["per_lag", "n"], v.loc["per_lag", "verdict"]) == (1, 3, "excludes 1")
     assert not v.loc["per_lag", "holds"]
     assert (v.loc["pooled", "k"], v.loc["pooled", "n"], v.loc["pooled", "verdict"]) == (2, 2, "covers 1")
     assert v.loc["pooled", "holds"] and v.loc["pooled", "estimate"] == pytest.approx(1.025)
     assert "1.00 [0.90, 1.10]" in v.loc["pooled", "detail"]
-    md = to_markdown(verdicts(_per_seed(d=d)))
-    assert "| d | master slope CI | diag | sgd | pooled | covers 1 | covers 1 | 2/2 | yes |" in md
+    md = to_markdown(_verdicts(d=d))
+    assert "| d | master slope CI | diag | sgd | pooled | diagonal | covers 1 | covers 1 | 2/2 | yes |" in md
 
 
 def test_claim_table_on_synthetic_artifacts(tmp_path):
-    from synthetic_claims import expected_claims, write_claim_run
+    """The claims rule's library function on a run built so that each verdict is known, both
+    ways (tests/synthetic_claims.py): every row, its k and n, and the per-seed lists."""
+    from synthetic_claims import TRANSPORT, expected_claims, write_claim_run
 
     spec = write_claim_run(tmp_path)
-    table = claim_table(tmp_path / "results", spec["models"], spec["optimizers"], spec["seeds"])
-    got = table.set_index(["claim", "check", "model", "optimizer", "noise"])[["verdict", "k", "n", "holds"]]
+    results = tmp_path / "results"
+    files = inputs(results, spec["models"], spec["optimizers"], spec["seeds"], "best")
+    assert all(Path(p).is_file() for paths in files.values() for p in paths)
+    table = claim_table(files, "best", TRANSPORT)
+    got = table.set_index(KEY)[["verdict", "k", "n", "holds"]]
     want = expected_claims().set_index(got.index.names)[got.columns]
     pd.testing.assert_frame_equal(got.sort_index(), want.sort_index(), check_dtype=False)
+    assert table["holds"].any() and not table["holds"].all()
+    assert (table["seeds"].map(len) == table["n"]).all() and (table["values"].map(len) == table["n"]).all()
+    # (d) pooled gru/sgd: the slopes of master_row, seed by seed
+    d = table.set_index(KEY).loc[("d", "master slope CI", "gru", "sgd", "pooled", TRANSPORT)]
+    assert d["seeds"] == [1, 2] and d["values"] == pytest.approx([1.02, 1.3])
+    assert d["estimate"] == pytest.approx(1.16)
+    # the rule's artifact: list columns that pandas reads back as they were written
+    stored = io.read_table(layout.under(results, layout.CLAIMS["parquet"]), "claims")
+    assert list(stored.columns) == COLUMNS and len(stored) == len(table)
+    assert list(stored.set_index(KEY).loc[("d", "master slope CI", "gru", "sgd", "pooled", TRANSPORT), "seeds"]) == [1, 2]
+
+
+def test_claim_table_names_a_missing_input(tmp_path):
+    from synthetic_claims import write_claim_run
+
+    spec = write_claim_run(tmp_path)
+    files = inputs(tmp_path / "results", spec["models"], spec["optimizers"], spec["seeds"], "best")
+    Path(files["units"][1]).unlink()
+    with pytest.raises(io.ArtifactError, match="units.parquet: missing input artifact"):
+        claim_table(files, "best", "diagonal")

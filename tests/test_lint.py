@@ -2,6 +2,7 @@
 workflow (which also asks every rule to name its software: workflow/envs/learnwin.yaml)."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from workflow_helpers import ROOT, SNAKEMAKE
 from learnwin.infra import layout
 
 SNAKEFILES = ["Snakefile", "workflow/rules"]
+LAYOUT = ROOT / "learnwin" / "infra" / "layout.py"
 
 
 def _run(*cmd):
@@ -46,8 +48,50 @@ def _code_files():
 def test_one_path_layout():
     """No code names a results path except learnwin/infra/layout.py (rules, scripts, package, tests)."""
     needle = layout.ROOT + "/"
-    code = [p for p in _code_files() if p != ROOT / "learnwin" / "layout.py"]
+    code = [p for p in _code_files() if p != LAYOUT]
     assert len(code) > 50 and ROOT / "workflow" / "rules" / "common.smk" in code
     offenders = [f"{p.relative_to(ROOT)}:{i}" for p in code
                  for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if needle in line]
+    assert not offenders, offenders
+
+
+def _layout_names() -> tuple[set[str], set[str]]:
+    """The results folder's subfolders and its top-level files, from learnwin.infra.layout."""
+    values = [v for k, v in vars(layout).items() if k.isupper()]
+    values += [p for v in values if isinstance(v, dict) for p in v.values()]
+    paths = [v for v in values if isinstance(v, str) and v.startswith(layout.ROOT + "/")]
+    parts = [p.removeprefix(layout.ROOT + "/").split("/") for p in paths]
+    return {q[0] for q in parts if len(q) > 1}, {q[0] for q in parts if len(q) == 1}
+
+
+def hand_built_paths(text: str) -> list[int]:
+    """Lines of ``text`` that build a results path by hand: a string that is a subfolder of the
+    layout joined with "/" (``results / "snapshots"``, ``"decay" / o``), one that begins with such a
+    subfolder ("stats/H_N.parquet", f"decay/{o}/..."), or a top-level file of the layout
+    ("summary.parquet", "claims.parquet") joined with "/"."""
+    folders, files = _layout_names()
+    names = "|".join(map(re.escape, sorted(folders)))
+    tops = "|".join(map(re.escape, sorted(files)))
+    joined = re.compile(rf"""/\s*[rf]?["'](?:{names}|{tops})["']|[rf]?["'](?:{names})["']\)?\s*/""")
+    leading = re.compile(rf"""[rf]?["'](?:{names})/""")
+    return [i for i, line in enumerate(text.splitlines(), 1) if joined.search(line) or leading.search(line)]
+
+
+def test_hand_built_paths_are_caught():
+    """The check fails on the ways claims.measure used to build its paths, and not on the
+    layout's own forms or on config sections that share a folder's name."""
+    bad = ['p = results / "snapshots" / o / m / f"seed{s}"', 'q = results / "stats" / "H_N.parquet"',
+           'r = results / "summary.parquet"', 'x = res / f"decay/{o}/gru/epochbest.parquet"',
+           't = Path("train") / opt']
+    good = ['p = layout.under(results, layout.SNAP, optimizer=o)', 'cfg = config["train"]["epochs"]',
+            'x = section("decay")', 'y = f"{SNAP}/envelope.parquet"', 'z = snap / "units.parquet"']
+    assert hand_built_paths("\n".join(bad)) == [1, 2, 3, 4, 5]
+    assert hand_built_paths("\n".join(good)) == []
+
+
+def test_no_hand_built_results_paths():
+    """learnwin/, workflow/ and experiments/ reach results files through learnwin.infra.layout only."""
+    code = [p for p in _code_files() if p != LAYOUT and p.relative_to(ROOT).parts[0] in {"learnwin", "workflow", "experiments"}]
+    assert ROOT / "learnwin" / "stats" / "claims.py" in code
+    offenders = [f"{p.relative_to(ROOT)}:{i}" for p in code for i in hand_built_paths(p.read_text(errors="replace"))]
     assert not offenders, offenders

@@ -9,10 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import synthetic as syn
-from synthetic_claims import VAL_R2, write_claim_run
+from synthetic_claims import VAL_R2, expected_claims, write_claim_run, write_claims
 
 from learnwin.infra import layout
-from learnwin.stats.claims import claim_table
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
@@ -62,13 +61,30 @@ def test_results_tables_print_the_run(tmp_path, capsys):
 
     # claims: the log-tau spread 3.5 log 2 (wide) against 3.5 log 1.1 (narrow)
     wide, narrow = 3.5 * np.log(2.0), 3.5 * np.log(1.1)
-    assert any(line.startswith("| c | log tau_q IQR | gru | adamw vs sgd | - | adamw broader | adamw broader | "
+    assert any(line.startswith("| c | log tau_q IQR | gru | adamw vs sgd | - | diagonal | adamw broader | adamw broader | "
                                f"2/2 | yes | 2 of 2 seeds; AdamW {wide:.2f} ± 0.00 vs sgd {narrow:.2f}")
                for line in lines)
-    assert any(line.startswith("| b | H_N growth | const | adamw | pooled | logarithmic | censored | 0/2 | no |")
+    assert any(line.startswith("| b | H_N growth | const | adamw | pooled | diagonal | logarithmic | censored | 0/2 | no |")
                for line in lines)
     # the rows come in the models' canonical order (const before gru)
     assert out.index("| const | adamw | per_lag | 0.30") < out.index("| gru | adamw | per_lag | 0.30")
+
+
+def test_results_tables_read_the_claims_artifacts(tmp_path, capsys):
+    """The claims come from the run's claims.parquet and findings.md, not recomputed: a run whose
+    stored verdicts differ from what its tables would give prints the stored ones."""
+    spec = write_claim_run(tmp_path)
+    results = tmp_path / "results"
+    out = _run(capsys, results)
+    findings = layout.under(results, layout.CLAIMS["findings"]).read_text()
+    assert findings.split("\n## Verdicts")[0].split("\n", 2)[2] in out  # the sentences, verbatim
+    write_claims(results, spec, transport="exact")  # the stored table now says "exact"
+    out = _run(capsys, results)
+    assert "| a | envelope class | adamw | - | exact | 2/2 ✓ | 2/2 ✓ |" in out.splitlines()
+    assert "| diagonal |" not in out
+    layout.under(results, layout.CLAIMS["parquet"]).unlink()
+    with pytest.raises(Exception, match="claims.parquet: missing input artifact"):
+        _run(capsys, results)
 
 
 def test_results_tables_without_exponents(tmp_path, capsys):
@@ -81,10 +97,10 @@ def test_results_tables_without_exponents(tmp_path, capsys):
 
 
 def test_sweep_scores_a_run(tmp_path, monkeypatch):
-    spec = write_claim_run(tmp_path / "variant")
+    write_claim_run(tmp_path / "variant")
     sweep = _script("sweep")
     monkeypatch.setattr(sweep, "RUNS", tmp_path)
-    row = sweep.score("variant", {k: spec[k] for k in ("models", "optimizers", "seeds")})
+    row = sweep.score("variant")
     # from expected_claims(): a 4 of 4 rows hold, b 4/4 per_lag and 0/4 pooled, c 2/4 (gru only),
     # d 0/4 per_lag and 3/4 pooled (gru/sgd splits)
     assert row == {"variant": "variant", "val_r2": pytest.approx(0.38), "claim_a": "4/4", "claim_b:per_lag": "4/4",
@@ -112,13 +128,13 @@ def test_results_tables_transport_and_cost(tmp_path, capsys):
     assert cells[3] == f"{diag.mean():.1f} ± {diag.std(ddof=1):.1f}"
     assert "| train_model | 2 | 12.0 | 11.0 | 420 |" in lines
     # claims at a glance: one column per model, k/n with a tick where the row holds
-    assert "| c | log tau_q IQR | adamw vs sgd | - | 0/2 | 2/2 ✓ |" in lines
-    assert "| d | master slope CI | sgd | pooled | 2/2 ✓ | 1/2 |" in lines
+    assert "| c | log tau_q IQR | adamw vs sgd | - | diagonal | 0/2 | 2/2 ✓ |" in lines
+    assert "| d | master slope CI | sgd | pooled | diagonal | 2/2 ✓ | 1/2 |" in lines
 
 
 def test_ladder_puts_each_rungs_verdicts_and_cost_side_by_side(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(EXPERIMENTS))  # ladder.py imports results_tables, as when run as a script
-    spec = write_claim_run(tmp_path / "a")
+    write_claim_run(tmp_path / "a")
     write_claim_run(tmp_path / "b")
     bench = layout.under(tmp_path / "a" / layout.ROOT, layout.BENCH)
     for rule, cpu in (("train_model", [10.0, 20.0]), ("take_snapshot", [3.0, 5.0]), ("memory_curve", [1.0, 1.0])):
@@ -133,8 +149,8 @@ def test_ladder_puts_each_rungs_verdicts_and_cost_side_by_side(tmp_path, monkeyp
             os.utime(p, (2e9, 2e9))
     table = _script("ladder").ladder({"small": tmp_path / "a" / layout.ROOT, "big": tmp_path / "b" / layout.ROOT})
     rows = table.set_index("")
-    # the same run twice: the same verdicts, which are those of learnwin.stats.claims on it
-    claims = claim_table(tmp_path / "a" / layout.ROOT, spec["models"], spec["optimizers"], spec["seeds"])
+    # the same run twice: the same verdicts, which are those of its claims.parquet
+    claims = expected_claims()
     a = claims[claims["claim"] == "a"]
     assert rows.loc["a: envelope class", "small"].startswith(f"{int(a['holds'].sum())}/{len(a)}")
     assert (rows.loc[[r for r in rows.index if r[1] == ":"], "small"]

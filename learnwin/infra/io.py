@@ -36,6 +36,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "summary": 2,
     "recovery": 1,
     "memory": 1,
+    "claims": 1,
 }
 _META_KEY = b"learnwin.schema"
 _UMASK = os.umask(0o022)

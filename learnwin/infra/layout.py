@@ -28,6 +28,13 @@ SUMMARY = {
     "reading": f"{ROOT}/reading.rst",
 }
 PROVENANCE = f"{ROOT}/provenance.yaml"
+#: The claim verdicts (docs/method.md §8b): the table, its reading in markdown, and both as HTML
+#: for the report's Claims category and landing page.
+CLAIMS = {
+    "parquet": f"{ROOT}/claims.parquet",
+    "findings": f"{ROOT}/findings.md",
+    "html": f"{ROOT}/claims.html",
+}
 RECOVERY_ROW = f"{ROOT}/recovery/{{optimizer}}/{{model}}/seed{{seed}}/lag{{lag}}_n{{n_train}}.parquet"
 #: Aggregates of the direct measurement of the window (`snakemake recovery`), by table name.
 RECOVERY = {name: f"{ROOT}/recovery/{name}.parquet" for name in ("learned", "window", "comparison", "agreement")}

@@ -28,22 +28,25 @@ Per-seed measurements (:func:`measure`, one table per claim):
 
 H_N and the master law are measured per noise definition (column ``noise`` of H_N.parquet and
 master.parquet, docs/method.md §7b; a table without it is ``per_lag``). :func:`claim_table` gives one
-verdict per (claim, check, model, optimizer, noise): ``k`` of ``n`` seeds agree with the
-expectation, and the claim holds for that row when k > n / 2 (choice). Seeds without a value
-(a diverged run, a CI that is NaN) are left out of n. ``estimate`` and ``spread`` are the mean
-and sd over seeds of the row's measure (w_power; the power exponent c; AdamW's value; the
-slope), ``detail`` spells out the numbers. :func:`to_markdown` renders it and
+verdict per (claim, check, model, optimizer, noise, transport) from the files :func:`inputs` lists
+(the claims rule reads exactly those; ``transport`` is the run's snapshot.transport): ``k`` of
+``n`` seeds agree with the expectation, and the claim holds for that row when k > n / 2
+(choice). Seeds without a value (a diverged run, a CI that is NaN) are left out of n; ``seeds``
+lists the n seeds and ``values`` the row's measure for each (w_power; the power exponent c, NaN
+where no power law was fitted; AdamW's value; the slope), ``estimate`` and ``spread`` are their
+mean and sd, ``detail`` spells out the numbers. :func:`to_markdown` renders it and
 :func:`claim_scores` counts the rows that hold per claim.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from learnwin.infra import io
+from learnwin.infra import io, layout
 from learnwin.stats.decay import ols
 
 POWER_FAMILY = ("power", "log", "power_floor", "log_floor")
@@ -55,8 +58,11 @@ MIN_GROWTH_POINTS = 3
 NOISE_ANY = "-"  # noise column of claims (a) and (c), which do not depend on the noise definition
 RUN = ["model", "optimizer", "seed"]
 PLAIN_SGD = ("sgd", "sgd_momentum")  # (c) compares AdamW with the first of these in the run (Lambda = lr)
-COLUMNS = ["claim", "check", "model", "optimizer", "noise", "expected", "verdict", "k", "n", "holds",
-           "estimate", "spread", "detail"]
+#: The artifact of each input table of :func:`measure` (learnwin.infra.io schema names).
+INPUTS = {"decay": "decay", "envelope": "envelope", "units": "units", "H_N": "H_N", "master": "master",
+          "summary": "summary"}
+KEY = ["claim", "check", "model", "optimizer", "noise", "transport"]
+COLUMNS = [*KEY, "expected", "verdict", "k", "n", "holds", "estimate", "spread", "seeds", "values", "detail"]
 
 
 # -- per-seed measurements ------------------------------------------------------------------
@@ -167,30 +173,49 @@ def at_epoch(table: pd.DataFrame, epoch) -> pd.DataFrame:
     return table[table["epoch"].astype(str) == str(epoch)]
 
 
-def measure(results: str | Path, models, optimizers, seeds, epoch="best") -> dict[str, pd.DataFrame]:
-    """Per-seed tables "a", "b", "c", "d" of the run whose output folder is ``results``."""
-    results = Path(results)
+def inputs(results: str | Path, models, optimizers, seeds, epoch) -> dict[str, list[str]]:
+    """The files the claims read for the runs (``models`` x ``optimizers`` x ``seeds``) at snapshot
+    ``epoch`` of the results folder ``results``, by table of :func:`measure`: the claims rule's
+    declared inputs (workflow/rules/claims.smk, with ``results`` = learnwin.infra.layout.ROOT)."""
+    runs = [dict(optimizer=o, model=m, seed=s) for o in optimizers for m in models for s in seeds]
 
-    def snap(o, m, s, name):
-        return io.read_table(results / "snapshots" / o / m / f"seed{s}" / f"epoch{epoch}" / f"{name}.parquet", name)
+    def snap(name):
+        return [str(layout.under(results, layout.SNAP, epoch=epoch, **r) / f"{name}.parquet") for r in runs]
 
-    decay = pd.concat([io.read_table(results / "decay" / o / m / f"epoch{epoch}.parquet", "decay")
-                       for o in optimizers for m in models], ignore_index=True)
-    summary = io.read_table(results / "summary.parquet", "summary").set_index(RUN)["val_r2"]
-    rows, lag_max = [], 0.0
-    for o in optimizers:
-        for m in models:
-            for s in seeds:
-                env = snap(o, m, s, "envelope")
-                lag_max = max(lag_max, float(env["lag"].max()))
-                tau = snap(o, m, s, "units").groupby("unit")["tau"].first()
-                rows.append(dict(model=m, optimizer=o, seed=s, log_tau_iqr=log_tau_iqr(tau),
-                                 tau_env=decay_length(env["lag"], env["f"]),
-                                 val_r2=float(summary.get((m, o, s), np.nan))))
-    runs = pd.DataFrame([(m, o, s) for m in models for o in optimizers for s in seeds], columns=RUN)
-    H_N = at_epoch(io.read_table(results / "stats" / "H_N.parquet", "H_N"), epoch).merge(runs)
-    master = with_noise(at_epoch(io.read_table(results / "stats" / "master.parquet", "master"), epoch).merge(runs))
-    return dict(a=envelope_weights(decay), b=window_growth(H_N, lag_max), c=pd.DataFrame(rows),
+    return dict(decay=[str(layout.under(results, layout.DECAY, optimizer=o, model=m, epoch=epoch))
+                       for o in optimizers for m in models],
+                envelope=snap("envelope"), units=snap("units"),
+                H_N=[str(layout.under(results, layout.STATS["H_N"]))],
+                master=[str(layout.under(results, layout.STATS["master"]))],
+                summary=[str(layout.under(results, layout.SUMMARY["parquet"]))])
+
+
+def read_inputs(files: Mapping[str, str | Sequence[str]]) -> dict[str, pd.DataFrame]:
+    """The tables of :func:`measure` from their files (:func:`inputs`; a Snakemake input of those
+    names), each read and checked by learnwin.infra.io, a table's files stacked."""
+    out = {}
+    for name, artifact in INPUTS.items():
+        paths = [files[name]] if isinstance(files[name], str | Path) else list(files[name])
+        if not paths:
+            raise ValueError(f"claims: no {name} file given")
+        out[name] = pd.concat([io.read_table(p, artifact) for p in paths], ignore_index=True)
+    return out
+
+
+def measure(tables: Mapping[str, pd.DataFrame], epoch="best") -> dict[str, pd.DataFrame]:
+    """Per-seed tables "a", "b", "c", "d" at snapshot ``epoch`` from the stacked input tables of
+    :func:`read_inputs`; the runs are those of the envelope table."""
+    env, units = tables["envelope"], tables["units"]
+    runs = env[RUN].drop_duplicates(ignore_index=True)
+    val_r2 = tables["summary"].set_index(RUN)["val_r2"]
+    tau = units.groupby([*RUN, "unit"], sort=False)["tau"].first().groupby(RUN, sort=False).agg(log_tau_iqr)
+    rows = [dict(model=m, optimizer=o, seed=s, log_tau_iqr=float(tau.get((m, o, s), np.nan)),
+                 tau_env=decay_length(g["lag"], g["f"]), val_r2=float(val_r2.get((m, o, s), np.nan)))
+            for (m, o, s), g in env.groupby(RUN, sort=False)]
+    H_N = at_epoch(tables["H_N"], epoch).merge(runs)
+    master = with_noise(at_epoch(tables["master"], epoch).merge(runs))
+    return dict(a=envelope_weights(tables["decay"]), b=window_growth(H_N, float(env["lag"].max())),
+                c=pd.DataFrame(rows, columns=[*RUN, "log_tau_iqr", "tau_env", "val_r2"]),
                 d=master[[*RUN, "noise", "slope", "slope_lo", "slope_hi"]].reset_index(drop=True))
 
 
@@ -218,14 +243,19 @@ def _majority(values: pd.Series, tie: str) -> str:
     return counts.index[0] if len(counts) == 1 or counts.iloc[0] > counts.iloc[1] else tie
 
 
-def _row(claim, check, model, optimizer, noise, expected, verdict, k, n, estimate, spread, detail):
+def _row(claim, check, model, optimizer, noise, expected, verdict, k, seeds, values, detail):
+    """One verdict row; n = the seeds with a value, estimate and spread their mean and sd."""
+    seeds, values = [int(x) for x in seeds], [float(x) for x in values]
+    mean, sd = mean_sd(pd.Series(values, dtype=float))
     return dict(claim=claim, check=check, model=model, optimizer=optimizer, noise=noise,
-                expected=expected, verdict=verdict, k=int(k), n=int(n), holds=bool(n and k > n / 2),
-                estimate=estimate, spread=spread, detail=detail)
+                expected=expected, verdict=verdict, k=int(k), n=len(seeds),
+                holds=bool(seeds and k > len(seeds) / 2), estimate=mean, spread=sd, seeds=seeds,
+                values=values, detail=detail)
 
 
-def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """The tidy verdict table (COLUMNS) from :func:`measure`'s per-seed tables."""
+def verdicts(per_seed: dict[str, pd.DataFrame], transport: str) -> pd.DataFrame:
+    """The tidy verdict table (COLUMNS) from :func:`measure`'s per-seed tables of a run whose
+    envelopes used ``transport`` (config snapshot.transport, docs/method.md §4b)."""
     out = []
     for (m, o), g in per_seed["a"].groupby(["model", "optimizer"], sort=False):
         g = g[g["class"] != "no fit"]
@@ -233,7 +263,7 @@ def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
         mean, sd = mean_sd(g["w_power"])
         n_pow = int((g["class"] == "power-law-like").sum())
         out.append(_row("a", "envelope class", m, o, NOISE_ANY, exp, _majority(g["class"], "split"),
-                        (g["class"] == exp).sum(), len(g), mean, sd,
+                        (g["class"] == exp).sum(), g["seed"], g["w_power"],
                         f"{n_pow} of {len(g)} seeds power-law-like; w_power {number(mean)} ± {number(sd)}, "
                         f"w_tempered {number(g['w_tempered'].mean())}"))
     for (m, o, noise), g in per_seed["b"].groupby(["model", "optimizer", "noise"], sort=False):
@@ -241,7 +271,7 @@ def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
         mean, sd = mean_sd(g["c_power"])
         counts = ", ".join(f"{v} {c}" for v, c in g["growth"].value_counts().items())
         out.append(_row("b", "H_N growth", m, o, noise, exp, _majority(g["growth"], "mixed"),
-                        (g["growth"] == exp).sum(), len(g), mean, sd,
+                        (g["growth"] == exp).sum(), g["seed"], g["c_power"],
                         f"{counts} of {len(g)} seeds ({int(g['censored'].sum())} censored)"
                         + (f"; power exponent c {number(mean)} ± {number(sd)}" if np.isfinite(mean) else "")))
     c = per_seed["c"]
@@ -258,30 +288,32 @@ def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 k, n = int((a[both] > s[both]).sum()), int(both.sum())
                 (ma, sa), (ms, ss) = mean_sd(a[both]), mean_sd(s[both])
                 out.append(_row("c", check, m, f"adamw vs {plain}", NOISE_ANY, f"adamw {word}",
-                                f"adamw {word}" if n and k > n / 2 else f"adamw not {word}", k, n,
-                                ma, sa, f"{k} of {n} seeds; AdamW {number(ma)} ± {number(sa)} vs {plain} "
-                                f"{number(ms)} ± {number(ss)}; {r2}"))
+                                f"adamw {word}" if n and k > n / 2 else f"adamw not {word}", k,
+                                g["seed"][both], a[both], f"{k} of {n} seeds; AdamW {number(ma)} ± {number(sa)} "
+                                f"vs {plain} {number(ms)} ± {number(ss)}; {r2}"))
     for (m, o, noise), g in per_seed["d"].groupby(["model", "optimizer", "noise"], sort=False):
         g = g[np.isfinite(g[["slope_lo", "slope_hi"]].astype(float)).all(axis=1)]
         covers = (g["slope_lo"] <= 1) & (g["slope_hi"] >= 1)
-        mean, sd = mean_sd(g["slope"])
         cis = "; ".join(f"{number(r.slope)} [{number(r.slope_lo)}, {number(r.slope_hi)}]" for r in g.itertuples())
         out.append(_row("d", "master slope CI", m, o, noise, "covers 1",
                         _majority(covers.map({True: "covers 1", False: "excludes 1"}), "split"),
-                        covers.sum(), len(g), mean, sd, f"{int(covers.sum())} of {len(g)} seeds: {cis}"))
-    return pd.DataFrame(out, columns=COLUMNS)
+                        covers.sum(), g["seed"], g["slope"], f"{int(covers.sum())} of {len(g)} seeds: {cis}"))
+    return pd.DataFrame(out, columns=COLUMNS).assign(transport=transport)
 
 
-def claim_table(results: str | Path, models, optimizers, seeds, epoch="best") -> pd.DataFrame:
-    """One verdict per (claim, check, model, optimizer, noise) of the run in ``results``."""
-    return verdicts(measure(results, models, optimizers, seeds, epoch))
+def claim_table(files: Mapping[str, str | Sequence[str]], epoch, transport: str) -> pd.DataFrame:
+    """One verdict per (claim, check, model, optimizer, noise, transport) from the files of
+    :func:`inputs` (the claims rule's inputs) at snapshot ``epoch``."""
+    return verdicts(measure(read_inputs(files), epoch), transport)
 
 
 def claim_scores(table: pd.DataFrame) -> dict[str, str]:
-    """"holds/of" per claim, split by noise definition where it applies (keys "a", "b:per_lag", ...)."""
-    out = {}
-    for (claim, noise), g in table.groupby(["claim", "noise"], sort=True):
-        out[claim if noise == NOISE_ANY else f"{claim}:{noise}"] = f"{int(g['holds'].sum())}/{len(g)}"
+    """"holds/of" per claim, split by noise definition where it applies and by transport when the
+    table has more than one (keys "a", "b:per_lag", "b:per_lag:exact" ...)."""
+    out, split = {}, table["transport"].nunique() > 1
+    for (claim, noise, transport), g in table.groupby(["claim", "noise", "transport"], sort=True):
+        key = ":".join([claim, *([] if noise == NOISE_ANY else [noise]), *([transport] if split else [])])
+        out[key] = f"{int(g['holds'].sum())}/{len(g)}"
     return out
 
 
@@ -295,7 +327,6 @@ def markdown(df: pd.DataFrame) -> str:
 
 def to_markdown(table: pd.DataFrame) -> str:
     """Compact rendering of :func:`claim_table`: one line per verdict."""
-    t = table.assign(seeds=table["k"].astype(str) + "/" + table["n"].astype(str),
-                     holds=np.where(table["holds"], "yes", "no"))
-    return markdown(t[["claim", "check", "model", "optimizer", "noise", "expected", "verdict", "seeds",
-                       "holds", "detail"]])
+    t = table.assign(**{"k/n": table["k"].astype(str) + "/" + table["n"].astype(str),
+                        "holds": np.where(table["holds"], "yes", "no")})
+    return markdown(t[[*KEY, "expected", "verdict", "k/n", "holds", "detail"]])

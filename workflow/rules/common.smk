@@ -91,13 +91,15 @@ def fig_runs(artifact):
 
 
 CURVES = runs(f"{RUN}/curve.parquet")
-# name: (inputs by artifact, params beyond the shared ones, report category, report label)
+# name: (inputs by artifact, params beyond the shared ones, report category, report label).
+# The figure behind each claim goes to the report's "Claims" category, beside the verdict table
+# (rule claims); the report lists categories alphabetically, so "Claims" comes first.
 FIGURES = {
     "H_N": (
         {"H_N_agg": STATS["H_N_agg"]},
         {"epoch": FIG_EPOCH},
-        "Learnability window",
-        "1 · H_N vs N",
+        "Claims",
+        "b · H_N vs N (claim b)",
     ),
     "envelope": (
         {"envelope": fig_runs("envelope"), "decay": FIG_DECAY},
@@ -134,16 +136,21 @@ FIGURES = {
     "master_law": (
         {"window": fig_runs("window"), "master": STATS["master"]},
         {"epoch": FIG_EPOCH},
-        "Learnability window",
-        "9 · master law",
+        "Claims",
+        "d · master law (claim d)",
     ),
     "optimizers": (
         {"envelope": fig_runs("envelope"), "units": fig_runs("units")},
         {},
-        "Optimizers",
-        "10 · optimizer comparison",
+        "Claims",
+        "c · optimizer comparison (claim c)",
     ),
-    "decay_table": ({"decay": FIG_DECAY}, {}, "Envelope", "11 · decay-class table"),
+    "decay_table": (
+        {"decay": FIG_DECAY},
+        {},
+        "Claims",
+        "a · decay-class table (claim a)",
+    ),
     "epochs": (
         {
             "envelope": snapshots("envelope.parquet"),

@@ -1,0 +1,84 @@
+"""learnwin.report.findings: the sentences carry the counts of the verdict table (docs/method.md §8b),
+on per-seed tables built to hold every claim or to fail every one, and on the synthetic run of
+tests/synthetic_claims.py whose verdicts are known row by row."""
+
+import pandas as pd
+import pytest
+
+from learnwin.report import findings
+from learnwin.stats.claims import verdicts
+
+SEEDS = [1, 2, 3]
+MODELS = ["const", "gru"]
+
+
+def _per_seed(hold: bool) -> dict[str, pd.DataFrame]:
+    """Per-seed tables of 2 models x (adamw, sgd) x 3 seeds where every claim holds (or fails)."""
+    runs = [dict(model=m, optimizer=o, seed=s) for m in MODELS for o in ("adamw", "sgd") for s in SEEDS]
+    power = {"const": not hold, "gru": hold}  # the expectation: const exponential, gru power-law-like
+    a = pd.DataFrame([dict(**r, w_power=0.9 if power[r["model"]] else 0.1, w_tempered=0.0,
+                           w_exp=0.1 if power[r["model"]] else 0.9, law="power",
+                           **{"class": "power-law-like" if power[r["model"]] else "exponential"}) for r in runs])
+    growth = {"const": "logarithmic", "gru": "power"} if hold else {"const": "power", "gru": "logarithmic"}
+    b = pd.DataFrame([dict(**r, noise=nz, growth=growth[r["model"]], censored=False, c_power=0.4)
+                      for r in runs for nz in ("per_lag", "pooled")])
+    wide = {("adamw", True): 3.0, ("sgd", True): 1.0, ("adamw", False): 1.0, ("sgd", False): 3.0}
+    c = pd.DataFrame([dict(**r, log_tau_iqr=wide[(r["optimizer"], hold)], tau_env=10 * wide[(r["optimizer"], hold)],
+                           val_r2=0.5) for r in runs])
+    slope = 1.0 if hold else 0.3
+    d = pd.DataFrame([dict(**r, noise=nz, slope=slope, slope_lo=slope - 0.1, slope_hi=slope + 0.1)
+                      for r in runs for nz in ("per_lag", "pooled")])
+    return dict(a=a, b=b, c=c, d=d)
+
+
+@pytest.mark.parametrize("hold", [True, False])
+def test_every_claim_holds_or_fails_and_the_sentences_count_it(hold):
+    table = verdicts(_per_seed(hold), "diagonal")
+    assert len(table) == 4 + 8 + 4 + 8  # a: 4 runs; b: 4 x 2 noises; c: 2 models x 2 checks; d: 4 x 2
+    assert (table["holds"] == hold).all() and (table["k"] == (3 if hold else 0)).all() and (table["n"] == 3).all()
+    a, b, c, d = findings.sentences(table)
+    if hold:
+        assert a == ("(a) Envelope class: 4 of 4 (model, optimizer) rows hold: exponential in const/adamw, "
+                     "const/sgd; power-law-like in gru/adamw, gru/sgd.")
+        assert b.startswith("(b) Growth of H_N in N: 4 of 4 (model, optimizer) rows hold (per_lag noise): "
+                            "logarithmic in const/adamw, const/sgd; power in gru/adamw, gru/sgd; 4 of 4")
+        assert c == ("(c) Optimizer (AdamW against plain SGD): 4 of 4 (model, check) rows hold: adamw broader in "
+                     "const (log tau_q IQR), gru (log tau_q IQR); adamw slower in const (tau_env), gru (tau_env).")
+        assert "4 of 4 (model, optimizer) rows hold (pooled noise): covers 1 in" in d and "mean slope 1.00" in d
+    else:
+        assert a.startswith("(a) Envelope class: 0 of 4 (model, optimizer) rows hold: exponential in gru/adamw")
+        assert "0 of 4 (model, optimizer) rows hold (per_lag noise): logarithmic in gru/adamw" in b
+        assert c.startswith("(c) Optimizer (AdamW against plain SGD): 0 of 4 (model, check) rows hold")
+        assert "0 of 4 (model, optimizer) rows hold (pooled noise): excludes 1 in" in d and "mean slope 0.30" in d
+    page = findings.to_html(table)
+    assert page.count('<tr class="holds">') == (len(table) if hold else 0)
+    assert page.count('<tr class="fails">') == (0 if hold else len(table))
+
+
+def test_transport_is_named_only_when_the_table_has_two():
+    one = verdicts(_per_seed(True), "diagonal")
+    two = pd.concat([one, verdicts(_per_seed(False), "exact")], ignore_index=True)
+    assert "transport" not in findings.sentences(one)[0]
+    a = findings.sentences(two)[0]
+    assert "4 of 4 (model, optimizer) rows hold (diagonal transport)" in a
+    assert "0 of 4 (model, optimizer) rows hold (exact transport)" in a
+
+
+def test_findings_of_the_synthetic_run(tmp_path):
+    from synthetic_claims import write_claim_run
+
+    from learnwin.infra import layout
+
+    write_claim_run(tmp_path)
+    md = layout.under(tmp_path / "results", layout.CLAIMS["findings"]).read_text()
+    # expected_claims(): a 4/4; b 4/4 per_lag, 0/4 pooled; c 2/4 (gru's); d 0/4 per_lag, 3/4 pooled
+    assert "- (a) Envelope class: 4 of 4 (model, optimizer) rows hold:" in md
+    assert ("4 of 4 (model, optimizer) rows hold (per_lag noise): logarithmic in const/adamw, const/sgd; "
+            "power in gru/adamw, gru/sgd; 0 of 4 (model, optimizer) rows hold (pooled noise): censored in "
+            "const/adamw, const/sgd; flat in gru/adamw, gru/sgd.") in md
+    assert "(c) Optimizer (AdamW against plain SGD): 2 of 4 (model, check) rows hold:" in md
+    assert "0 of 4 (model, optimizer) rows hold (per_lag noise): excludes 1 in" in md
+    assert "3 of 4 (model, optimizer) rows hold (pooled noise): covers 1 in const/adamw, gru/adamw, const/sgd; split in gru/sgd" in md
+    assert "| d | master slope CI | gru | sgd | pooled | diagonal | covers 1 | split | 1/2 | no |" in md
+    page = layout.under(tmp_path / "results", layout.CLAIMS["html"]).read_text()
+    assert page.count('<tr class="holds">') == 13 and page.count('<tr class="fails">') == 11
