@@ -9,13 +9,19 @@
 
 from __future__ import annotations
 
+import base64
+import html as htmllib
+import json
+import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import synthetic as S
 import yaml
 from workflow_helpers import copy_workflow, scheduled, snakemake
 
+from learnwin.infra import layout
 from learnwin.plots import FIGURES
 
 FIGURE_RULES = {f"plot_{name}" for name in FIGURES}
@@ -44,6 +50,29 @@ def _report_has_every_figure(work: Path, *args: str) -> None:
     assert "summary.html" in html
     assert "Reading of the results" in html  # reading.rst, included by workflow.rst
     assert "system-message" not in html  # no rst error in the landing page or captions
+    _report_has_the_verdict_table(work, html)
+
+
+def _embedded(html: str) -> str:
+    """The report's text with every embedded base64 data URI decoded."""
+    blobs = re.findall(r"data:text/html;charset=[\w-]+;filename=[^;]*;base64,([A-Za-z0-9+/=]+)", html)
+    return html + "".join(base64.b64decode(b).decode("utf-8", "replace") for b in blobs)
+
+
+def _report_has_the_verdict_table(work: Path, html: str) -> None:
+    """The Claims category holds claims.html, and the landing page and that page show every verdict
+    row of claims.parquet: its cells (model, optimizer, k/n, holds or fails) in table order."""
+    claims = pd.read_parquet(work / layout.CLAIMS["parquet"])
+    assert "Claims" in html and "claims.html" in html
+    assert sorted(json.loads(re.search(r"var categories = (\{.*?\});", html).group(1)))[0] == "Claims"
+    text = _embedded(html)
+    assert text.count('<table id="claims-verdicts">') >= 2  # landing page and the Claims page
+    page = text[text.index('<table id="claims-verdicts">'):]
+    for r in claims.itertuples():
+        cells = [r.claim, r.check, r.model, r.optimizer, r.noise, r.transport, r.expected, r.verdict,
+                 f"{r.k}/{r.n}", "holds" if r.holds else "fails"]
+        row = "".join(f"<td>{htmllib.escape(str(c))}</td>" for c in cells)
+        assert row in page, row
 
 
 def _assert_figure_only(jobs: dict[str, int]) -> None:
@@ -62,6 +91,7 @@ validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
 include: "workflow/rules/common.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/claims.smk"
 
 report: "workflow/report/workflow.rst"
 
@@ -69,6 +99,7 @@ rule all:
     input:
         FIGURE_TARGETS,
         REPORT_TARGETS,
+        CLAIMS_TARGETS,
 """
 
 
