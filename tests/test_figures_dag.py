@@ -54,9 +54,11 @@ def _report_has_every_figure(work: Path, *args: str) -> None:
 
 
 def _embedded(html: str) -> str:
-    """The report's text with every embedded base64 data URI decoded."""
+    """The report's landing page (a JSON string in the HTML) and every embedded HTML result (a
+    base64 data URI), decoded."""
+    landing = json.loads(re.search(r'var workflow_desc = (".*?");\n', html).group(1))
     blobs = re.findall(r"data:text/html;charset=[\w-]+;filename=[^;]*;base64,([A-Za-z0-9+/=]+)", html)
-    return html + "".join(base64.b64decode(b).decode("utf-8", "replace") for b in blobs)
+    return landing + "".join(base64.b64decode(b).decode("utf-8", "replace") for b in blobs)
 
 
 def _report_has_the_verdict_table(work: Path, html: str) -> None:

@@ -20,7 +20,7 @@ TITLES = {"a": "Envelope class", "b": "Growth of H_N in N", "c": "Optimizer (Ada
           "d": "Master law"}
 #: Columns of the HTML verdict table, in order.
 HTML_COLUMNS = ["claim", "check", "model", "optimizer", "noise", "transport", "expected", "verdict", "k/n",
-                "holds", "per-seed values", "detail"]
+                "holds", "per-seed values"]
 
 
 def _runs(g: pd.DataFrame) -> str:
