@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,6 +14,7 @@ from learnwin.models.data import targets
 from learnwin.probing import exact_transport as et
 from learnwin.probing.detect import output_error, random_directions, tangents
 from learnwin.probing.envelope import Transport, base_rate, receiving_times
+from learnwin.probing.snapshot import probe
 
 F64 = torch.float64
 D, H, T = 3, 4, 9
@@ -51,6 +53,10 @@ def _brute_force_M(cell, x):
     return M
 
 
+def _J(cell, x):
+    return et.jacobians(cell, x, et.full_state(cell)(*cell(x)))
+
+
 def _sweep(cell, x, src):
     """a[b, t, k] (P, S H) from the adjoint sweep, zero for k > t."""
     B, _, P, n = src.shape
@@ -59,8 +65,31 @@ def _sweep(cell, x, src):
     def visit(k, A):
         a[:, k:, k] = A
 
-    et.adjoint_sweep(cell, x, src, visit)
+    et.adjoint_sweep(_J(cell, x), src, visit)
     return a
+
+
+@pytest.mark.parametrize("name", ["const", "shared", "diag", "gru", "lstm"])
+@pytest.mark.parametrize("layer_norm", [True, False])
+def test_closed_form_step_jacobians_equal_autograd(name, layer_norm):
+    """Each cell's step_jacobian (gates, LayerNorm) equals jacrev of its own _step to 1e-10."""
+    torch.manual_seed(3)
+    cell = build_model(name, D, H, layer_norm=layer_norm, gate_init="official").double().cell
+    with torch.no_grad():
+        for p in cell.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    x = torch.randn(3, T, D, dtype=F64)
+    z = et.full_state(cell)(*cell(x)).detach()
+    xp = F.linear(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0)).detach()
+    u_rec = cell._recurrent().detach()
+    closed = et.jacobians(cell, x, z)
+    for b in range(3):
+        for k in (1, 4, T - 1):
+            ref = jacrev(lambda zz, b=b, k=k: et._step(cell, u_rec, xp[b:b + 1, k], zz[None])[0])(z[b, k - 1])
+            torch.testing.assert_close(closed[b, k], ref, rtol=0, atol=1e-10)
+    assert closed[:, 1:].abs().max() > 0.1
+    batched = et.autograd_jacobian(cell, xp[:, 4], z[:, 3])
+    torch.testing.assert_close(closed[:, 4], batched, rtol=0, atol=1e-10)
 
 
 @pytest.mark.parametrize("name", ["gru", "lstm"])
@@ -104,21 +133,60 @@ def test_adjoints_equal_brute_force_jacobian_products(name):
     print(f"{name}: sum|Gamma1| / sum|exact diag| by lag 1..{T - 1}:", np.round(ratio.numpy(), 3))
 
 
+def _exact_envelope(cell, x, lam, delta, windows=0):
+    acc = et.ExactAccumulator(list(range(1, T)), T, H, windows=windows)
+    et.add_batch(acc, cell, x, et.full_state(cell)(*cell(x)), lam, delta, None, x.shape[0])
+    return acc.tables()
+
+
 def test_constgate_without_recurrence_is_exactly_a_leak_power():
+    """W_h = 0: M = (1 - s)^l I exactly; with |delta^q_t| uniform (random signs) every functional
+    is the diagonal path's f."""
     s = 0.25  # exact in float32, so the float64 buffer is exactly s
     model = build_model("const", D, H, const_s=s).double()
     with torch.no_grad():
         model.cell.W_h.zero_()
     x = torch.randn(3, T, D, dtype=F64)
-    acc = et.ExactAccumulator(list(range(1, T)), T, H, windows=0)
-    acc.envelope_batch(model.cell, x, torch.full((3, T, H), 0.01, dtype=F64))
-    env, units = acc.tables()
+    delta = 0.7 * torch.randn(3, T, H, dtype=F64).sign()
+    env, units = _exact_envelope(model.cell, x, torch.full((3, T, H), 0.01, dtype=F64), delta)
     lags = np.arange(1, T)
-    np.testing.assert_allclose(env["f"], 0.01 * H * (1 - s) ** lags, rtol=1e-12)
+    for col in ("f", "f_diag_entries", "f_norm"):
+        np.testing.assert_allclose(env[col], 0.01 * H * (1 - s) ** lags, rtol=1e-12)
     np.testing.assert_allclose(units["tau"], -1 / math.log(1 - s), rtol=1e-10)
     M = _brute_force_M(model.cell, x)
     off = M[:, 5, 1] - torch.diagonal(M[:, 5, 1], dim1=-2, dim2=-1).diag_embed()
     assert off.abs().max() == 0
+
+
+def test_signal_envelope_equals_its_diagonal_analogue_when_M_is_diagonal():
+    """ConstGate, W_h = 0, unit-dependent rates and a random delta: the exact f equals
+    mean_{n,t} sum_q Lambda^q |delta^q_t Gamma^q_{t-l,l}| / dbar(l) with the diagonal path's
+    Gamma (exact here: r = 0) to 1e-10; f_diag_entries and f_norm equal sum_q Lambda^q Gamma^q and
+    sqrt(H) ||Lambda Gamma||_2 (Cauchy-Schwarz: f_norm >= f_diag_entries)."""
+    model = build_model("const", D, H, const_s=0.3).double()
+    with torch.no_grad():
+        model.cell.W_h.zero_()
+    cell = model.cell
+    B = 4
+    x = torch.randn(B, T, D, dtype=F64)
+    delta = torch.randn(B, T, H, dtype=F64)
+    lam = 0.01 + 0.01 * torch.rand(B, T, H, dtype=F64)
+    env, _ = _exact_envelope(cell, x, lam, delta)
+    lags = torch.arange(1, T)
+    t, k, mask = receiving_times(lags, T)
+    _, gamma = Transport(cell.trace(x), order=1, dtype=F64).gamma(t, k, mask)  # (B, L, W, H)
+    lam_k, d_t = lam[:, k], delta[:, t]
+    m = mask[None].double()
+    n = m.sum((0, 2)) * B
+    signal = ((lam_k * (d_t * gamma).abs()).sum(-1) * m).sum((0, 2)) / n
+    dbar = (d_t.abs().mean(-1) * m).sum((0, 2)) / n
+    np.testing.assert_allclose(env["f"], (signal / dbar).numpy(), rtol=1e-10)
+    entries = ((lam_k * gamma.abs()).sum(-1) * m).sum((0, 2)) / n
+    np.testing.assert_allclose(env["f_diag_entries"], entries.numpy(), rtol=1e-10)
+    norm = ((lam_k * gamma).pow(2).sum(-1).sqrt() * math.sqrt(H) * m).sum((0, 2)) / n
+    np.testing.assert_allclose(env["f_norm"], norm.numpy(), rtol=1e-10)
+    assert (env["f_norm"] > env["f_diag_entries"]).all()
+    assert not np.allclose(env["f"], env["f_diag_entries"], rtol=1e-3)  # the delta weighting matters
 
 
 def test_constgate_recurrence_couples_units_off_the_diagonal():
@@ -135,8 +203,10 @@ def test_constgate_recurrence_couples_units_off_the_diagonal():
     assert (diag - gamma[:, 0, 0]).abs().max() > 1e-4
 
 
-@pytest.mark.parametrize("name", ["gru", "lstm"])
+@pytest.mark.parametrize("name", ["const", "shared", "diag", "gru", "lstm"])
 def test_psi_and_S_against_a_naive_loop(name):
+    """psi of the closed-form path equals brute-force jacrev products and the autograd-Jacobian
+    (old) path to 1e-10; probe(transport=exact) returns it with the signal envelope."""
     model, opt = _trained(name, seed=1)
     cell = model.cell
     x = torch.randn(2, T, D, dtype=F64)
@@ -160,13 +230,46 @@ def test_psi_and_S_against_a_naive_loop(name):
                 a = M[b, t, t - lag].T @ et._h_block(delta[b, t], S)
                 vals.append((a * lam[b, t - lag].repeat(S) * v[b, t - lag]).sum())
             naive[b, lag] = torch.stack(vals).mean()
-    psi = et.psi_all_lags(cell, x, delta, lam, v)
+    psi = et.psi_exact(_J(cell, x), delta, lam, v)
     torch.testing.assert_close(psi, naive, rtol=1e-10, atol=1e-14)
+    z = et.full_state(cell)(*cell(x))
+    xp = F.linear(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0))
+    z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
+    J_old = torch.stack([et.autograd_jacobian(cell, xp[:, k], z_prev[:, k]) for k in range(T)], 1)
+    torch.testing.assert_close(psi, et.psi_exact(J_old, delta, lam, v), rtol=1e-10, atol=1e-14)
     assert naive.abs().min() > 0
     lags = [1, 3, 5]
-    env, units, table, total = et.probe_exact(cell, model.W_out.detach(), [(x, y, y_hat)], lags, lr=0.01,
-                                              rates=rates, directions=dirs)
+    env, units, table, total = probe(cell, model.W_out.detach(), [(x, y, y_hat)], lags, lr=0.01,
+                                     rates=rates, directions=dirs, transport="exact")
     np.testing.assert_allclose(table.sort_values(["sequence", "lag"])["psi"], naive[:, lags].reshape(-1),
                                rtol=1e-10)
     np.testing.assert_allclose(total["S"], naive.sum(1), rtol=1e-10)
-    assert list(env.columns) == ["lag", "f", "f_geo"] and len(units) == H * len(lags)
+    assert list(env.columns) == ["transport", "lag", "f", "f_geo", "f_diag_entries", "f_norm"]
+    assert len(units) == H * len(lags) and set(table["transport"]) == {"exact"}
+    # the signal envelope against the brute-force adjoints a = M^T delta (every t, every sequence)
+    col = (S - 1) * H
+    for lag in lags:
+        sig = [(lam[b, t - lag] * (M[b, t, t - lag].T @ et._h_block(delta[b, t], S))[col:col + H].abs()).sum()
+               for b in range(2) for t in range(lag, T)]
+        dbar = torch.stack([delta[b, t].abs().mean() for b in range(2) for t in range(lag, T)]).mean()
+        np.testing.assert_allclose(env.loc[env["lag"] == lag, "f"], (torch.stack(sig).mean() / dbar).item(),
+                                   rtol=1e-10)
+
+
+def test_both_transports_share_one_probe():
+    """transport [diagonal, exact]: each transport's rows equal its own single-transport probe."""
+    model, _ = _trained("gru", seed=2)
+    x = torch.randn(3, T, D, dtype=F64)
+    y = torch.randn(3, T, dtype=F64)
+    batch = [(x, y, model(x).detach())]
+    dirs = {n.removeprefix("cell."): d.double() for n, d in random_directions(model, 2, 0).items()
+            if n.startswith("cell.")}
+    kw = dict(lr=0.01, directions=dirs, exact_sequences=2)
+    both = probe(model.cell, model.W_out.detach(), batch, [1, 4], transport=["diagonal", "exact"], **kw)
+    for name in ("diagonal", "exact"):
+        alone = probe(model.cell, model.W_out.detach(), batch, [1, 4], transport=name, **kw)
+        for b, a in zip(both, alone):
+            part = b.loc[b["transport"] == name, list(a.columns)].reset_index(drop=True)
+            pd.testing.assert_frame_equal(part, a.reset_index(drop=True))
+    with pytest.raises(ValueError, match="snapshot.transport"):
+        probe(model.cell, model.W_out.detach(), batch, [1], transport="approx", lr=0.01)

@@ -127,6 +127,23 @@ class GatedCell(nn.Module):
     def _init_state(self, x: Tensor) -> tuple:
         return (x.new_zeros(x.shape[0], self.hidden_size),)
 
+    def _norm_jacobian(self, pre: Tensor, W: Tensor) -> Tensor:
+        """d norm(pre) / d pre @ W, (B, H, m), for pre (B, H) and W (H, m) or (B, H, m).
+
+        LayerNorm: diag(gamma / sigma) (I - 1 1^T / H - xhat xhat^T / H), applied as a rank-2
+        update in O(B H m) (docs/method.md §4b).
+        """
+        W = W.expand(pre.shape[0], *W.shape[-2:])
+        if isinstance(self.norm, nn.Identity):
+            return W
+        H = pre.shape[-1]
+        centred = pre - pre.mean(-1, keepdim=True)
+        inv = torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + self.norm.eps)
+        xhat = centred * inv
+        proj = torch.einsum("bh,bhm->bm", xhat, W) / H
+        scale = inv if self.norm.weight is None else inv * self.norm.weight
+        return scale[:, :, None] * (W - W.mean(-2, keepdim=True) - xhat[:, :, None] * proj[:, None, :])
+
     # -- scan ---------------------------------------------------------------------------
     def _scan(self, x: Tensor, trace: bool):
         w_in = torch.cat(self._input_weights(), 0)
@@ -182,6 +199,13 @@ class ConstGate(GatedCell):
     def recurrent_weights(self):
         return ["W_h"]
 
+    def step_jacobian(self, xp: Tensor, z: Tensor) -> Tensor:
+        """d h_t / d h_{t-1} in closed form, (B, H, H), for xp (B, G H) and h_{t-1} = z (B, H)."""
+        pre = xp + z @ self.W_h.T
+        g = self._candidate(pre)
+        eye = torch.eye(z.shape[-1], dtype=z.dtype, device=z.device)
+        return (1 - self.s) * eye + (self.s * (1 - g * g))[:, :, None] * self._norm_jacobian(pre, self.W_h)
+
     def _candidate(self, pre: Tensor) -> Tensor:
         return torch.tanh(self.norm(pre))
 
@@ -216,6 +240,18 @@ class SharedGate(ConstGate):
 
     def _gate_diag(self) -> Tensor:
         return self.u_s[0]
+
+    def step_jacobian(self, xp: Tensor, z: Tensor) -> Tensor:
+        """d h_t / d h_{t-1} in closed form, (B, H, H); the gate rows are u_s (Shared) or U_s (Diag)."""
+        H = self.hidden_size
+        hp = z @ self._recurrent().T
+        pre = xp[:, :H] + hp[:, :H]
+        g = self._candidate(pre)
+        s = torch.sigmoid(xp[:, H:] + hp[:, H:])  # (B, 1) or (B, H)
+        gate_rows = self._recurrent()[H:]  # (1, H) or (H, H)
+        J = (s * (1 - g * g))[:, :, None] * self._norm_jacobian(pre, self.W_h)
+        J = J + ((g - z) * s * (1 - s))[:, :, None] * gate_rows[None]
+        return J + torch.diag_embed(1 - s.expand_as(z))
 
     def _step(self, xp, hp, state, trace):
         H = self.hidden_size
@@ -277,6 +313,20 @@ class GRU(GatedCell):
     def recurrent_weights(self):
         return ["U_z", "U_r", "U_h"]
 
+    def step_jacobian(self, xp: Tensor, z: Tensor) -> Tensor:
+        """d h_t / d h_{t-1} in closed form, (B, H, H) (docs/method.md §4b)."""
+        H = self.hidden_size
+        hp = z @ self._recurrent().T
+        u = torch.sigmoid(xp[:, :H] + hp[:, :H])  # update gate
+        r = torch.sigmoid(xp[:, H:2 * H] + hp[:, H:])
+        pre = xp[:, 2 * H:] + (r * z) @ self.U_h.T
+        g = torch.tanh(self.norm(pre))
+        # d pre / d h = U_h diag(r) + U_h diag(h r (1 - r)) U_r
+        dpre = self.U_h[None] * r[:, None, :] + (self.U_h[None] * (z * r * (1 - r))[:, None, :]) @ self.U_r
+        J = (u * (1 - g * g))[:, :, None] * self._norm_jacobian(pre, dpre)
+        J = J + ((g - z) * u * (1 - u))[:, :, None] * self.U_z[None]
+        return J + torch.diag_embed(1 - u)
+
     def _step(self, xp, hp, state, trace):
         H = self.hidden_size
         h_prev = state[0]
@@ -321,6 +371,23 @@ class LSTM(GatedCell):
 
     def recurrent_weights(self):
         return ["U_i", "U_f", "U_o", "U_g"]
+
+    def step_jacobian(self, xp: Tensor, z: Tensor) -> Tensor:
+        """d (h_t, c_t) / d (h_{t-1}, c_{t-1}) in closed form, (B, 2H, 2H) (docs/method.md §4b)."""
+        H = self.hidden_size
+        h_prev, c_prev = z[:, :H], z[:, H:]
+        pre = xp + h_prev @ self._recurrent().T
+        i = torch.sigmoid(pre[:, :H])
+        f = torch.sigmoid(pre[:, H:2 * H])
+        o = torch.sigmoid(pre[:, 2 * H:3 * H])
+        g = torch.tanh(self.norm(pre[:, 3 * H:]))
+        tc = torch.tanh(f * c_prev + i * g)
+        dc_dh = ((c_prev * f * (1 - f))[:, :, None] * self.U_f + (g * i * (1 - i))[:, :, None] * self.U_i
+                 + (i * (1 - g * g))[:, :, None] * self._norm_jacobian(pre[:, 3 * H:], self.U_g))
+        e = o * (1 - tc * tc)  # d h_t / d c_t
+        dh_dh = (tc * o * (1 - o))[:, :, None] * self.U_o + e[:, :, None] * dc_dh
+        top = torch.cat([dh_dh, torch.diag_embed(e * f)], -1)
+        return torch.cat([top, torch.cat([dc_dh, torch.diag_embed(f)], -1)], -2)
 
     def _init_state(self, x):
         zero = x.new_zeros(x.shape[0], self.hidden_size)

@@ -7,9 +7,11 @@ backward (adjoint) sweep through the recurrence gives, for every receiving time 
     a_{t,k} = M_{t,t-k}^T src_t   for every k <= t   (a_{t,t} = src_t),
 
 with one adjoint stack of shape (B, T_receiving, P, S H) multiplied by the exact one-step
-Jacobian J_k = d z_k / d z_{k-1} at each step k = T-1..1. J_k comes from one batched backward
-of the cell's own step (``cell._step``) over the S H basis rows, so every gate path and the
-LayerNorm Jacobian are included. The sweep's loop over time steps is the only loop.
+Jacobian J_k = d z_k / d z_{k-1} at each step k = T-1..1. The J_k of all steps come at once
+(vectorised over sequences and time) from the cell's closed-form ``step_jacobian`` (every gate
+path and the LayerNorm Jacobian; tested against autograd), or, for a cell without one, from one
+batched autograd backward of its ``_step`` over the S H basis rows. The sweep's loop over time
+steps is the only loop; the forward pass (the trace) is shared with the diagonal path.
 
 What is computed from the adjoints (the same Lambda, averages and directions as the diagonal
 path of :mod:`learnwin.probing.envelope` and :mod:`learnwin.probing.detect`):
@@ -18,27 +20,30 @@ path of :mod:`learnwin.probing.envelope` and :mod:`learnwin.probing.detect`):
   sum_q a_{t,t-l}^q Lambda^q(n, t-l) v_{t-l}^q, v the tangent of the full state z (mean over the
   K directions first, as in :func:`learnwin.probing.snapshot.probe`); lags 0..T-1 all come from one sweep.
   S_n = sum over l = 0..T-1 of psi_n(l) (docs/method.md §7b, the instantaneous term l = 0 included).
-* the exact envelope (src_t = the H basis vectors e_q on the h block): the diagonal
-  D^q_{t,l} = [d h_t / d z_{t-l}]_{q, q'} with q' = unit q's transported component (h^q, or c^q
-  for the LSTM): the quantity the diagonal Gamma approximates. mu^q = Lambda^q(n, t-l) D^q,
-  f_exact(l) = mean over sequences and receiving times of sum_q |mu^q|, per-unit means
-  mean |mu^q(l)| -> tau_q by :func:`learnwin.probing.envelope.unit_timescales`.
+* the signal envelope f (primary, from the same sweep): with a^q the component of a_{t,t-l} on
+  unit q's transported state (h^q, or c^q for the LSTM),
+  f(l) = mean_{n,t} sum_q Lambda^q(n, t-l) |a^q_{t,t-l}| / dbar(l),
+  dbar(l) = mean_{n,t} (1/H) sum_q |delta^q_t| over the same (n, t): every sequence and every
+  receiving time t = l..T-1, as psi. f_geo is exp(mean_{n,t} log sum_q Lambda^q |a^q|) / dbar(l);
+  the per-unit means mean Lambda^q |a^q| / dbar give tau_q (:func:`learnwin.probing.envelope.unit_timescales`).
+* the secondary functionals (src_t = the H basis vectors e_p on the h block, so the adjoints are
+  the rows of d h_t / d z_{t-l}; its H x H block on the transported components is called M):
+  f_diag_entries(l) = mean sum_q Lambda^q |M_qq| (the quantity the diagonal Gamma approximates)
+  and f_norm(l) = mean sqrt(H) ||M diag(Lambda)||_F, on the first ``snapshot.exact_sequences``
+  diag sequences and, per lag, the ``snapshot.windows`` receiving times of the diagonal envelope
+  (:func:`learnwin.probing.envelope.receiving_times`).
 
 Choices (docs/method.md §4b silent):
 * LSTM: the adjoint and the tangent live on (h, c); unit q's base rate Lambda^q weights both of
-  its components, h^q and c^q (the rate belongs to the recurrent rows of unit q, which feed both
-  through the gates).
-* The exact envelope needs H adjoints per receiving time: it uses the first
-  ``snapshot.exact_sequences`` diag sequences and, per lag, the same ``snapshot.windows``
-  receiving times as the diagonal envelope (:func:`learnwin.probing.envelope.receiving_times`). psi and
-  S use every sequence and every receiving time.
+  its components, h^q and c^q in psi (the rate belongs to the recurrent rows of unit q, which feed
+  both through the gates); the envelopes read the transported component c^q.
 * Work is in the model's dtype (float32 in the workflow, float64 in the tests); sums over
   sequences and times accumulate in float64.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -46,10 +51,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from learnwin.probing.detect import output_error, psi_frame, tangents
-from learnwin.probing.envelope import base_rate, receiving_times, unit_timescales
+from learnwin.probing.envelope import receiving_times, unit_timescales
 
 _TINY = 1e-300
+TRANSPORTS = ("diagonal", "exact")
 
 
 def state_blocks(cell: torch.nn.Module) -> int:
@@ -74,41 +79,47 @@ def _step(cell, u_rec: Tensor, xp: Tensor, z: Tensor) -> Tensor:
     return cell._step(xp, h @ u_rec.T, (h,), False)[0][0]
 
 
-def step_jacobian(cell, u_rec: Tensor, xp: Tensor, z_prev: Tensor) -> Tensor:
-    """Exact one-step Jacobians J[b, i, j] = d z_t[i] / d z_{t-1}[j], shape (B, S H, S H).
-
-    One batched backward of the S H basis vectors (``is_grads_batched``: 1.8x faster than a
-    vmapped ``torch.func.vjp`` on CPU for the LSTM at H = 32).
-    """
+def autograd_jacobian(cell, xp: Tensor, z_prev: Tensor) -> Tensor:
+    """J[b, i, j] = d z_t[i] / d z_{t-1}[j] (B, S H, S H) by one batched backward of the S H basis rows."""
     with torch.enable_grad():
         z = z_prev.detach().requires_grad_(True)
-        out = _step(cell, u_rec, xp, z)
+        out = _step(cell, cell._recurrent().detach(), xp, z)
         n = z.shape[-1]
         basis = torch.eye(n, dtype=z.dtype, device=z.device)[:, None].expand(n, *z.shape)
         rows = torch.autograd.grad(out, z, basis, is_grads_batched=True)[0]  # rows[i, b] = J_b[i]
     return rows.transpose(0, 1)
 
 
-def adjoint_sweep(cell: torch.nn.Module, x: Tensor, src: Tensor,
-                  visit: Callable[[int, Tensor], None]) -> None:
+def jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> Tensor:
+    """One-step Jacobians J[:, k] = d z_k / d z_{k-1} (B, T, S H, S H) of every step at once.
+
+    ``z`` (B, T, S H) is the full state of the forward pass (from the trace). The cell's
+    closed-form ``step_jacobian(xp, z_prev)`` when it has one, else :func:`autograd_jacobian`.
+    """
+    B, T, n = z.shape
+    with torch.no_grad():
+        xp = F.linear(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0))
+        z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
+        step = getattr(cell, "step_jacobian", None)
+        args = (xp.reshape(B * T, -1), z_prev.reshape(B * T, n))
+        J = step(*args) if step is not None else autograd_jacobian(cell, *args)
+    return J.reshape(B, T, n, n)
+
+
+def adjoint_sweep(J: Tensor, src: Tensor, visit: Callable[[int, Tensor], None]) -> None:
     """Propagate the adjoints ``src`` (B, T, P, S H), injected at their receiving times, backward.
 
-    At step k, ``visit(k, A)`` sees A (B, T - k, P, S H) with A[:, i] = a_{k+i,k} =
-    M_{k+i,i}^T src_{k+i}: the adjoints of every receiving time t >= k at perturbation time k.
+    ``J`` (B, T, S H, S H) holds the one-step Jacobians (:func:`jacobians`). At step k,
+    ``visit(k, A)`` sees A (B, T - k, P, S H) with A[:, i] = a_{k+i,k} = M_{k+i,k}^T src_{k+i}:
+    the adjoints of every receiving time t >= k at perturbation time k.
     """
-    with torch.no_grad():
-        z = full_state(cell)(*cell(x))
-        z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
-        xp = F.linear(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0))
-        u_rec = cell._recurrent().detach()
     B, T, P, n = src.shape
     A = src.new_zeros(B, 0, P, n)
     for k in range(T - 1, -1, -1):
         A = torch.cat([src[:, k:k + 1], A], 1)  # a_{k,k} = src_k joins the stack
         visit(k, A)
         if k > 0:
-            J = step_jacobian(cell, u_rec, xp[:, k].detach(), z_prev[:, k])
-            A = torch.bmm(A.reshape(B, -1, n), J).view(A.shape)
+            A = torch.bmm(A.reshape(B, -1, n), J[:, k]).view(A.shape)
 
 
 def _h_block(values: Tensor, S: int) -> Tensor:
@@ -117,7 +128,7 @@ def _h_block(values: Tensor, S: int) -> Tensor:
 
 
 class ExactAccumulator:
-    """Streams batches into psi, S and the exact envelope (docs/method.md §4b)."""
+    """Streams batches into the signal envelope and the secondary functionals (docs/method.md §4b)."""
 
     def __init__(self, lags: Sequence[int], T: int, hidden: int, windows: int):
         self.lags = np.asarray(lags, dtype=np.int64)
@@ -126,39 +137,63 @@ class ExactAccumulator:
         sel = torch.zeros(T, T, dtype=torch.float64)  # sel[t, l]: t is a receiving time of lag l
         sel[t[mask], torch.as_tensor(self.lags)[:, None].expand_as(t)[mask]] = 1.0
         self.sel = sel
-        self.count = torch.zeros(T, dtype=torch.float64)
-        self.f = torch.zeros(T, dtype=torch.float64)
-        self.logf = torch.zeros(T, dtype=torch.float64)
-        self.units = torch.zeros(T, hidden, dtype=torch.float64)
+        z = lambda *s: torch.zeros(*s, dtype=torch.float64)  # noqa: E731
+        self.count, self.signal, self.logsignal, self.dbar = z(T), z(T), z(T), z(T)
+        self.units = z(T, hidden)
+        self.count_m, self.diag, self.norm = z(T), z(T), z(T)
 
-    def envelope_batch(self, cell, x: Tensor, lam: Tensor) -> None:
-        """Add the exact envelope of sequences x (B, T, D); lam (B, T, H) = Lambda(n, k)."""
-        B, T, _ = x.shape
-        H, S = self.H, state_blocks(cell)
-        basis = _h_block(torch.eye(H, dtype=x.dtype, device=x.device), S)  # (H, S H)
-        src = basis.expand(B, T, H, S * H)
+    def signal_visit(self, lam: Tensor, delta: Tensor, S: int) -> Callable[[int, Tensor], None]:
+        """A visitor of the delta sweep adding Lambda^q |a^q| at every (n, t) to the signal envelope."""
+        B, T, H = delta.shape
         col = (S - 1) * H  # unit q's transported component: h^q or c^q
+        dmean = delta.abs().double().mean(-1)  # (B, T)
+        # dbar numerator per lag l: sum over n and t >= l of mean_q |delta^q_t|
+        self.dbar += dmean.sum(0).flip(0).cumsum(0).flip(0)
 
         def visit(k: int, A: Tensor) -> None:
-            diag = torch.diagonal(A[..., col:col + H], dim1=-2, dim2=-1)  # (B, T - k, H)
-            mu = (lam[:, k, None, :] * diag.abs()).double()
+            mu = (lam[:, k, None, :] * A[:, :, 0, col:col + H].abs()).double()  # (B, T - k, H)
+            per = mu.sum(-1)
+            self.count[:T - k] += B
+            self.signal[:T - k] += per.sum(0)
+            self.logsignal[:T - k] += torch.log(per.clamp_min(_TINY)).sum(0)
+            self.units[:T - k] += mu.sum(0)
+
+        return visit
+
+    def matrix_batch(self, J: Tensor, lam: Tensor, S: int) -> None:
+        """Add f_diag_entries and f_norm from the H basis adjoints; lam (B, T, H) = Lambda(n, k)."""
+        B, T, n, _ = J.shape
+        H = self.H
+        basis = _h_block(torch.eye(H, dtype=J.dtype, device=J.device), S)  # (H, S H)
+        col = (S - 1) * H
+
+        def visit(k: int, A: Tensor) -> None:
+            M = A[..., col:col + H] * lam[:, k, None, None, :]  # (B, T - k, H, H): M diag(Lambda)
+            diag = torch.diagonal(M, dim1=-2, dim2=-1).abs().sum(-1).double()  # (B, T - k)
+            frob = M.pow(2).sum((-2, -1)).double().sqrt() * H ** 0.5
             ts = torch.arange(k, T)
             w = self.sel[ts, ts - k]  # (T - k,) weight of lag t - k at receiving time t
-            per = mu.sum(-1)  # (B, T - k)
-            self.count[:T - k] += B * w
-            self.f[:T - k] += (per * w).sum(0)
-            self.logf[:T - k] += (torch.log(per.clamp_min(_TINY)) * w).sum(0)
-            self.units[:T - k] += (mu * w[None, :, None]).sum(0)
+            self.count_m[:T - k] += B * w
+            self.diag[:T - k] += (diag * w).sum(0)
+            self.norm[:T - k] += (frob * w).sum(0)
 
-        adjoint_sweep(cell, x, src, visit)
+        adjoint_sweep(J, basis.expand(B, T, H, S * H), visit)
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """(lag, f, f_geo) rows and (unit, lag, mu_abs, tau) rows on the lag grid."""
+        """(lag, f, f_geo, f_diag_entries, f_norm) rows and (unit, lag, mu_abs, tau) rows on the lag grid."""
         idx = torch.as_tensor(self.lags)
-        n = self.count[idx].clamp_min(1).numpy()
-        env = pd.DataFrame({"lag": self.lags, "f": self.f[idx].numpy() / n,
-                            "f_geo": np.exp(self.logf[idx].numpy() / n)})
-        mu_abs = self.units[idx].numpy() / n[:, None]
+        n = self.count[idx].numpy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dbar = np.where(n > 0, self.dbar[idx].numpy() / n, np.nan)
+            scale = np.where(dbar > 0, 1.0 / dbar, np.nan) / np.maximum(n, 1)
+            m = self.count_m[idx].numpy()
+            env = pd.DataFrame({
+                "lag": self.lags, "f": self.signal[idx].numpy() * scale,
+                "f_geo": np.exp(self.logsignal[idx].numpy() / np.maximum(n, 1)) / dbar,
+                "f_diag_entries": np.where(m > 0, self.diag[idx].numpy() / np.maximum(m, 1), np.nan),
+                "f_norm": np.where(m > 0, self.norm[idx].numpy() / np.maximum(m, 1), np.nan),
+            })
+        mu_abs = self.units[idx].numpy() * scale[:, None]
         tau = unit_timescales(self.lags, mu_abs)
         L, H = mu_abs.shape
         units = pd.DataFrame({"unit": np.tile(np.arange(H), L), "lag": np.repeat(self.lags, H),
@@ -166,69 +201,43 @@ class ExactAccumulator:
         return env, units
 
 
-def psi_all_lags(cell, x: Tensor, delta: Tensor, lam: Tensor, v: Tensor) -> Tensor:
+def psi_exact(J: Tensor, delta: Tensor, lam: Tensor, v: Tensor,
+              visit_signal: Callable[[int, Tensor], None] | None = None) -> Tensor:
     """psi_n(l) for every lag l = 0..T-1, shape (..., B, T) (docs/method.md §4b, §5).
 
-    ``delta`` (B, T, H) is the output error, ``lam`` (B, T, H) the base rate Lambda(n, k) and ``v``
-    (..., B, T, S H) the tangent of the full state (a leading direction axis is kept).
+    ``J`` (B, T, S H, S H) are the one-step Jacobians (:func:`jacobians`), ``delta`` (B, T, H) the
+    output error, ``lam`` (B, T, H) the base rate Lambda(n, k) and ``v`` (..., B, T, S H) the tangent
+    of the full state (a leading direction axis is kept). ``visit_signal``
+    (:meth:`ExactAccumulator.signal_visit`) reads the same adjoints for the signal envelope.
     """
     B, T, H = delta.shape
-    S = state_blocks(cell)
+    S = J.shape[-1] // H
     weight = v * lam.repeat(1, 1, S)  # Lambda^q weights both components of unit q
     total = torch.zeros(*v.shape[:-2], T, dtype=torch.float64, device=v.device)  # (..., B, T)
 
     def visit(k: int, A: Tensor) -> None:
         contrib = (A[:, :, 0] * weight[..., k, None, :]).sum(-1)  # (..., B, T - k)
         total[..., :T - k] += contrib.double()
+        if visit_signal is not None:
+            visit_signal(k, A)
 
-    adjoint_sweep(cell, x, _h_block(delta, S)[:, :, None], visit)
+    adjoint_sweep(J, _h_block(delta, S)[:, :, None], visit)
     return total / torch.arange(T, 0, -1, dtype=torch.float64, device=total.device)
 
 
-def probe_exact(
-    cell: torch.nn.Module,
-    w_out: Tensor,
-    batches: Iterable[tuple[Tensor, Tensor, Tensor]],
-    lags: Sequence[int],
-    *,
-    lr: float,
-    rates: Tensor | None = None,
-    windows: int = 0,
-    directions: dict[str, Tensor] | None = None,
-    keep_directions: bool = False,
-    exact_sequences: int = 64,
-) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Exact envelope (lag, f, f_geo), units, psi and total (sequence, S) tables (docs/method.md §4b).
+def add_batch(acc: ExactAccumulator, cell: torch.nn.Module, x: Tensor, z: Tensor, lam: Tensor,
+              delta: Tensor, v: Tensor | None, n_matrix: int) -> Tensor | None:
+    """One batch of the exact path; psi (..., B, T) when the tangents ``v`` are given, else None.
 
-    Arguments as :func:`learnwin.probing.snapshot.probe`; the envelope and units use the first
-    ``exact_sequences`` sequences, psi and S every sequence (``directions`` None: both empty).
+    ``z`` (B, T, S H) is the full state of the shared forward pass, ``lam`` and ``delta`` (B, T, H) in
+    x's dtype; the secondary functionals use the first ``n_matrix`` sequences.
     """
-    if directions is not None and not keep_directions:  # tangents are linear in the direction
-        directions = {n: d.mean(0, keepdim=True) for n, d in directions.items()}
-    acc, psi_rows, total_rows, offset = None, [], [], 0
-    lag_idx = torch.as_tensor(list(lags), dtype=torch.long)
-    for x, y, y_hat in batches:
-        B, T, _ = x.shape
-        if acc is None:
-            acc = ExactAccumulator(lags, T, cell.hidden_size, windows)
-        with torch.no_grad():
-            hidden, _ = cell(x)
-        lam = base_rate(F.pad(hidden, (0, 0, 1, 0))[:, :-1], rates, lr).to(x.dtype)
-        n_env = min(B, max(0, exact_sequences - offset))
-        if n_env:
-            acc.envelope_batch(cell, x[:n_env], lam[:n_env])
-        if directions is not None:
-            delta = output_error(y_hat, y, w_out).to(x.dtype)
-            v = tangents(cell, x, directions, full_state(cell)).to(x.dtype)
-            psi = psi_all_lags(cell, x, delta, lam, v if keep_directions else v[0])
-            S = (psi.mean(0) if keep_directions else psi).sum(-1)  # direction mean, all lags
-            psi_rows.append(psi_frame(psi[..., lag_idx].cpu().numpy(), lags, offset))
-            total_rows.append(pd.DataFrame({"sequence": np.arange(B) + offset, "S": S.cpu().numpy()}))
-        offset += B
-    env, units = acc.tables()
-    empty = pd.DataFrame({"lag": np.zeros(0, np.int64), "sequence": np.zeros(0, np.int64), "psi": []})
-    psi_df = pd.concat(psi_rows, ignore_index=True) if psi_rows else empty
-    total = pd.concat(total_rows, ignore_index=True) if total_rows else pd.DataFrame(
-        {"sequence": np.zeros(0, np.int64), "S": []})
-    return env, units, psi_df, total
-
+    J = jacobians(cell, x, z)
+    S = state_blocks(cell)
+    if n_matrix:
+        acc.matrix_batch(J[:n_matrix], lam[:n_matrix], S)
+    visit = acc.signal_visit(lam, delta, S)
+    if v is None:
+        adjoint_sweep(J, _h_block(delta, S)[:, :, None], visit)
+        return None
+    return psi_exact(J, delta, lam, v, visit)

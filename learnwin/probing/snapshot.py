@@ -30,7 +30,16 @@ from learnwin.probing.envelope import (
     receiving_times,
     take_times,
 )
-from learnwin.probing.exact_transport import probe_exact
+from learnwin.probing.exact_transport import TRANSPORTS, ExactAccumulator, add_batch, full_state
+
+
+def transports_of(transport: str | Sequence[str]) -> tuple[str, ...]:
+    """The transports to compute: ``diagonal``, ``exact`` or a list of them (docs/method.md §4b)."""
+    names = (transport,) if isinstance(transport, str) else tuple(transport)
+    bad = [n for n in names if n not in TRANSPORTS]
+    if not names or bad:
+        raise ValueError(f"snapshot.transport = {transport!r}; allowed: {', '.join(TRANSPORTS)} or a list of them")
+    return tuple(n for n in TRANSPORTS if n in names)
 
 
 def probe(
@@ -45,6 +54,8 @@ def probe(
     windows: int = 0,
     directions: dict[str, Tensor] | None = None,
     keep_directions: bool = False,
+    transport: str | Sequence[str] = "diagonal",
+    exact_sequences: int = 64,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Envelope (per lag), units (per unit and lag), psi (per lag and sequence) and total tables.
 
@@ -54,38 +65,70 @@ def probe(
     §4); psi always averages over every receiving time (docs/method.md §5). ``directions`` maps cell
     parameter names to (K, *shape) tangent directions (None: empty psi and total). The total
     holds S_n = sum over l = 0..T-1 of psi_n(l) per sequence (docs/method.md §7b, pooled).
+    ``transport`` (docs/method.md §4b): ``diagonal``, ``exact`` or both; every table carries a
+    ``transport`` column, and both share one forward pass and one tangent pass per batch. The
+    exact envelope's secondary functionals use the first ``exact_sequences`` sequences.
     """
+    names = transports_of(transport)
     if directions is not None and not keep_directions:  # tangents are linear in the direction
         directions = {n: d.mean(0, keepdim=True) for n, d in directions.items()}
     lag_t = torch.as_tensor(list(lags), dtype=torch.long)
-    acc = EnvelopeAccumulator(lags, cell.hidden_size, lr)
-    psi_rows, total_rows, offset = [], [], 0
+    diag = EnvelopeAccumulator(lags, cell.hidden_size, lr)
+    exact = None
+    rows = {n: ([], []) for n in names}  # transport -> (psi rows, total rows)
+    offset = 0
     for x, y, y_hat in batches:
         trace = cell.trace(x)
-        lam = base_rate(trace.presynaptic, rates, lr).float()
-        transport = Transport(trace, order)
+        lam = base_rate(trace.presynaptic, rates, lr)
         B, T, H = lam.shape
-        t_all, k_all, mask_all = receiving_times(lag_t.to(x.device), T, windows)
-        start = 0
-        for chunk in lag_chunks(lags, B * t_all.shape[1] * H):
-            idx = slice(start, start + len(chunk))
-            start += len(chunk)
-            t, k, mask = t_all[idx], k_all[idx], mask_all[idx]
-            g0, g = transport.gamma(t, k, mask)
-            acc.add(idx, g0, g, take_times(lam, k), mask, order)
-        if directions is not None:
-            delta = output_error(y_hat, y, w_out).float()
-            v = tangents(cell, x, directions).float()
-            psi = psi_all_lags(transport, lam, delta, v if keep_directions else v[0])  # (..., B, T)
-            psi_rows.append(psi_frame(psi[..., lag_t.to(psi.device)].cpu().numpy(), lags, offset))
-            total = psi.mean(0) if keep_directions else psi
-            total_rows.append(_total_frame(total.sum(-1).cpu().numpy(), offset))
-        offset += x.shape[0]
-    env, units = acc.tables(order)
-    psi_df = pd.concat(psi_rows, ignore_index=True) if psi_rows else pd.DataFrame(
-        {"lag": [], "sequence": [], "psi": []})
-    total_df = pd.concat(total_rows, ignore_index=True) if total_rows else _total_frame(np.zeros(0), 0)
-    return env, units, psi_df, total_df
+        delta = output_error(y_hat, y, w_out)
+        v = None
+        if directions is not None:  # tangents of the full state; the transported state is its last block
+            v = tangents(cell, x, directions, full_state(cell))
+            v = v if keep_directions else v[0]
+        psi = {}
+        if "diagonal" in names:
+            transport_d = Transport(trace, order)
+            t_all, k_all, mask_all = receiving_times(lag_t.to(x.device), T, windows)
+            start = 0
+            for chunk in lag_chunks(lags, B * t_all.shape[1] * H):
+                idx = slice(start, start + len(chunk))
+                start += len(chunk)
+                t, k, mask = t_all[idx], k_all[idx], mask_all[idx]
+                g0, g = transport_d.gamma(t, k, mask)
+                diag.add(idx, g0, g, take_times(lam.float(), k), mask, order)
+            if v is not None:
+                psi["diagonal"] = psi_all_lags(transport_d, lam.float(), delta.float(), v[..., -H:].float())
+        if "exact" in names:
+            if exact is None:
+                exact = ExactAccumulator(lags, T, H, windows)
+            z = full_state(cell)(trace.hidden, trace.transported)
+            n_matrix = min(B, max(0, exact_sequences - offset))
+            psi_x = add_batch(exact, cell, x, z, lam.to(x.dtype), delta.to(x.dtype),
+                              None if v is None else v.to(x.dtype), n_matrix)
+            if psi_x is not None:
+                psi["exact"] = psi_x
+        for name, p in psi.items():  # p: (..., B, T) at every lag
+            rows[name][0].append(psi_frame(p[..., lag_t.to(p.device)].cpu().numpy(), lags, offset))
+            rows[name][1].append(_total_frame((p.mean(0) if keep_directions else p).sum(-1).cpu().numpy(), offset))
+        offset += B
+    tables = []
+    for name in names:
+        if name == "diagonal":
+            env, units = diag.tables(order)
+        else:
+            env, units = exact.tables()
+        psi_rows, total_rows = rows[name]
+        psi_df = pd.concat(psi_rows, ignore_index=True) if psi_rows else pd.DataFrame(
+            {"lag": np.zeros(0, np.int64), "sequence": np.zeros(0, np.int64), "psi": []})
+        total_df = pd.concat(total_rows, ignore_index=True) if total_rows else _total_frame(np.zeros(0), 0)
+        tables.append([_with_transport(df, name) for df in (env, units, psi_df, total_df)])
+    return tuple(pd.concat(parts, ignore_index=True) for parts in zip(*tables))
+
+
+def _with_transport(df: pd.DataFrame, name: str) -> pd.DataFrame:
+    df.insert(0, "transport", name)
+    return df
 
 
 def _total_frame(total: np.ndarray, offset: int) -> pd.DataFrame:
@@ -109,19 +152,19 @@ def snapshot_checkpoint(
     keep_directions: bool,
     keys: dict,
     device: str = "cpu",
-    transport: str = "diagonal",
+    transport: str | Sequence[str] = TRANSPORTS,
     exact_sequences: int = 64,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Envelope, units, psi and total tables of one checkpoint on the diag split, with run keys.
 
-    ``transport`` = exact takes units, psi, total and the envelope's f and f_geo from
-    :func:`learnwin.probing.exact_transport.probe_exact` (docs/method.md §4b); the diagonal envelope stays in
-    ``f_diagonal`` (and f_gates, f_order0/1, lambda_mean/std stay diagonal-path quantities).
+    ``transport``: one or both of diagonal and exact (docs/method.md §4b), each table's rows
+    tagged by a ``transport`` column (:func:`probe`).
     """
     state = io.load_checkpoint(checkpoint, map_location=device)
     x_all, y_all = load_split(data_dir, "diag")
     if state.get("diverged"):  # a tombstone of a diverged run: NaN tables, same shape
-        return _with_keys(_nan_tables(lags, state["model_config"]["hidden"], x_all.shape[0]), keys)
+        return _with_keys(_nan_tables(lags, state["model_config"]["hidden"], x_all.shape[0],
+                                      transports_of(transport)), keys)
     model = build_model(state["cell"], **state["model_config"]).to(device)
     model.load_state_dict(state["model"])
     model.eval()
@@ -140,20 +183,10 @@ def snapshot_checkpoint(
             yield x, y, y_hat
 
     lr, w_out = state["hparams"]["lr"], model.W_out.detach()
-    exact = transport == "exact"
-    env, units, psi, total = probe(cell, w_out, batches(), lags, lr=lr, rates=rates, order=order,
-                                   windows=windows, directions=None if exact else cell_dirs,
-                                   keep_directions=keep_directions)
-    env["f_diagonal"] = env["f"]
-    if exact:
-        env_x, units, psi, total = probe_exact(cell, w_out, batches(), lags, lr=lr, rates=rates,
-                                               windows=windows, directions=cell_dirs,
-                                               keep_directions=keep_directions,
-                                               exact_sequences=exact_sequences)
-        env["f"], env["f_geo"] = env_x["f"].to_numpy(), env_x["f_geo"].to_numpy()
-        with np.errstate(divide="ignore", invalid="ignore"):
-            env["ratio"] = np.where(env["f_gates"] > 0, env["f"] / env["f_gates"], np.nan)
-    return _with_keys((env, units, psi, total), keys)
+    tables = probe(cell, w_out, batches(), lags, lr=lr, rates=rates, order=order, windows=windows,
+                   directions=cell_dirs, keep_directions=keep_directions, transport=transport,
+                   exact_sequences=exact_sequences)
+    return _with_keys(tables, keys)
 
 
 def _with_keys(tables, keys: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -162,16 +195,21 @@ def _with_keys(tables, keys: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataF
     for df in tables:
         for col, value in reversed(list(keys.items())):
             df.insert(0, col, value)
-    return (_sorted(env, ["lag"]), _sorted(units, ["unit", "lag"]),
-            _sorted(psi, [c for c in ("lag", "sequence", "direction") if c in psi.columns]),
-            _sorted(total, ["sequence"]))
+    return (_sorted(env, ["transport", "lag"]), _sorted(units, ["transport", "unit", "lag"]),
+            _sorted(psi, [c for c in ("transport", "lag", "sequence", "direction") if c in psi.columns]),
+            _sorted(total, ["transport", "sequence"]))
 
 
-def _nan_tables(lags: Sequence[int], hidden: int, n_seq: int):
-    """Envelope, units, psi and total tables of a diverged run: every value NaN."""
-    env, units = EnvelopeAccumulator(lags, hidden, lr=1.0).tables(order=1)
-    env["f_diagonal"] = np.nan
-    env[env.columns.drop("lag")] = np.nan
-    units[["mu_abs", "tau"]] = np.nan
-    psi = psi_frame(np.full((n_seq, len(lags)), np.nan), lags, 0)
-    return env, units, psi, _total_frame(np.full(n_seq, np.nan), 0)
+def _nan_tables(lags: Sequence[int], hidden: int, n_seq: int, names: tuple[str, ...]):
+    """Envelope, units, psi and total tables of a diverged run: every value NaN, per transport."""
+    tables = []
+    for name in names:
+        if name == "diagonal":
+            env, units = EnvelopeAccumulator(lags, hidden, lr=1.0).tables(order=1)
+        else:
+            env, units = ExactAccumulator(lags, 2, hidden, windows=0).tables()
+        env[env.columns.drop("lag")] = np.nan
+        units[["mu_abs", "tau"]] = np.nan
+        psi = psi_frame(np.full((n_seq, len(lags)), np.nan), lags, 0)
+        tables.append([_with_transport(df, name) for df in (env, units, psi, _total_frame(np.full(n_seq, np.nan), 0))])
+    return tuple(pd.concat(parts, ignore_index=True) for parts in zip(*tables))
