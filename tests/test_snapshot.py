@@ -130,9 +130,14 @@ def test_diverged_checkpoint_gives_nan_total_of_the_same_shape(tmp_path):
     env, units, psi, total = snapshot_checkpoint(
         checkpoint=tmp_path / "best.pt", data_dir=tmp_path / "data", lags=[1, 2], order=1, windows=0,
         directions=2, batch_size=8, keep_directions=False, keys=keys)
-    assert list(total.columns) == ["model", "optimizer", "seed", "epoch", "sequence", "S"]
+    assert list(total.columns) == ["model", "optimizer", "seed", "epoch", "transport", "sequence", "S"]
     assert total["sequence"].tolist() == list(range(5)) and total["S"].isna().all()
     assert len(psi) == 2 * 5 and psi["psi"].isna().all()
+    for transport, extra in (("diagonal", "f_gates"), ("exact", "f_norm")):
+        env_t = snapshot_checkpoint(
+            checkpoint=tmp_path / "best.pt", data_dir=tmp_path / "data", lags=[1, 2], order=1, windows=0,
+            directions=2, batch_size=8, keep_directions=False, keys=keys, transport=transport)[0]
+        assert set(env_t["transport"]) == {transport} and env_t[[extra, "f_diagonal"]].isna().all().all()
     io.write_table(total, tmp_path / "total.parquet", "total")
     back = io.read_table(tmp_path / "total.parquet", "total")
     assert back["sequence"].dtype == np.int64 and back["S"].isna().all()

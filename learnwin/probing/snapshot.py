@@ -152,19 +152,20 @@ def snapshot_checkpoint(
     keep_directions: bool,
     keys: dict,
     device: str = "cpu",
-    transport: str | Sequence[str] = TRANSPORTS,
+    transport: str = "diagonal",
     exact_sequences: int = 64,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Envelope, units, psi and total tables of one checkpoint on the diag split, with run keys.
 
-    ``transport``: one or both of diagonal and exact (docs/method.md §4b), each table's rows
-    tagged by a ``transport`` column (:func:`probe`).
+    ``transport`` (docs/method.md §4b): the rows of that transport, tagged by a ``transport``
+    column; under exact one probe computes both transports (shared forward pass) and the envelope
+    keeps the diagonal path's columns next to f, f_diag_entries and f_norm (:func:`_one_transport`).
     """
     state = io.load_checkpoint(checkpoint, map_location=device)
     x_all, y_all = load_split(data_dir, "diag")
     if state.get("diverged"):  # a tombstone of a diverged run: NaN tables, same shape
-        return _with_keys(_nan_tables(lags, state["model_config"]["hidden"], x_all.shape[0],
-                                      transports_of(transport)), keys)
+        return _with_keys(_one_transport(_nan_tables(lags, state["model_config"]["hidden"], x_all.shape[0],
+                                                     TRANSPORTS), transport), keys)
     model = build_model(state["cell"], **state["model_config"]).to(device)
     model.load_state_dict(state["model"])
     model.eval()
@@ -183,10 +184,31 @@ def snapshot_checkpoint(
             yield x, y, y_hat
 
     lr, w_out = state["hparams"]["lr"], model.W_out.detach()
-    tables = probe(cell, w_out, batches(), lags, lr=lr, rates=rates, order=order, windows=windows,
-                   directions=cell_dirs, keep_directions=keep_directions, transport=transport,
-                   exact_sequences=exact_sequences)
-    return _with_keys(tables, keys)
+    env, units, psi, total = probe(cell, w_out, batches(), lags, lr=lr, rates=rates, order=order,
+                                   windows=windows, directions=cell_dirs, keep_directions=keep_directions,
+                                   transport=TRANSPORTS if transport == "exact" else transport,
+                                   exact_sequences=exact_sequences)
+    return _with_keys(_one_transport((env, units, psi, total), transport), keys)
+
+
+def _one_transport(tables, transport: str):
+    """The rows of ``transport``; under exact the envelope also carries the diagonal path's columns
+    (f_diagonal = its f, and f_gates, f_order0/1, lambda_mean/std; ratio = f / f_gates)."""
+    env, units, psi, total = (df[df["transport"] == transport].reset_index(drop=True) for df in tables)
+    diag = tables[0][tables[0]["transport"] == "diagonal"].set_index("lag")
+    gate_cols = ["f_gates", "f_order0", "f_order1", "ratio", "lambda_mean", "lambda_std"]
+    if transport == "exact":
+        env = env[["transport", "lag", "f", "f_geo", "f_diag_entries", "f_norm"]].copy()
+        lag = env["lag"].to_numpy()
+        env["f_diagonal"] = diag.loc[lag, "f"].to_numpy()
+        for col in ("f_gates", "f_order0", "f_order1", "lambda_mean", "lambda_std"):
+            env[col] = diag.loc[lag, col].to_numpy()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            env["ratio"] = np.where(env["f_gates"] > 0, env["f"] / env["f_gates"], np.nan)
+    else:
+        env = env[["transport", "lag", "f", "f_geo", *gate_cols]].copy()
+        env["f_diagonal"] = env["f"]
+    return env, units, psi, total
 
 
 def _with_keys(tables, keys: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -207,7 +229,7 @@ def _nan_tables(lags: Sequence[int], hidden: int, n_seq: int, names: tuple[str, 
         if name == "diagonal":
             env, units = EnvelopeAccumulator(lags, hidden, lr=1.0).tables(order=1)
         else:
-            env, units = ExactAccumulator(lags, 2, hidden, windows=0).tables()
+            env, units = ExactAccumulator(lags, max(lags) + 1, hidden, windows=0).tables()
         env[env.columns.drop("lag")] = np.nan
         units[["mu_abs", "tau"]] = np.nan
         psi = psi_frame(np.full((n_seq, len(lags)), np.nan), lags, 0)
