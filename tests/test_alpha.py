@@ -144,3 +144,22 @@ def test_fit_lags_seed_from_the_run_seed_as_the_workflow(tmp_path):
     assert not np.allclose(other["alpha_mcc_lo"], lib["alpha_mcc_lo"])
     with pytest.raises(ValueError, match="run seeds"):
         A.fit_lags(pd.concat([psi, psi.assign(seed=2)]), **cfg)
+
+
+def test_fit_lags_keeps_transports_apart():
+    """psi of two transports, Gaussian under one and alpha = 1.3 under the other: one row per
+    (transport, lag), each the fit of that transport's rows alone (same seeds), near its own alpha."""
+    rng = np.random.default_rng(8)
+    lags = (4, 8)
+    gauss = psi_table(rng, lags=lags, n=3000).assign(psi=lambda d: rng.normal(0.1, 1.0, len(d)))
+    heavy = psi_table(rng, lags=lags, n=3000)
+    heavy["psi"] = 0.1 + sas(1.3, len(heavy), rng)
+    psi = pd.concat([heavy.assign(transport="exact"), gauss.assign(transport="diagonal")], ignore_index=True)
+    cfg = ALPHA | {"bootstrap": 50}
+    out = A.fit_lags(psi, **cfg, seed=3)
+    assert list(zip(out["transport"], out["lag"])) == [("diagonal", 4), ("diagonal", 8), ("exact", 4), ("exact", 8)]
+    for name, part in (("diagonal", gauss), ("exact", heavy)):
+        alone = A.fit_lags(part.assign(transport=name), **cfg, seed=3)
+        pd.testing.assert_frame_equal(out[out["transport"] == name].reset_index(drop=True), alone)
+    got = out.set_index(["transport", "lag"])["alpha"]
+    assert (got.loc["diagonal"] > 1.9).all() and (abs(got.loc["exact"] - 1.3) < 0.1).all()

@@ -139,3 +139,39 @@ def test_fit_envelopes_default_seed_is_the_workflows(tmp_path):
     assert pq.read_table(tmp_path / "adapter.parquet").equals(pq.read_table(tmp_path / "library.parquet"))
     pd.testing.assert_frame_equal(lib, D.fit_envelopes(env, **cfg, seed=8000))
     assert not np.allclose(D.fit_envelopes(env, **cfg, seed=1)["scale_lo"], lib["scale_lo"], equal_nan=True)
+
+
+def test_fit_envelopes_per_transport_and_functional():
+    """Diagonal rows decay exponentially, the exact signal and diagonal entries as power laws and the
+    exact norm exponentially with another length: each (transport, functional) gets its own fit,
+    equal to fitting that column alone, and primary() picks gamma and signal."""
+    rng = np.random.default_rng(9)
+
+    def noisy(f):
+        return f * np.exp(0.03 * rng.standard_normal(LAG.size))
+
+    rows = []
+    for s in (2, 12):
+        base = pd.DataFrame({"lag": LAG.astype(np.int64), "seed": s})
+        rows.append(base.assign(transport="diagonal", f=noisy(TRUE["exp"](LAG)), f_diag_entries=np.nan,
+                                f_norm=np.nan))
+        rows.append(base.assign(transport="exact", f=noisy(TRUE["power"](LAG)),
+                                f_diag_entries=noisy(TRUE["power"](LAG)), f_norm=noisy(np.exp(-LAG / 30.0))))
+    env = pd.concat(rows, ignore_index=True).assign(model="gru", optimizer="adamw", epoch="best")
+    cfg = dict(min_points=8, trim=0, bootstrap=20, block=5, seed=7)
+    out = D.fit_envelopes(env, **cfg)
+    assert list(out.columns[:6]) == ["model", "optimizer", "epoch", "transport", "functional", "scope"]
+    sel = out[out["selected"] & (out["scope"] == "mean")].set_index(["transport", "functional"])
+    assert sorted(sel.index) == [("diagonal", "gamma"), ("exact", "diag_entries"), ("exact", "norm"),
+                                 ("exact", "signal")]
+    assert sel.loc[("diagonal", "gamma"), "law"] == "exp" and sel.loc[("exact", "norm"), "law"] == "exp"
+    assert sel.loc[("diagonal", "gamma"), "scale"] == pytest.approx(12, rel=0.1)
+    assert sel.loc[("exact", "norm"), "scale"] == pytest.approx(30, rel=0.1)
+    assert sel.loc[("exact", "signal"), "law"] == "power" == sel.loc[("exact", "diag_entries"), "law"]
+    alone = D.fit_envelopes(env[env["transport"] == "exact"].drop(columns=["transport", "f"])
+                            .rename(columns={"f_norm": "f"}), **cfg)
+    got = out[(out["transport"] == "exact") & (out["functional"] == "norm")]
+    pd.testing.assert_frame_equal(got.drop(columns=["transport", "functional"]).reset_index(drop=True),
+                                  alone.drop(columns=["transport", "functional"]))
+    prim = D.primary(out)
+    assert set(zip(prim["transport"], prim["functional"])) == {("diagonal", "gamma"), ("exact", "signal")}

@@ -7,6 +7,7 @@ mu_{t,l} = lr (1 - s)^l exactly.
 """
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -141,3 +142,32 @@ def test_diverged_checkpoint_gives_nan_total_of_the_same_shape(tmp_path):
     io.write_table(total, tmp_path / "total.parquet", "total")
     back = io.read_table(tmp_path / "total.parquet", "total")
     assert back["sequence"].dtype == np.int64 and back["S"].isna().all()
+
+
+def test_transport_list_keeps_each_transports_rows_as_computed_alone(tmp_path):
+    """snapshot.transport [diagonal, exact]: the stacked tables hold, row for row, what each
+    transport gives alone (the diagonal rows unchanged by adding the exact one), and the two differ."""
+    task = dict(T=12, D=2, lags=[2], coefs=[0.5], noise_std=0.1, n_train=4, n_val=4, n_diag=6)
+    write_splits(1, task, tmp_path / "data")
+    torch.manual_seed(0)
+    model = build_model("gru", 2, 3)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn(p.shape))
+    io.save_checkpoint({"cell": "gru", "model_config": {"input_size": 2, "hidden": 3},
+                        "model": model.state_dict(), "optimizer_name": "sgd", "optimizer": {},
+                        "hparams": {"lr": 0.1}}, tmp_path / "best.pt")
+    kw = dict(checkpoint=tmp_path / "best.pt", data_dir=tmp_path / "data", lags=[1, 2, 4], order=1,
+              windows=0, directions=2, batch_size=4, keep_directions=False,
+              keys=dict(model="gru", optimizer="sgd", seed=1, epoch="best"), exact_sequences=6)
+    both = snapshot_checkpoint(**kw, transport=["exact", "diagonal"])
+    for name in ("diagonal", "exact"):
+        alone = snapshot_checkpoint(**kw, transport=name)
+        for got, ref in zip(both, alone):
+            rows = got[got["transport"] == name].reset_index(drop=True)
+            pd.testing.assert_frame_equal(rows[ref.columns], ref)
+    env = both[0].set_index(["transport", "lag"])
+    assert env.loc["diagonal", ["f_diag_entries", "f_norm"]].isna().all().all()
+    assert not np.allclose(env.loc["exact", "f"], env.loc["diagonal", "f"])
+    with pytest.raises(ValueError, match="snapshot.transport"):
+        snapshot_checkpoint(**kw, transport=["exact", "lyapunov"])

@@ -102,7 +102,7 @@ def test_reading_states_class_and_largest_window(tables):
     per_lag, pooled = rows.loc["per_lag"], rows.loc["pooled"]
     assert (f"const per_lag {per_lag['mean']:.3g} ± {per_lag['std']:.3g} (predicted "
             f"{per_lag['predicted']:.3g}), pooled {pooled['mean']:.3g}") in text
-    assert text.count("**adamw.**") == 1 and text.count("**sgd.**") == 1
+    assert text.count("**adamw, diagonal transport.**") == 1 and text.count("**sgd, diagonal transport.**") == 1
 
 
 def test_write_outputs(table, tmp_path):
@@ -180,3 +180,34 @@ def test_val_r2_is_that_of_the_analysed_checkpoint(tables):
     assert row["val_r2"] == pytest.approx(before_last)
     assert row["val_r2_final"] == pytest.approx(S.final_val_r2(int(first["seed"])))
     assert row["val_r2"] != pytest.approx(row["val_r2_final"])
+
+
+def test_two_transports_give_a_row_each_with_their_own_values(tables):
+    """alpha, decay, H_N and master of an exact transport next to the diagonal one (another decay
+    scale, alpha and H_N): one row per run and transport, each carrying its own transport's values,
+    val R² shared; the decay class is the exact transport's primary functional (signal), not norm."""
+    def exact(df, **changes):
+        return pd.concat([df.assign(transport="diagonal"), df.assign(transport="exact", **changes)],
+                         ignore_index=True)
+
+    decay = tables["decay"].assign(functional="gamma")
+    decay = pd.concat([decay.assign(transport="diagonal"),
+                       decay.assign(transport="exact", functional="signal", scale=2 * decay["scale"]),
+                       decay.assign(transport="exact", functional="norm", scale=-1.0)], ignore_index=True)
+    alpha = exact(tables["alpha"], alpha=np.minimum(tables["alpha"]["alpha"], 1.9) - 0.1)
+    H_N = exact(tables["H_N"], H_N=tables["H_N"]["H_N"] + 1)
+    two = summary.build_summary(tables["curve"], alpha, decay, H_N, epoch="best",
+                                master=exact(tables["master"], slope=7.0), exponents=tables["exponents"])
+    one = summary.build_summary(tables["curve"], tables["alpha"], tables["decay"], tables["H_N"], epoch="best",
+                                master=tables["master"], exponents=tables["exponents"])
+    assert len(two) == 2 * len(one) and list(two.columns[:5]) == [*summary.KEYS, "transport", "epoch"]
+    d, e = (two[two["transport"] == t].reset_index(drop=True) for t in ("diagonal", "exact"))
+    pd.testing.assert_frame_equal(d[one.columns], one)
+    np.testing.assert_allclose(e["decay_scale"], 2 * d["decay_scale"])
+    h = [c for c in one.columns if c.startswith("H_N_")]
+    assert (e[h].to_numpy() == d[h].to_numpy() + 1).all() and (e["slope_per_lag"] == 7.0).all()
+    assert not np.allclose(e["alpha_median"], d["alpha_median"], equal_nan=True)
+    np.testing.assert_array_equal(e["val_r2"], d["val_r2"])
+    text = summary.reading(decay, exact(tables["H_N_agg"]), epoch="best", models=S.MODELS,
+                           optimizers=S.OPTIMIZERS)
+    assert text.count("**adamw, exact transport.**") == 1 and text.count("**adamw, diagonal transport.**") == 1

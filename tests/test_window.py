@@ -106,7 +106,7 @@ def test_aggregate_and_round_trip(tmp_path):
     h_all, agg, m_all, e_all = W.aggregate(*([fr[i] for fr in frames] for i in (1, 0, 2, 3)), [decay_rows(tau)],
                                            eps=EPS, N_grid=N_GRID)
     assert len(h_all) == 2 * len(N_GRID) and len(m_all) == 2 and len(agg) == len(N_GRID) and len(e_all) == 2
-    assert list(agg.columns[:5]) == ["model", "optimizer", "epoch", "noise", "N"]
+    assert list(agg.columns[:6]) == ["model", "optimizer", "epoch", "transport", "noise", "N"]
     assert (agg["n_seeds"] == 2).all() and (agg["law"] == "exp").all()
     both = h_all.pivot(index="N", columns="seed", values="H_N")
     np.testing.assert_allclose(agg["mean"], both.mean(axis=1).to_numpy())
@@ -119,6 +119,39 @@ def test_aggregate_and_round_trip(tmp_path):
     np.testing.assert_allclose(agg["predicted"], expected, rtol=1e-5)
     write_table(agg, tmp_path / "agg.parquet", "H_N")
     assert read_table(tmp_path / "agg.parquet", "H_N")["law"].tolist() == ["exp"] * len(N_GRID)
+
+
+def test_window_and_aggregate_keep_transports_apart():
+    """Two transports in one snapshot (envelope tau 10 under diagonal, 20 under exact, another
+    sigma): each transport's window, H_N, master and exponents rows are those of its tables alone
+    (same seeds), the aggregate predicts each from its own primary decay fit (the exact norm's fit,
+    tau 5, is not used) and the H_N differ."""
+    lags = np.arange(4, 65, 4)
+    c, alpha = 3.0, 1.6
+    tabs = {}
+    for name, tau, sigma in (("diagonal", 10.0, 0.5), ("exact", 20.0, 0.3)):
+        f = np.exp(-lags / tau)
+        tabs[name] = [df.assign(transport=name) for df in snapshot(lags, c * f, sigma, alpha, f)]
+    stacked = [pd.concat([tabs["exact"][i], tabs["diagonal"][i]], ignore_index=True) for i in range(3)]
+    got = W.window_table(*stacked, eps=EPS, N_grid=N_GRID, **PER_LAG)
+    for name in ("exact", "diagonal"):
+        alone = W.window_table(*tabs[name], eps=EPS, N_grid=N_GRID, **PER_LAG)
+        for g, a in zip(got, alone):
+            assert list(g.columns) == list(a.columns) and list(g.columns).index("transport") == 4
+            pd.testing.assert_frame_equal(g[g["transport"] == name].reset_index(drop=True), a)
+    h = got[1].pivot(index="N", columns="transport", values="H_N")
+    assert (h["exact"] >= h["diagonal"]).all() and (h["exact"] > h["diagonal"]).any()
+    decay = pd.concat([decay_rows(10.0).assign(transport="diagonal", functional="gamma"),
+                       decay_rows(20.0).assign(transport="exact", functional="signal"),
+                       decay_rows(5.0).assign(transport="exact", functional="norm")], ignore_index=True)
+    _, agg, master, _ = W.aggregate([got[1]], [got[0]], [got[2]], [got[3]], [decay], eps=EPS, N_grid=N_GRID)
+    assert sorted(master["transport"]) == ["diagonal", "exact"]
+    for name, tau, sigma in (("diagonal", 10.0, 0.5), ("exact", 20.0, 0.3)):
+        rows = agg[agg["transport"] == name]
+        theta = EPS * sigma / c * np.array(N_GRID, float) ** -(1 - 1 / alpha)
+        expected = np.where(theta >= np.exp(-4 / tau), 0.0, tau * -np.log(theta))
+        np.testing.assert_allclose(rows["predicted"], expected, rtol=1e-5)
+        np.testing.assert_array_equal(rows["mean"], h[name].to_numpy())
 
 
 def test_master_law_regression_matches_scipy_linregress():

@@ -7,7 +7,7 @@ the Snakefile is parsed, so a bad config fails before any job starts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,20 @@ def coerce_strings(config: dict, schema: str | Path) -> None:
     for key in list(config):
         if key in props:
             config[key] = _coerce(config[key], props[key])
+
+
+#: The transports of docs/method.md §4 (diagonal) and §4b (exact), in the order tables list them.
+TRANSPORTS = ("diagonal", "exact")
+
+
+def transports_of(transport: str | Sequence[str]) -> tuple[str, ...]:
+    """The transports to compute, in :data:`TRANSPORTS` order, from ``snapshot.transport``:
+    ``diagonal``, ``exact`` or a list of them (docs/method.md §4b)."""
+    names = (transport,) if isinstance(transport, str) else tuple(transport)
+    bad = [n for n in names if n not in TRANSPORTS]
+    if not names or bad:
+        raise ValueError(f"snapshot.transport = {transport!r}; allowed: {', '.join(TRANSPORTS)} or a list of them")
+    return tuple(n for n in TRANSPORTS if n in names)
 
 
 def lag_grid(snapshot: Mapping) -> list[int]:

@@ -54,7 +54,6 @@ from torch import Tensor
 from learnwin.probing.envelope import receiving_times, unit_timescales
 
 _TINY = 1e-300
-TRANSPORTS = ("diagonal", "exact")
 
 
 def state_blocks(cell: torch.nn.Module) -> int:

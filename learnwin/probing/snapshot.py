@@ -30,16 +30,8 @@ from learnwin.probing.envelope import (
     receiving_times,
     take_times,
 )
-from learnwin.probing.exact_transport import TRANSPORTS, ExactAccumulator, add_batch, full_state
-
-
-def transports_of(transport: str | Sequence[str]) -> tuple[str, ...]:
-    """The transports to compute: ``diagonal``, ``exact`` or a list of them (docs/method.md §4b)."""
-    names = (transport,) if isinstance(transport, str) else tuple(transport)
-    bad = [n for n in names if n not in TRANSPORTS]
-    if not names or bad:
-        raise ValueError(f"snapshot.transport = {transport!r}; allowed: {', '.join(TRANSPORTS)} or a list of them")
-    return tuple(n for n in TRANSPORTS if n in names)
+from learnwin.infra.config import TRANSPORTS, transports_of
+from learnwin.probing.exact_transport import ExactAccumulator, add_batch, full_state
 
 
 def probe(
@@ -152,20 +144,22 @@ def snapshot_checkpoint(
     keep_directions: bool,
     keys: dict,
     device: str = "cpu",
-    transport: str = "diagonal",
+    transport: str | Sequence[str] = "diagonal",
     exact_sequences: int = 64,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Envelope, units, psi and total tables of one checkpoint on the diag split, with run keys.
 
-    ``transport`` (docs/method.md §4b): the rows of that transport, tagged by a ``transport``
-    column; under exact one probe computes both transports (shared forward pass) and the envelope
-    keeps the diagonal path's columns next to f, f_diag_entries and f_norm (:func:`_one_transport`).
+    ``transport`` (docs/method.md §4b): ``diagonal``, ``exact`` or a list of them; every table holds
+    the rows of each listed transport, tagged by a ``transport`` column. With exact, one probe
+    computes both transports (shared forward pass) and the exact rows of the envelope keep the
+    diagonal path's columns next to f, f_diag_entries and f_norm (:func:`_one_transport`).
     """
+    names = transports_of(transport)
     state = io.load_checkpoint(checkpoint, map_location=device)
     x_all, y_all = load_split(data_dir, "diag")
     if state.get("diverged"):  # a tombstone of a diverged run: NaN tables, same shape
-        return _with_keys(_one_transport(_nan_tables(lags, state["model_config"]["hidden"], x_all.shape[0],
-                                                     TRANSPORTS), transport), keys)
+        return _with_keys(_listed(_nan_tables(lags, state["model_config"]["hidden"], x_all.shape[0],
+                                              TRANSPORTS), names), keys)
     model = build_model(state["cell"], **state["model_config"]).to(device)
     model.load_state_dict(state["model"])
     model.eval()
@@ -186,9 +180,16 @@ def snapshot_checkpoint(
     lr, w_out = state["hparams"]["lr"], model.W_out.detach()
     env, units, psi, total = probe(cell, w_out, batches(), lags, lr=lr, rates=rates, order=order,
                                    windows=windows, directions=cell_dirs, keep_directions=keep_directions,
-                                   transport=TRANSPORTS if transport == "exact" else transport,
+                                   transport=TRANSPORTS if "exact" in names else names,
                                    exact_sequences=exact_sequences)
-    return _with_keys(_one_transport((env, units, psi, total), transport), keys)
+    return _with_keys(_listed((env, units, psi, total), names), keys)
+
+
+def _listed(tables, names: tuple[str, ...]):
+    """The rows of every transport in ``names`` (:func:`_one_transport` each), stacked; in the
+    envelope the diagonal rows have NaN f_diag_entries and f_norm (the exact path's functionals)."""
+    parts = [_one_transport(tables, name) for name in names]
+    return tuple(pd.concat(p, ignore_index=True) for p in zip(*parts))
 
 
 def _one_transport(tables, transport: str):

@@ -38,7 +38,7 @@ Choices where the spec is silent:
 * Seeds: ``fit_lags`` derives its bootstrap seed from the run seed in the psi table's ``seed``
   column, run seed + ``SEED_OFFSET`` (a stream apart from the run's data, init and directions),
   and lag l's generator from (that seed, l); so a direct library call gives the workflow's numbers.
-* ``fit_lags`` fits lags one by one (each lag is its own estimation problem with its own failure
+* ``fit_lags`` fits lags (and transports, column ``transport``, docs/method.md §4b) one by one (each lag is its own estimation problem with its own failure
   modes). With a ``direction`` column, psi is first averaged over directions per (lag, sequence),
   which is the per-sequence sample docs/method.md §5 defines; nothing per direction is returned.
 """
@@ -247,7 +247,7 @@ def per_sequence(psi: pd.DataFrame) -> pd.DataFrame:
     """psi with one row per (lag, sequence): averaged over ``direction`` when that column exists."""
     if "direction" not in psi.columns:
         return psi
-    keys = [c for c in (*_RUN_KEYS, "lag", "sequence") if c in psi.columns]
+    keys = [c for c in (*_RUN_KEYS, "transport", "lag", "sequence") if c in psi.columns]
     return psi.groupby(keys, as_index=False, sort=True)["psi"].mean()
 
 
@@ -260,7 +260,8 @@ def fit_lags(
     ci_width_max: float,
     seed: int | None = None,
 ) -> pd.DataFrame:
-    """alpha.parquet rows (one per lag) from a psi table; lag l's generator is seeded by (seed, l).
+    """alpha.parquet rows (one per lag, and per transport when psi has that column) from a psi
+    table; lag l's generator is seeded by (seed, l) under every transport.
     The keywords but ``seed`` are the alpha config section (its defaults live in the schema only).
 
     ``seed`` None (the workflow's call) = the run seed of psi's ``seed`` column + SEED_OFFSET.
@@ -272,17 +273,18 @@ def fit_lags(
         seed = int(runs[0]) + SEED_OFFSET
     psi = per_sequence(psi)
     keys = {c: psi[c].iloc[0] for c in _RUN_KEYS if c in psi.columns and len(psi)}
+    by = [c for c in ("transport", "lag") if c in psi.columns]
     rows = []
-    for lag, group in psi.groupby("lag", sort=True):
+    for key, group in psi.groupby(by, sort=True):
         fit = fit_sample(
             group["psi"].to_numpy(),
             bootstrap=bootstrap,
             min_samples=min_samples,
             max_samples=max_samples,
             ci_width_max=ci_width_max,
-            seed=[int(seed), int(lag)],
+            seed=[int(seed), int(key[-1])],
         )
-        rows.append({**keys, "lag": int(lag), **asdict(fit)})
-    columns = [*keys, "lag", *AlphaFit.__dataclass_fields__]
+        rows.append({**keys, **dict(zip(by, key)), **asdict(fit)})
+    columns = [*keys, *by, *AlphaFit.__dataclass_fields__]
     out = pd.DataFrame(rows, columns=columns)
     return out.astype({"lag": "int64", "n": "int64", "reliable": bool, "agree": bool, "clipped": bool})

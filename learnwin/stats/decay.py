@@ -10,6 +10,10 @@ Candidate laws (``T`` is the transformed lag, every law is y = a + b T(l) [+ flo
 
 Choices where docs/method.md §8 says "choose":
 
+* Functionals (:data:`FUNCTIONALS`): every functional of every transport in the envelope table is
+  fitted on its own (columns ``transport`` and ``functional``); :data:`PRIMARY` names the one
+  each transport's window uses.
+
 * Fit window: lags > 0 with finite f > 0, sorted, then ``trim`` points dropped at each end; fewer
   than ``min_points`` left -> every row of that scope is flagged and not selected. Points near a
   noise floor are not dropped: the floor variants model them instead (cutting the range damages
@@ -57,6 +61,14 @@ import pandas as pd
 LAWS = ("exp", "power", "log", "tempered", "exp_floor", "power_floor", "log_floor")
 N_PARAMS = {"exp": 2, "power": 2, "log": 2, "tempered": 4}
 TEMPERED_K = (0.5, 1.0, 1.5, 2.0)
+#: The envelope functionals fitted per transport (docs/method.md §4, §4b): name -> envelope column.
+#: diagonal: ``gamma``, the first-order Gamma envelope f of §4; exact: ``signal``, the signal
+#: envelope f of §4b (readout-projected adjoint, rate-weighted), and the secondary ``diag_entries``
+#: (f_diag_entries, the diagonal entries of M) and ``norm`` (f_norm, its Frobenius norm).
+FUNCTIONALS = {"diagonal": {"gamma": "f"},
+               "exact": {"signal": "f", "diag_entries": "f_diag_entries", "norm": "f_norm"}}
+#: The functional of each transport that the window, the predicted H_N and the figures use.
+PRIMARY = {"diagonal": "gamma", "exact": "signal"}
 TEMPERED_LC = 25
 FLOOR_FRACTION = 0.5
 AMBIGUOUS_WEIGHT = 0.9
@@ -340,30 +352,48 @@ def fit_envelopes(
     block: int,
     seed: int = SEED,
 ) -> pd.DataFrame:
-    """decay.parquet for one (optimizer, model, epoch): scope "mean" (seed-averaged f) and "seed{S}".
+    """decay.parquet for one (optimizer, model, epoch): per transport and functional
+    (:data:`FUNCTIONALS`, the envelope columns present), scope "mean" (seed-averaged f) and "seed{S}".
     The keywords but ``seed`` are the decay config section (its defaults live in the schema only).
 
     The bootstrap generator of a scope is seeded by (seed, 0) for "mean" and (seed, 1 + S) for
-    run seed S, so the numbers do not depend on which seeds are present. The default ``seed`` is
-    the workflow's (``SEED``).
+    run seed S, under every transport and functional, so the numbers do not depend on which seeds,
+    transports or functionals are present. The default ``seed`` is the workflow's (``SEED``). An
+    envelope table without a ``transport`` column is the diagonal transport's.
     """
     keys = {c: envelopes[c].iloc[0] for c in ("model", "optimizer", "epoch") if c in envelopes}
-    mean = envelopes.groupby("lag", sort=True)["f"].mean()
-    scopes = [("mean", mean.index.to_numpy(), mean.to_numpy(), 0)]
-    for s, g in envelopes.groupby("seed", sort=True):
-        scopes.append((f"seed{s}", g["lag"].to_numpy(), g["f"].to_numpy(), 1 + int(s)))
+    if "transport" not in envelopes.columns:
+        envelopes = envelopes.assign(transport="diagonal")
     frames = []
-    for scope, lag, f, sid in scopes:
-        df = fit_curve(
-            lag, f, min_points=min_points, trim=trim, bootstrap=bootstrap, block=block,
-            seed=[int(seed), sid],
-        )
-        frames.append(df.assign(scope=scope))
+    for transport, env in envelopes.groupby("transport", sort=False):
+        if transport not in FUNCTIONALS:
+            raise ValueError(f"envelope: transport {transport!r}; allowed: {', '.join(FUNCTIONALS)}")
+        for functional, column in FUNCTIONALS[transport].items():
+            if column not in env.columns:
+                continue
+            mean = env.groupby("lag", sort=True)[column].mean()
+            scopes = [("mean", mean.index.to_numpy(), mean.to_numpy(), 0)]
+            for s, g in env.groupby("seed", sort=True):
+                scopes.append((f"seed{s}", g["lag"].to_numpy(), g[column].to_numpy(), 1 + int(s)))
+            for scope, lag, f, sid in scopes:
+                df = fit_curve(
+                    lag, f, min_points=min_points, trim=trim, bootstrap=bootstrap, block=block,
+                    seed=[int(seed), sid],
+                )
+                frames.append(df.assign(transport=transport, functional=functional, scope=scope))
     out = pd.concat(frames, ignore_index=True)
     for col, val in reversed(keys.items()):
         out.insert(0, col, val)
-    front = [*keys, "scope", "law"]
+    front = [*keys, "transport", "functional", "scope", "law"]
     return out[front + [c for c in out.columns if c not in front]]
+
+
+def primary(decay: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each transport's primary functional (:data:`PRIMARY`), the one the window's f
+    is (docs/method.md §4b); a table without ``transport`` is the diagonal transport's."""
+    if "transport" not in decay.columns:
+        return decay.assign(transport="diagonal")
+    return decay[decay["functional"] == decay["transport"].map(PRIMARY)]
 
 
 def predict_window(decay_row, alpha: float, sigma: float, c: float, eps: float, N_grid) -> np.ndarray:

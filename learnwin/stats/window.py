@@ -41,8 +41,12 @@ Choices where docs/method.md is silent:
   fixed alpha the stable scale is proportional to the IQR (McCulloch's sigma = IQR / (2
   q75(alpha))). Resamples whose y is not finite at every lag are dropped. Vectorised over
   resamples and lags (chunks of resamples bound the memory).
-* Aggregation: H_N over seeds per noise (mean, std with ddof = 1 so NaN for one seed, median,
-  q25, q75). The predicted H_N uses the selected decay law of scope "mean" and, per seed, the
+* Transports (docs/method.md §4b): psi, alpha, envelope and total of both transports in one
+  snapshot give each its own block of rows (column ``transport``, before ``noise``), with the same
+  bootstrap seeds; a table without the column is one diagonal snapshot.
+* Aggregation: H_N over seeds per transport and noise (mean, std with ddof = 1 so NaN for one seed, median,
+  q25, q75). The predicted H_N uses the selected decay law of scope "mean" of the transport's primary
+  functional (learnwin.stats.decay.PRIMARY: f, the functional the window's f is) and, per seed, the
   medians over reliable lags (with f > 0) of alpha, sigma and c(l) = m(l) / f(l); then the median
   over seeds (columns pred_alpha, pred_sigma, pred_c). Under pooled alpha and sigma are
   (alpha_S, sigma_S), so prediction and measurement share the noise definition. No reliable lag
@@ -58,7 +62,7 @@ import pandas as pd
 
 from learnwin.stats.alpha import fit_sample, per_sequence
 from learnwin.stats.alpha import kappa as kappa_of
-from learnwin.stats.decay import ols, predict_window
+from learnwin.stats.decay import ols, predict_window, primary
 
 RUN_KEYS = ("model", "optimizer", "seed", "epoch")
 AGG_KEYS = ["model", "optimizer", "epoch"]
@@ -224,12 +228,14 @@ def window_table(
     seed: int | None = None,
     alpha_fit: Mapping | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """window, H_N, master and exponents rows of one snapshot, one block per noise definition
-    (docs/method.md §7, §7b). ``eps``, ``N_grid``, ``noise`` and ``bootstrap`` are the window config
-    section. ``total`` (total.parquet) and ``alpha_fit`` (the alpha config section, keywords of
+    """window, H_N, master and exponents rows of one snapshot, one block per transport (when the
+    tables have a ``transport`` column, docs/method.md §4b) and noise definition (docs/method.md §7,
+    §7b). ``eps``, ``N_grid``, ``noise`` and ``bootstrap`` are the window config section. ``total``
+    (total.parquet) and ``alpha_fit`` (the alpha config section, keywords of
     :func:`learnwin.stats.alpha.fit_sample`, for the S fit) are needed for ``pooled``. The sequence
-    bootstrap draws from ``default_rng([seed, 0])``, the S fit is seeded [seed, 1]; ``seed`` None
-    (the workflow's call) = the run seed of psi's ``seed`` column + :data:`SEED_OFFSET`."""
+    bootstrap draws from ``default_rng([seed, 0])``, the S fit is seeded [seed, 1], under every
+    transport; ``seed`` None (the workflow's call) = the run seed of psi's ``seed`` column +
+    :data:`SEED_OFFSET`."""
     bad = sorted(set(noise) - set(NOISES))
     if bad or not len(noise):
         raise ValueError(f"window.noise = {list(noise)}: allowed values {list(NOISES)}, at least one")
@@ -237,6 +243,25 @@ def window_table(
         raise ValueError("window.noise has 'pooled' but no total.parquet (S_n) or no alpha section was given")
     if seed is None:
         seed = run_seed(psi)
+    kw = dict(eps=eps, N_grid=N_grid, noise=noise, bootstrap=bootstrap, seed=seed, alpha_fit=alpha_fit)
+    if "transport" not in psi.columns:
+        return _window_one(psi, alpha, envelope, total, **kw)
+    blocks = []
+    for name in pd.unique(psi["transport"]):
+        tables = [None if t is None else t[t["transport"] == name].drop(columns="transport")
+                  for t in (psi, alpha, envelope, total)]
+        blocks.append([_with_transport(df, name) for df in _window_one(*tables, **kw)])
+    return tuple(pd.concat(parts, ignore_index=True) for parts in zip(*blocks))
+
+
+def _with_transport(df: pd.DataFrame, name: str) -> pd.DataFrame:
+    """``df`` with a ``transport`` column just before ``noise``."""
+    df.insert(df.columns.get_loc("noise"), "transport", name)
+    return df
+
+
+def _window_one(psi, alpha, envelope, total, *, eps, N_grid, noise, bootstrap, seed, alpha_fit):
+    """:func:`window_table` of one transport's rows."""
     psi = per_sequence(psi)
     keys = {c: psi[c].iloc[0] for c in RUN_KEYS if c in psi.columns and len(psi)}
     wide = psi.pivot(index="lag", columns="sequence", values="psi").sort_index()
@@ -309,35 +334,41 @@ def window_table(
 
 
 def predicted_inputs(window: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, optimizer, epoch, noise): medians over seeds of the per-seed medians over
+    """Per (model, optimizer, epoch, transport, noise): medians over seeds of the per-seed medians over
     reliable lags of alpha, sigma and c = m / f (the inputs of the predicted H_N)."""
-    lags = window.drop_duplicates([*RUN_KEYS, "noise", "lag"])
+    window = with_transport(window)
+    lags = window.drop_duplicates([*RUN_KEYS, "transport", "noise", "lag"])
     lags = lags[lags["reliable"] & (lags["f"] > 0)].assign(c=lambda d: d["m"] / d["f"])
-    per_seed = lags.groupby([*AGG_KEYS, "noise", "seed"])[["alpha", "sigma", "c"]].median()
-    return per_seed.groupby([*AGG_KEYS, "noise"]).median().add_prefix("pred_").reset_index()
+    per_seed = lags.groupby([*AGG_KEYS, "transport", "noise", "seed"])[["alpha", "sigma", "c"]].median()
+    return per_seed.groupby([*AGG_KEYS, "transport", "noise"]).median().add_prefix("pred_").reset_index()
+
+
+def with_transport(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with a ``transport`` column (``diagonal`` for a table of one diagonal snapshot)."""
+    return table if "transport" in table.columns else table.assign(transport="diagonal")
 
 
 def aggregate(
     h_n_frames, window_frames, master_frames, exponent_frames, decay_frames, *, eps: float, N_grid
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The aggregated H_N, H_N_agg, master and exponents tables (docs/artifacts.md) from the
-    per-snapshot and decay tables, per noise definition.
+    per-snapshot and decay tables, per transport and noise definition.
 
     Snapshots whose envelope is NaN at every lag (a diverged run's tombstones) are left out.
     """
-    windows = pd.concat(list(window_frames), ignore_index=True)
+    windows = with_transport(pd.concat(list(window_frames), ignore_index=True))
     finite = np.isfinite(windows["f"].astype(float))
     alive = windows.loc[finite, list(RUN_KEYS)].drop_duplicates()
-    h_n = pd.concat(list(h_n_frames), ignore_index=True).merge(alive, on=list(RUN_KEYS))
-    group = [*AGG_KEYS, "noise"]
+    h_n = with_transport(pd.concat(list(h_n_frames), ignore_index=True)).merge(alive, on=list(RUN_KEYS))
+    group = [*AGG_KEYS, "transport", "noise"]
     grouped = h_n.groupby([*group, "N"])["H_N"]
     agg = grouped.agg(n_seeds="count", mean="mean", std="std", median="median").reset_index()
     agg["q25"] = grouped.quantile(0.25).to_numpy()
     agg["q75"] = grouped.quantile(0.75).to_numpy()
     agg = agg.astype({"n_seeds": "int64"})
     inputs = predicted_inputs(windows).set_index(group)
-    decay = pd.concat(list(decay_frames), ignore_index=True)
-    chosen = decay[(decay["scope"] == "mean") & decay["selected"]].set_index(AGG_KEYS)
+    decay = primary(pd.concat(list(decay_frames), ignore_index=True))
+    chosen = decay[(decay["scope"] == "mean") & decay["selected"]].set_index([*AGG_KEYS, "transport"])
     pred = []
     for key, block in agg.groupby(group, sort=False):
         row_in = inputs.reindex([key])
