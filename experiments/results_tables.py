@@ -147,10 +147,10 @@ def transport_table(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFra
 
 
 def claims_at_a_glance(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per (claim, check, optimizer, noise, transport), one column per model: "k/n" seeds
+    """One row per (claim, check, optimizer, noise, transport, functional), one column per model: "k/n" seeds
     that agree with the expectation, marked ✓ where the row holds (k > n/2)."""
     cell = table["k"].astype(str) + "/" + table["n"].astype(str) + np.where(table["holds"], " ✓", "")
-    wide = table.assign(cell=cell).pivot_table(index=["claim", "check", "optimizer", "noise", "transport"],
+    wide = table.assign(cell=cell).pivot_table(index=["claim", "check", "optimizer", "noise", "transport", "functional"],
                                                columns="model", values="cell", aggfunc="first", sort=False)
     models = [m for m in EXPECTED_CLASS if m in wide.columns]
     return wide[models].reset_index()

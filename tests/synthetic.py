@@ -179,6 +179,8 @@ def _decay(opt: str, model: str, epoch: str) -> pd.DataFrame:
                     model=model,
                     optimizer=opt,
                     epoch=epoch,
+                    transport="diagonal",
+                    functional="gamma",
                     scope=scope,
                     law=law,
                     n_params=2,

@@ -33,7 +33,8 @@ N_GRID = 2 ** np.arange(4, 17)
 VAL_R2 = {"adamw": 0.5, "sgd": 0.2}
 SPREAD = {("adamw", "gru"): 2.0, ("sgd", "gru"): 1.1, ("adamw", "const"): 1.1, ("sgd", "const"): 2.0}
 SGD_TAU = {"const": 2.0, "gru": 0.5}
-TRANSPORT = "diagonal"  # the snapshot.transport the claims table records
+TRANSPORT = "diagonal"  # the transport of the run's tables (they carry no transport column)
+FUNCTIONAL = "gamma"  # its envelope functional (learnwin.stats.decay.PRIMARY)
 
 
 def seed_scale(seed: int) -> float:
@@ -116,7 +117,8 @@ def write_claims(results: Path, spec: dict, transport: str = TRANSPORT) -> pd.Da
     """claims.parquet, findings.md and claims.html of the run in ``results``, as the claims rule
     writes them (workflow/scripts/write_claims.py); returns the verdict table."""
     files = claims.inputs(results, spec["models"], spec["optimizers"], spec["seeds"], "best")
-    table = claims.claim_table(files, "best", transport)
+    table = claims.claim_table(files, "best")
+    table["transport"] = transport  # another label: a stored table that differs from what the run's tables give
     io.write_table(table, layout.under(results, layout.CLAIMS["parquet"]), "claims")
     findings.write(table, findings=layout.under(results, layout.CLAIMS["findings"]),
                    html_path=layout.under(results, layout.CLAIMS["html"]))
@@ -143,4 +145,4 @@ def expected_claims() -> pd.DataFrame:
              ("c", "log tau_q IQR", "gru", "adamw vs sgd", "-", "adamw broader", 2, 2, True),
              ("c", "tau_env", "gru", "adamw vs sgd", "-", "adamw slower", 2, 2, True)]
     return pd.DataFrame(rows, columns=["claim", "check", "model", "optimizer", "noise", "verdict", "k", "n",
-                                       "holds"]).assign(transport=TRANSPORT)
+                                       "holds"]).assign(transport=TRANSPORT, functional=FUNCTIONAL)

@@ -20,7 +20,7 @@ from learnwin.stats.claims import (
     to_markdown,
     verdicts,
 )
-from learnwin.stats.decay import fit_envelopes
+from learnwin.stats.decay import PRIMARY, fit_envelopes
 
 LAGS = np.arange(2, 62, 2, dtype=float)
 N = 2.0 ** np.arange(4, 17)  # the default N grid, 16 .. 65536
@@ -41,14 +41,16 @@ def _decay(curve: str, model: str = "gru", seeds=(1, 2, 3)) -> pd.DataFrame:
 
 
 def _verdicts(a=None, b=None, c=None, d=None, transport="diagonal"):
-    """verdicts() of the given per-seed tables (empty where not given)."""
+    """verdicts() of the given per-seed tables (empty where not given), measured under ``transport``
+    and its primary functional unless the tables say otherwise."""
     empty = dict(a=["model", "optimizer", "seed", "w_power", "w_tempered", "w_exp", "law", "class"],
                  b=["model", "optimizer", "seed", "noise", "growth", "censored", "c_power"],
                  c=["model", "optimizer", "seed", "log_tau_iqr", "tau_env", "val_r2"],
                  d=["model", "optimizer", "seed", "noise", "slope", "slope_lo", "slope_hi"])
     given = dict(a=a, b=b, c=c, d=d)
-    return verdicts({k: given[k] if given[k] is not None else pd.DataFrame(columns=cols)
-                     for k, cols in empty.items()}, transport)
+    scope = dict(transport=transport, functional=PRIMARY[transport])
+    return verdicts({k: (given[k] if given[k] is not None else pd.DataFrame(columns=cols)).pipe(
+        lambda t: t.assign(**{c: v for c, v in scope.items() if c not in t.columns})) for k, cols in empty.items()})
 
 
 def test_envelope_class_from_real_akaike_weights():
@@ -166,32 +168,32 @@ def test_master_ci_covers_one_per_noise():
     assert v.loc["pooled", "holds"] and v.loc["pooled", "estimate"] == pytest.approx(1.025)
     assert "1.00 [0.90, 1.10]" in v.loc["pooled", "detail"]
     md = to_markdown(_verdicts(d=d))
-    assert "| d | master slope CI | diag | sgd | pooled | diagonal | covers 1 | covers 1 | 2/2 | yes |" in md
+    assert "| d | master slope CI | diag | sgd | pooled | diagonal | gamma | covers 1 | covers 1 | 2/2 | yes |" in md
 
 
 def test_claim_table_on_synthetic_artifacts(tmp_path):
     """The claims rule's library function on a run built so that each verdict is known, both
     ways (tests/synthetic_claims.py): every row, its k and n, and the per-seed lists."""
-    from synthetic_claims import TRANSPORT, expected_claims, write_claim_run
+    from synthetic_claims import FUNCTIONAL, TRANSPORT, expected_claims, write_claim_run
 
     spec = write_claim_run(tmp_path)
     results = tmp_path / "results"
     files = inputs(results, spec["models"], spec["optimizers"], spec["seeds"], "best")
     assert all(Path(p).is_file() for paths in files.values() for p in paths)
-    table = claim_table(files, "best", TRANSPORT)
+    table = claim_table(files, "best")
     got = table.set_index(KEY)[["verdict", "k", "n", "holds"]]
     want = expected_claims().set_index(got.index.names)[got.columns]
     pd.testing.assert_frame_equal(got.sort_index(), want.sort_index(), check_dtype=False)
     assert table["holds"].any() and not table["holds"].all()
     assert (table["seeds"].map(len) == table["n"]).all() and (table["values"].map(len) == table["n"]).all()
     # (d) pooled gru/sgd: the slopes of master_row, seed by seed
-    d = table.set_index(KEY).loc[("d", "master slope CI", "gru", "sgd", "pooled", TRANSPORT)]
+    d = table.set_index(KEY).loc[("d", "master slope CI", "gru", "sgd", "pooled", TRANSPORT, FUNCTIONAL)]
     assert d["seeds"] == [1, 2] and d["values"] == pytest.approx([1.02, 1.3])
     assert d["estimate"] == pytest.approx(1.16)
     # the rule's artifact: list columns that pandas reads back as they were written
     stored = io.read_table(layout.under(results, layout.CLAIMS["parquet"]), "claims")
     assert list(stored.columns) == COLUMNS and len(stored) == len(table)
-    assert list(stored.set_index(KEY).loc[("d", "master slope CI", "gru", "sgd", "pooled", TRANSPORT), "seeds"]) == [1, 2]
+    assert list(stored.set_index(KEY).loc[("d", "master slope CI", "gru", "sgd", "pooled", TRANSPORT, FUNCTIONAL), "seeds"]) == [1, 2]
 
 
 def test_claim_table_names_a_missing_input(tmp_path):
@@ -201,4 +203,4 @@ def test_claim_table_names_a_missing_input(tmp_path):
     files = inputs(tmp_path / "results", spec["models"], spec["optimizers"], spec["seeds"], "best")
     Path(files["units"][1]).unlink()
     with pytest.raises(io.ArtifactError, match="units.parquet: missing input artifact"):
-        claim_table(files, "best", "diagonal")
+        claim_table(files, "best")

@@ -31,9 +31,13 @@ def _per_seed(hold: bool) -> dict[str, pd.DataFrame]:
     return dict(a=a, b=b, c=c, d=d)
 
 
+def _verdicts(per_seed, transport="diagonal", functional="gamma"):
+    return verdicts({k: t.assign(transport=transport, functional=functional) for k, t in per_seed.items()})
+
+
 @pytest.mark.parametrize("hold", [True, False])
 def test_every_claim_holds_or_fails_and_the_sentences_count_it(hold):
-    table = verdicts(_per_seed(hold), "diagonal")
+    table = _verdicts(_per_seed(hold))
     assert len(table) == 4 + 8 + 4 + 8  # a: 4 runs; b: 4 x 2 noises; c: 2 models x 2 checks; d: 4 x 2
     assert (table["holds"] == hold).all() and (table["k"] == (3 if hold else 0)).all() and (table["n"] == 3).all()
     a, b, c, d = findings.sentences(table)
@@ -56,12 +60,31 @@ def test_every_claim_holds_or_fails_and_the_sentences_count_it(hold):
 
 
 def test_transport_is_named_only_when_the_table_has_two():
-    one = verdicts(_per_seed(True), "diagonal")
-    two = pd.concat([one, verdicts(_per_seed(False), "exact")], ignore_index=True)
+    one = _verdicts(_per_seed(True))
+    two = pd.concat([one, _verdicts(_per_seed(False), "exact", "signal")], ignore_index=True)
     assert "transport" not in findings.sentences(one)[0]
     a = findings.sentences(two)[0]
-    assert "4 of 4 (model, optimizer) rows hold (diagonal transport)" in a
-    assert "0 of 4 (model, optimizer) rows hold (exact transport)" in a
+    assert "4 of 4 (model, optimizer) rows hold (diagonal transport, gamma)" in a
+    assert "0 of 4 (model, optimizer) rows hold (exact transport, signal)" in a
+
+
+def test_findings_say_which_functional_a_verdict_depends_on():
+    """Claim (a) under three functionals of the exact transport: const/gru hold under signal and
+    norm; under diag_entries const becomes power-law-like (fails) while gru still holds. The
+    sentence says gru holds under every functional and const only under the other two."""
+    holds, fails = _per_seed(True), _per_seed(False)
+    parts = [_verdicts(holds, "exact", "signal"), _verdicts(holds, "exact", "norm")]
+    mixed = {k: t.copy() for k, t in holds.items()}
+    const = mixed["a"]["model"] == "const"
+    mixed["a"].loc[const] = fails["a"].loc[const].to_numpy()
+    parts.append(_verdicts(mixed, "exact", "diag_entries"))
+    a = findings.sentences(pd.concat(parts, ignore_index=True))[0]
+    assert "4 of 4 (model, optimizer) rows hold (exact signal)" in a
+    assert "2 of 4 (model, optimizer) rows hold (exact diag_entries)" in a
+    assert ("Across functionals, the verdict holds under every functional for gru/adamw, gru/sgd; it depends "
+            "on the functional: const/adamw only under exact signal, exact norm; const/sgd only under exact "
+            "signal, exact norm.") in a
+    assert "Across functionals" not in findings.sentences(_verdicts(holds))[0]
 
 
 def test_findings_of_the_synthetic_run(tmp_path):
@@ -79,6 +102,6 @@ def test_findings_of_the_synthetic_run(tmp_path):
     assert "(c) Optimizer (AdamW against plain SGD): 2 of 4 (model, check) rows hold:" in md
     assert "0 of 4 (model, optimizer) rows hold (per_lag noise): excludes 1 in" in md
     assert "3 of 4 (model, optimizer) rows hold (pooled noise): covers 1 in const/adamw, gru/adamw, const/sgd; split in gru/sgd" in md
-    assert "| d | master slope CI | gru | sgd | pooled | diagonal | covers 1 | split | 1/2 | no |" in md
+    assert "| d | master slope CI | gru | sgd | pooled | diagonal | gamma | covers 1 | split | 1/2 | no |" in md
     page = layout.under(tmp_path / "results", layout.CLAIMS["html"]).read_text()
     assert page.count('<tr class="holds">') == 13 and page.count('<tr class="fails">') == 11

@@ -61,10 +61,10 @@ def test_results_tables_print_the_run(tmp_path, capsys):
 
     # claims: the log-tau spread 3.5 log 2 (wide) against 3.5 log 1.1 (narrow)
     wide, narrow = 3.5 * np.log(2.0), 3.5 * np.log(1.1)
-    assert any(line.startswith("| c | log tau_q IQR | gru | adamw vs sgd | - | diagonal | adamw broader | adamw broader | "
+    assert any(line.startswith("| c | log tau_q IQR | gru | adamw vs sgd | - | diagonal | gamma | adamw broader | adamw broader | "
                                f"2/2 | yes | 2 of 2 seeds; AdamW {wide:.2f} ± 0.00 vs sgd {narrow:.2f}")
                for line in lines)
-    assert any(line.startswith("| b | H_N growth | const | adamw | pooled | diagonal | logarithmic | censored | 0/2 | no |")
+    assert any(line.startswith("| b | H_N growth | const | adamw | pooled | diagonal | gamma | logarithmic | censored | 0/2 | no |")
                for line in lines)
     # the rows come in the models' canonical order (const before gru)
     assert out.index("| const | adamw | per_lag | 0.30") < out.index("| gru | adamw | per_lag | 0.30")
@@ -80,7 +80,7 @@ def test_results_tables_read_the_claims_artifacts(tmp_path, capsys):
     assert findings.split("\n## Verdicts")[0].split("\n", 2)[2] in out  # the sentences, verbatim
     write_claims(results, spec, transport="exact")  # the stored table now says "exact"
     out = _run(capsys, results)
-    assert "| a | envelope class | adamw | - | exact | 2/2 ✓ | 2/2 ✓ |" in out.splitlines()
+    assert "| a | envelope class | adamw | - | exact | gamma | 2/2 ✓ | 2/2 ✓ |" in out.splitlines()
     assert "| diagonal |" not in out
     layout.under(results, layout.CLAIMS["parquet"]).unlink()
     with pytest.raises(Exception, match="claims.parquet: missing input artifact"):
@@ -128,8 +128,8 @@ def test_results_tables_transport_and_cost(tmp_path, capsys):
     assert cells[3] == f"{diag.mean():.1f} ± {diag.std(ddof=1):.1f}"
     assert "| train_model | 2 | 12.0 | 11.0 | 420 |" in lines
     # claims at a glance: one column per model, k/n with a tick where the row holds
-    assert "| c | log tau_q IQR | adamw vs sgd | - | diagonal | 0/2 | 2/2 ✓ |" in lines
-    assert "| d | master slope CI | sgd | pooled | diagonal | 2/2 ✓ | 1/2 |" in lines
+    assert "| c | log tau_q IQR | adamw vs sgd | - | diagonal | gamma | 0/2 | 2/2 ✓ |" in lines
+    assert "| d | master slope CI | sgd | pooled | diagonal | gamma | 2/2 ✓ | 1/2 |" in lines
 
 
 def test_ladder_puts_each_rungs_verdicts_and_cost_side_by_side(tmp_path, monkeypatch):

@@ -23,20 +23,20 @@ import yaml
 #: Schema version of each Parquet artifact. Bump when its columns change.
 SCHEMA_VERSIONS: dict[str, int] = {
     "curve": 1,
-    "envelope": 2,
+    "envelope": 3,
     "units": 1,
     "psi": 1,
     "total": 1,
-    "alpha": 1,
-    "decay": 1,
-    "window": 2,
-    "H_N": 2,
-    "master": 2,
-    "exponents": 1,
-    "summary": 2,
+    "alpha": 2,
+    "decay": 2,
+    "window": 3,
+    "H_N": 3,
+    "master": 3,
+    "exponents": 2,
+    "summary": 3,
     "recovery": 1,
     "memory": 1,
-    "claims": 1,
+    "claims": 2,
 }
 _META_KEY = b"learnwin.schema"
 _UMASK = os.umask(0o022)

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pandas as pd
+
 from learnwin.plots.envelope import (
     plot_decay_table,
     plot_envelope,
@@ -39,6 +41,7 @@ from learnwin.plots.window import (
     plot_master_law,
     plot_N_hat_vs_f,
 )
+from learnwin.stats.decay import primary
 
 #: Figure name (the stem of its files, rule plot_<name>) -> drawing function.
 FIGURES: dict[str, Callable] = {
@@ -78,3 +81,17 @@ __all__ = [
     "plot_tau_spectra",
     "seed_band",
 ]
+
+
+def one_transport(tables: dict[str, pd.DataFrame], transport: str) -> dict[str, pd.DataFrame]:
+    """The figures' tables restricted to one transport (config ``figures.transport``, docs/method.md
+    §4b), the decay fits to its primary functional; when the tables lack that transport (a run
+    with one transport), the first transport they hold. Tables without the column are kept."""
+    held = {t for df in tables.values() if "transport" in df.columns for t in df["transport"].unique()}
+    name = transport if transport in held or not held else sorted(held)[0]
+    out = {}
+    for key, df in tables.items():
+        if "functional" in df.columns:
+            df = primary(df)
+        out[key] = df[df["transport"] == name].reset_index(drop=True) if "transport" in df.columns else df
+    return out

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from learnwin.infra import io
+from learnwin.infra.config import TRANSPORTS, transports_of
 from learnwin.models.cells import build_model
 from learnwin.models.data import load_split
 from learnwin.probing.detect import output_error, psi_all_lags, psi_frame, random_directions, tangents
@@ -30,7 +31,6 @@ from learnwin.probing.envelope import (
     receiving_times,
     take_times,
 )
-from learnwin.infra.config import TRANSPORTS, transports_of
 from learnwin.probing.exact_transport import ExactAccumulator, add_batch, full_state
 
 

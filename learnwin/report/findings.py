@@ -1,9 +1,11 @@
 """The findings of a run: one sentence per claim, generated from its verdict table, and the table
 itself, as markdown (``findings.md``) and HTML (the report's Claims page) (docs/method.md §8b).
 
-:func:`sentences` counts, per claim and per noise definition / transport where they apply, the
-rows that hold and names the (model, optimizer) rows under each majority verdict, so each sentence
-carries its numbers; the verdict table is learnwin.stats.claims.to_markdown's.
+:func:`sentences` counts, per claim and per noise definition / transport / functional where they
+apply, the rows that hold and names the (model, optimizer) rows under each majority verdict, so each
+sentence carries its numbers; for a claim measured under several envelope functionals
+(docs/method.md §8b) it then says for which rows the verdict holds under all of them, under none, or
+under which ones only (:func:`robustness`). The verdict table is learnwin.stats.claims.to_markdown's.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from learnwin.stats.claims import NOISE_ANY, number, to_markdown
 TITLES = {"a": "Envelope class", "b": "Growth of H_N in N", "c": "Optimizer (AdamW against plain SGD)",
           "d": "Master law"}
 #: Columns of the HTML verdict table, in order.
-HTML_COLUMNS = ["claim", "check", "model", "optimizer", "noise", "transport", "expected", "verdict", "k/n",
-                "holds", "per-seed values"]
+HTML_COLUMNS = ["claim", "check", "model", "optimizer", "noise", "transport", "functional", "expected",
+                "verdict", "k/n", "holds", "per-seed values"]
 
 
 def _runs(g: pd.DataFrame) -> str:
@@ -32,20 +34,48 @@ def _scope(noise: str, transport: str, several_transports: bool) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
+def _name(r) -> str:
+    return f"{r.model} ({r.check})" if r.claim == "c" else f"{r.model}/{r.optimizer}"
+
+
+def robustness(g: pd.DataFrame) -> str:
+    """Per (check, model, optimizer) of one claim's rows: whether its verdict holds under every
+    envelope functional (docs/method.md §8b), under none, or which ones it depends on."""
+    if g["functional"].nunique() < 2:
+        return ""
+    every, none, some = [], [], []
+    for _, s in g.groupby(["check", "model", "optimizer"], sort=False):
+        held = [f"{r.transport} {r.functional}" for r in s.itertuples() if r.holds]
+        name = _name(s.iloc[0])
+        if len(held) == len(s):
+            every.append(name)
+        elif not held:
+            none.append(name)
+        else:
+            some.append(f"{name} only under {', '.join(held)}")
+    parts = ([f"holds under every functional for {', '.join(every)}"] if every else []) + (
+        [f"fails under every functional for {', '.join(none)}"] if none else []) + (
+        [f"depends on the functional: {'; '.join(some)}"] if some else [])
+    return " Across functionals, the verdict " + "; it ".join(parts) + "."
+
+
 def _claim_sentence(claim: str, g: pd.DataFrame, several_transports: bool) -> str:
-    """One sentence for one claim: per scope, rows that hold of all, and the rows per verdict."""
+    """One sentence for one claim: per scope (noise, transport, functional), rows that hold of all,
+    and the rows per verdict; then, for claims measured under several functionals, :func:`robustness`."""
     unit = "(model, optimizer) rows" if claim != "c" else "(model, check) rows"
+    several_functionals = g["functional"].nunique() > 1
     parts = []
-    for (noise, transport), s in g.groupby(["noise", "transport"], sort=True):
-        per_verdict = "; ".join(
-            f"{verdict} in {_runs(v) if claim != 'c' else ', '.join(f'{r.model} ({r.check})' for r in v.itertuples())}"
-            for verdict, v in s.groupby("verdict", sort=True))
+    for (noise, transport, functional), s in g.groupby(["noise", "transport", "functional"], sort=True):
+        per_verdict = "; ".join(f"{verdict} in {', '.join(_name(r) for r in v.itertuples())}"
+                                for verdict, v in s.groupby("verdict", sort=True))
         extra = ""
         if claim == "d":
             extra = f"; mean slope {number(s['estimate'].mean())}"
-        parts.append(f"{int(s['holds'].sum())} of {len(s)} {unit} hold{_scope(noise, transport, several_transports)}: "
-                     f"{per_verdict}{extra}")
-    return f"({claim}) {TITLES[claim]}: " + "; ".join(parts) + "."
+        scope = _scope(noise, transport, several_transports)
+        if several_functionals:
+            scope = scope[:-1] + f", {functional})" if scope else f" ({transport} {functional})"
+        parts.append(f"{int(s['holds'].sum())} of {len(s)} {unit} hold{scope}: {per_verdict}{extra}")
+    return f"({claim}) {TITLES[claim]}: " + "; ".join(parts) + "." + robustness(g)
 
 
 def sentences(table: pd.DataFrame) -> list[str]:
@@ -85,7 +115,7 @@ def to_html(table: pd.DataFrame) -> str:
     items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences(table))
     style = ("<style>.claims{font-family:sans-serif;font-size:12px}.claims table{border-collapse:collapse}"
              ".claims td,.claims th{border:1px solid #ccc;padding:2px 5px;text-align:left}"
-             ".claims tr.holds td:nth-child(10){background:#d7f0d7}.claims tr.fails td:nth-child(10)"
+             ".claims tr.holds td:nth-child(11){background:#d7f0d7}.claims tr.fails td:nth-child(11)"
              "{background:#f6dada}</style>")
     return (f'{style}<div class="claims"><h2>Claims: verdicts</h2><ul>{items}</ul>'
             f'<div style="overflow-x:auto"><table id="claims-verdicts"><thead><tr>{head}</tr></thead>'

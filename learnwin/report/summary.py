@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from learnwin.infra.io import atomic_path, write_table
 from learnwin.infra.config import TRANSPORTS
+from learnwin.infra.io import atomic_path, write_table
 from learnwin.report.formatting import SCALE_NAME, fmt
 from learnwin.stats.decay import primary
 from learnwin.stats.window import with_transport

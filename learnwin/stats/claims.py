@@ -28,8 +28,12 @@ Per-seed measurements (:func:`measure`, one table per claim):
 
 H_N and the master law are measured per noise definition (column ``noise`` of H_N.parquet and
 master.parquet, docs/method.md §7b; a table without it is ``per_lag``). :func:`claim_table` gives one
-verdict per (claim, check, model, optimizer, noise, transport) from the files :func:`inputs` lists
-(the claims rule reads exactly those; ``transport`` is the run's snapshot.transport): ``k`` of
+verdict per (claim, check, model, optimizer, noise, transport, functional) from the files
+:func:`inputs` lists (the claims rule reads exactly those). ``transport`` and ``functional`` name
+the envelope measured (learnwin.stats.decay.FUNCTIONALS; docs/method.md §4b): (a) and (c)'s
+tau_env per functional (diagonal: gamma; exact: signal, diag_entries, norm), (c)'s log tau_q IQR per
+transport on its primary functional (tau from :data:`TAU_SOURCE`), (b) and (d) per transport on the
+primary functional, whose f the window uses: ``k`` of
 ``n`` seeds agree with the expectation, and the claim holds for that row when k > n / 2
 (choice). Seeds without a value (a diverged run, a CI that is NaN) are left out of n; ``seeds``
 lists the n seeds and ``values`` the row's measure for each (w_power; the power exponent c, NaN
@@ -47,7 +51,8 @@ import numpy as np
 import pandas as pd
 
 from learnwin.infra import io, layout
-from learnwin.stats.decay import ols
+from learnwin.stats.decay import FUNCTIONALS, PRIMARY, ols
+from learnwin.stats.window import with_transport
 
 POWER_FAMILY = ("power", "log", "power_floor", "log_floor")
 EXPECTED_CLASS = {"const": "exponential", "shared": "exponential",
@@ -61,7 +66,8 @@ PLAIN_SGD = ("sgd", "sgd_momentum")  # (c) compares AdamW with the first of thes
 #: The artifact of each input table of :func:`measure` (learnwin.infra.io schema names).
 INPUTS = {"decay": "decay", "envelope": "envelope", "units": "units", "H_N": "H_N", "master": "master",
           "summary": "summary"}
-KEY = ["claim", "check", "model", "optimizer", "noise", "transport"]
+KEY = ["claim", "check", "model", "optimizer", "noise", "transport", "functional"]
+SCOPE = ["transport", "functional"]  # the envelope a verdict is measured on (docs/method.md §8b)
 COLUMNS = [*KEY, "expected", "verdict", "k", "n", "holds", "estimate", "spread", "seeds", "values", "detail"]
 
 
@@ -69,16 +75,17 @@ COLUMNS = [*KEY, "expected", "verdict", "k", "n", "holds", "estimate", "spread",
 
 
 def envelope_weights(decay: pd.DataFrame) -> pd.DataFrame:
-    """(a) Per (model, optimizer, seed) of stacked decay tables: w_power, w_tempered, w_exp
-    (Akaike weights summed by family), the selected law and the seed's class."""
-    d = decay[decay["scope"].str.fullmatch(r"seed\d+")]
+    """(a) Per (model, optimizer, seed, transport, functional) of stacked decay tables: w_power,
+    w_tempered, w_exp (Akaike weights summed by family), the selected law and the seed's class."""
+    d = with_functional(decay)
+    d = d[d["scope"].str.fullmatch(r"seed\d+")]
     d = d.assign(seed=d["scope"].str.removeprefix("seed").astype("int64"),
                  family=np.where(d["law"].isin(POWER_FAMILY), "w_power",
                                  np.where(d["law"] == "tempered", "w_tempered", "w_exp")))
-    w = d.pivot_table(index=RUN, columns="family", values="weight", aggfunc="sum", fill_value=0.0)
+    w = d.pivot_table(index=[*RUN, *SCOPE], columns="family", values="weight", aggfunc="sum", fill_value=0.0)
     w = w.reindex(columns=["w_power", "w_tempered", "w_exp"], fill_value=0.0).astype(float)
     w.loc[w.sum(axis=1) == 0] = np.nan  # no law was fitted (window too short)
-    law = d[d["selected"].astype(bool)].set_index(RUN)["law"].rename("law")
+    law = d[d["selected"].astype(bool)].set_index([*RUN, *SCOPE])["law"].rename("law")
     out = w.join(law).reset_index()
     out["law"] = out["law"].fillna("none")
     out["class"] = np.where(out["w_power"].isna(), "no fit",
@@ -128,10 +135,12 @@ def growth_law(N, H, lag_max: float) -> dict:
 
 
 def window_growth(H_N: pd.DataFrame, lag_max: float) -> pd.DataFrame:
-    """(b) :func:`growth_law` per (model, optimizer, seed, noise) of an H_N.parquet table."""
-    H_N = with_noise(H_N)
-    rows = [{**dict(zip([*RUN, "noise"], key)), **growth_law(g["N"], g["H_N"], lag_max)}
-            for key, g in H_N.sort_values("N").groupby([*RUN, "noise"])]
+    """(b) :func:`growth_law` per (model, optimizer, seed, noise, transport, functional) of an
+    H_N.parquet table."""
+    H_N = with_functional(with_noise(H_N))
+    keys = [*RUN, "noise", *SCOPE]
+    rows = [{**dict(zip(keys, key)), **growth_law(g["N"], g["H_N"], lag_max)}
+            for key, g in H_N.sort_values("N").groupby(keys)]
     return pd.DataFrame(rows)
 
 
@@ -166,6 +175,27 @@ def decay_length(lag, f) -> float:
 def with_noise(table: pd.DataFrame) -> pd.DataFrame:
     """The table with a ``noise`` column (``per_lag`` when the artifact predates docs/method.md §7b)."""
     return table if "noise" in table.columns else table.assign(noise="per_lag")
+
+
+def with_functional(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with ``transport`` and ``functional`` columns: a table without ``functional`` is
+    measured on its transport's primary functional (learnwin.stats.decay.PRIMARY)."""
+    table = with_transport(table)
+    return table if "functional" in table.columns else table.assign(functional=table["transport"].map(PRIMARY))
+
+
+def unit_taus(tables: Mapping[str, pd.DataFrame], transport: str) -> pd.Series:
+    """(c) tau_q per (model, optimizer, seed, unit) from the units rows of ``transport``."""
+    units = with_transport(tables["units"])
+    units = units[units["transport"] == transport]
+    return units.groupby([*RUN, "unit"], sort=False)["tau"].first()
+
+
+#: Where claim (c) takes each transport's tau_q (docs/method.md §8b): a function of :func:`measure`'s
+#: tables and the transport, giving tau per (model, optimizer, seed, unit or mode). The exact
+#: transport's per-unit tau of units.parquet stands in for the Lyapunov time scales
+#: (docs/method.md §4b); swapping the source is this one entry.
+TAU_SOURCE = {"diagonal": unit_taus, "exact": unit_taus}
 
 
 def at_epoch(table: pd.DataFrame, epoch) -> pd.DataFrame:
@@ -204,19 +234,30 @@ def read_inputs(files: Mapping[str, str | Sequence[str]]) -> dict[str, pd.DataFr
 
 def measure(tables: Mapping[str, pd.DataFrame], epoch="best") -> dict[str, pd.DataFrame]:
     """Per-seed tables "a", "b", "c", "d" at snapshot ``epoch`` from the stacked input tables of
-    :func:`read_inputs`; the runs are those of the envelope table."""
-    env, units = tables["envelope"], tables["units"]
+    :func:`read_inputs`; the runs are those of the envelope table. Every table has ``transport``
+    and ``functional`` columns: (a) and (c)'s tau_env one row per functional of
+    learnwin.stats.decay.FUNCTIONALS whose envelope column is present, (c)'s log tau_q IQR on the
+    transport's primary functional (from :data:`TAU_SOURCE`), (b) and (d) on the primary one (the
+    window's f)."""
+    env = with_transport(tables["envelope"])
     runs = env[RUN].drop_duplicates(ignore_index=True)
-    val_r2 = tables["summary"].set_index(RUN)["val_r2"]
-    tau = units.groupby([*RUN, "unit"], sort=False)["tau"].first().groupby(RUN, sort=False).agg(log_tau_iqr)
-    rows = [dict(model=m, optimizer=o, seed=s, log_tau_iqr=float(tau.get((m, o, s), np.nan)),
-                 tau_env=decay_length(g["lag"], g["f"]), val_r2=float(val_r2.get((m, o, s), np.nan)))
-            for (m, o, s), g in env.groupby(RUN, sort=False)]
-    H_N = at_epoch(tables["H_N"], epoch).merge(runs)
-    master = with_noise(at_epoch(tables["master"], epoch).merge(runs))
+    val_r2 = tables["summary"].drop_duplicates(RUN).set_index(RUN)["val_r2"]
+    rows = []
+    for transport, e in env.groupby("transport", sort=False):
+        tau = TAU_SOURCE[transport](tables, transport).groupby(RUN, sort=False).agg(log_tau_iqr)
+        for functional, column in FUNCTIONALS[transport].items():
+            if column not in e.columns:
+                continue
+            is_primary = functional == PRIMARY[transport]
+            rows += [dict(model=m, optimizer=o, seed=s, transport=transport, functional=functional,
+                          log_tau_iqr=float(tau.get((m, o, s), np.nan)) if is_primary else np.nan,
+                          tau_env=decay_length(g["lag"], g[column]), val_r2=float(val_r2.get((m, o, s), np.nan)))
+                     for (m, o, s), g in e.groupby(RUN, sort=False)]
+    H_N = with_functional(at_epoch(tables["H_N"], epoch).merge(runs))
+    master = with_functional(with_noise(at_epoch(tables["master"], epoch).merge(runs)))
     return dict(a=envelope_weights(tables["decay"]), b=window_growth(H_N, float(env["lag"].max())),
-                c=pd.DataFrame(rows, columns=[*RUN, "log_tau_iqr", "tau_env", "val_r2"]),
-                d=master[[*RUN, "noise", "slope", "slope_lo", "slope_hi"]].reset_index(drop=True))
+                c=pd.DataFrame(rows, columns=[*RUN, *SCOPE, "log_tau_iqr", "tau_env", "val_r2"]),
+                d=master[[*RUN, "noise", *SCOPE, "slope", "slope_lo", "slope_hi"]].reset_index(drop=True))
 
 
 # -- verdicts -------------------------------------------------------------------------------
@@ -243,76 +284,77 @@ def _majority(values: pd.Series, tie: str) -> str:
     return counts.index[0] if len(counts) == 1 or counts.iloc[0] > counts.iloc[1] else tie
 
 
-def _row(claim, check, model, optimizer, noise, expected, verdict, k, seeds, values, detail):
+def _row(claim, check, scope, expected, verdict, k, seeds, values, detail):
     """One verdict row; n = the seeds with a value, estimate and spread their mean and sd."""
     seeds, values = [int(x) for x in seeds], [float(x) for x in values]
     mean, sd = mean_sd(pd.Series(values, dtype=float))
-    return dict(claim=claim, check=check, model=model, optimizer=optimizer, noise=noise,
-                expected=expected, verdict=verdict, k=int(k), n=len(seeds),
+    return dict(claim=claim, check=check, **dict(zip(KEY[2:], scope)), expected=expected, verdict=verdict, k=int(k), n=len(seeds),
                 holds=bool(seeds and k > len(seeds) / 2), estimate=mean, spread=sd, seeds=seeds,
                 values=values, detail=detail)
 
 
-def verdicts(per_seed: dict[str, pd.DataFrame], transport: str) -> pd.DataFrame:
-    """The tidy verdict table (COLUMNS) from :func:`measure`'s per-seed tables of a run whose
-    envelopes used ``transport`` (config snapshot.transport, docs/method.md §4b)."""
+def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """The tidy verdict table (COLUMNS) from :func:`measure`'s per-seed tables: one row per
+    (claim, check, model, optimizer, noise, transport, functional) (docs/method.md §4b, §8b)."""
     out = []
-    for (m, o), g in per_seed["a"].groupby(["model", "optimizer"], sort=False):
+    for (m, o, t, fn), g in per_seed["a"].groupby(["model", "optimizer", *SCOPE], sort=False):
         g = g[g["class"] != "no fit"]
         exp = EXPECTED_CLASS.get(m, "")
         mean, sd = mean_sd(g["w_power"])
         n_pow = int((g["class"] == "power-law-like").sum())
-        out.append(_row("a", "envelope class", m, o, NOISE_ANY, exp, _majority(g["class"], "split"),
+        out.append(_row("a", "envelope class", (m, o, NOISE_ANY, t, fn), exp, _majority(g["class"], "split"),
                         (g["class"] == exp).sum(), g["seed"], g["w_power"],
                         f"{n_pow} of {len(g)} seeds power-law-like; w_power {number(mean)} ± {number(sd)}, "
                         f"w_tempered {number(g['w_tempered'].mean())}"))
-    for (m, o, noise), g in per_seed["b"].groupby(["model", "optimizer", "noise"], sort=False):
+    for (m, o, noise, t, fn), g in per_seed["b"].groupby(["model", "optimizer", "noise", *SCOPE], sort=False):
         exp = EXPECTED_GROWTH.get(m, "")
         mean, sd = mean_sd(g["c_power"])
         counts = ", ".join(f"{v} {c}" for v, c in g["growth"].value_counts().items())
-        out.append(_row("b", "H_N growth", m, o, noise, exp, _majority(g["growth"], "mixed"),
+        out.append(_row("b", "H_N growth", (m, o, noise, t, fn), exp, _majority(g["growth"], "mixed"),
                         (g["growth"] == exp).sum(), g["seed"], g["c_power"],
                         f"{counts} of {len(g)} seeds ({int(g['censored'].sum())} censored)"
                         + (f"; power exponent c {number(mean)} ± {number(sd)}" if np.isfinite(mean) else "")))
     c = per_seed["c"]
     plain = next((o for o in PLAIN_SGD if o in set(c["optimizer"])), None)
     if "adamw" in set(c["optimizer"]) and plain is not None:
-        pair = c[c["optimizer"] == "adamw"].merge(c[c["optimizer"] == plain], on=["model", "seed"],
+        pair = c[c["optimizer"] == "adamw"].merge(c[c["optimizer"] == plain], on=["model", "seed", *SCOPE],
                                                   suffixes=("_adamw", "_sgd"))
-        for m, g in pair.groupby("model", sort=False):
+        for (m, t, fn), g in pair.groupby(["model", *SCOPE], sort=False):
             r2 = f"val R² AdamW {number(g['val_r2_adamw'].mean())} vs {plain} {number(g['val_r2_sgd'].mean())}"
             for col, check, word in (("log_tau_iqr", "log tau_q IQR", "broader"),
                                      ("tau_env", "tau_env", "slower")):
                 a, s = g[f"{col}_adamw"], g[f"{col}_sgd"]
                 both = a.notna() & s.notna()
+                if col == "log_tau_iqr" and fn != PRIMARY.get(t):
+                    continue  # tau_q comes with the primary functional only (TAU_SOURCE)
                 k, n = int((a[both] > s[both]).sum()), int(both.sum())
                 (ma, sa), (ms, ss) = mean_sd(a[both]), mean_sd(s[both])
-                out.append(_row("c", check, m, f"adamw vs {plain}", NOISE_ANY, f"adamw {word}",
+                out.append(_row("c", check, (m, f"adamw vs {plain}", NOISE_ANY, t, fn), f"adamw {word}",
                                 f"adamw {word}" if n and k > n / 2 else f"adamw not {word}", k,
                                 g["seed"][both], a[both], f"{k} of {n} seeds; AdamW {number(ma)} ± {number(sa)} "
                                 f"vs {plain} {number(ms)} ± {number(ss)}; {r2}"))
-    for (m, o, noise), g in per_seed["d"].groupby(["model", "optimizer", "noise"], sort=False):
+    for (m, o, noise, t, fn), g in per_seed["d"].groupby(["model", "optimizer", "noise", *SCOPE], sort=False):
         g = g[np.isfinite(g[["slope_lo", "slope_hi"]].astype(float)).all(axis=1)]
         covers = (g["slope_lo"] <= 1) & (g["slope_hi"] >= 1)
         cis = "; ".join(f"{number(r.slope)} [{number(r.slope_lo)}, {number(r.slope_hi)}]" for r in g.itertuples())
-        out.append(_row("d", "master slope CI", m, o, noise, "covers 1",
+        out.append(_row("d", "master slope CI", (m, o, noise, t, fn), "covers 1",
                         _majority(covers.map({True: "covers 1", False: "excludes 1"}), "split"),
                         covers.sum(), g["seed"], g["slope"], f"{int(covers.sum())} of {len(g)} seeds: {cis}"))
-    return pd.DataFrame(out, columns=COLUMNS).assign(transport=transport)
+    return pd.DataFrame(out, columns=COLUMNS)
 
 
-def claim_table(files: Mapping[str, str | Sequence[str]], epoch, transport: str) -> pd.DataFrame:
-    """One verdict per (claim, check, model, optimizer, noise, transport) from the files of
-    :func:`inputs` (the claims rule's inputs) at snapshot ``epoch``."""
-    return verdicts(measure(read_inputs(files), epoch), transport)
+def claim_table(files: Mapping[str, str | Sequence[str]], epoch) -> pd.DataFrame:
+    """One verdict per (claim, check, model, optimizer, noise, transport, functional) from the files
+    of :func:`inputs` (the claims rule's inputs) at snapshot ``epoch``."""
+    return verdicts(measure(read_inputs(files), epoch))
 
 
 def claim_scores(table: pd.DataFrame) -> dict[str, str]:
-    """"holds/of" per claim, split by noise definition where it applies and by transport when the
-    table has more than one (keys "a", "b:per_lag", "b:per_lag:exact" ...)."""
-    out, split = {}, table["transport"].nunique() > 1
-    for (claim, noise, transport), g in table.groupby(["claim", "noise", "transport"], sort=True):
-        key = ":".join([claim, *([] if noise == NOISE_ANY else [noise]), *([transport] if split else [])])
+    """"holds/of" per claim, split by noise definition where it applies and by transport and
+    functional when the table has more than one (keys "a", "b:per_lag", "a:exact:norm" ...)."""
+    out, split = {}, table[SCOPE].drop_duplicates().shape[0] > 1
+    for (claim, noise, t, fn), g in table.groupby(["claim", "noise", *SCOPE], sort=True):
+        key = ":".join([claim, *([] if noise == NOISE_ANY else [noise]), *([t, fn] if split else [])])
         out[key] = f"{int(g['holds'].sum())}/{len(g)}"
     return out
 

@@ -28,7 +28,7 @@ rule claims:
         runtime=10,
     params:
         epoch=FIG_EPOCH,
-        transport=config["snapshot"]["transport"],
+        transport=", ".join(lwconfig.transports_of(config["snapshot"]["transport"])),
     script:
         "../scripts/write_claims.py"
 

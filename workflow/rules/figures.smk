@@ -4,7 +4,12 @@
 # and stacked per artifact) and params. Params come from the figures config section (+ the
 # model/optimizer/epoch lists), so a figures-only change re-runs figure jobs and nothing upstream.
 
-FIG_PARAMS = dict(models=MODELS, optimizers=OPTIMIZERS, dpi=config["figures"]["dpi"])
+FIG_PARAMS = dict(
+    models=MODELS,
+    optimizers=OPTIMIZERS,
+    dpi=config["figures"]["dpi"],
+    transport=config["figures"]["transport"],
+)
 
 for fig, (fig_inputs, fig_params, fig_category, fig_label) in FIGURES.items():
 

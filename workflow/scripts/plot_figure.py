@@ -1,7 +1,8 @@
 """Adapter: every plot_<name> rule -> learnwin.plots.FIGURES[<name>] (docs/method.md §9).
 
 Each named input is a list of Parquet files of one artifact (the name, except H_N_agg, which
-is an H_N table); they are read, stacked and passed by name with the rule's params.
+is an H_N table); they are read, stacked, restricted to the ``figures.transport`` rows
+(learnwin.plots.one_transport) and passed by name with the rule's params.
 """
 
 import logging
@@ -23,7 +24,9 @@ for key, paths in snakemake.input.items():
     tables[key] = pd.concat(
         [read_table(p, ARTIFACT.get(key, key)) for p in paths], ignore_index=True
     )
+params = dict(snakemake.params.items())
+tables = plots.one_transport(tables, params.pop("transport"))
 plots.FIGURES[name](
-    **tables, **dict(snakemake.params.items()), png=snakemake.output.png, pdf=snakemake.output.pdf
+    **tables, **params, png=snakemake.output.png, pdf=snakemake.output.pdf
 )
 log.info("figure %s: %s", name, {key: len(df) for key, df in tables.items()})

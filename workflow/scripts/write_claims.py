@@ -8,7 +8,7 @@ from learnwin.stats import claims
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 
 inp, par, out = snakemake.input, snakemake.params, snakemake.output
-table = claims.claim_table({name: inp[name] for name in claims.INPUTS}, par.epoch, par.transport)
+table = claims.claim_table({name: inp[name] for name in claims.INPUTS}, par.epoch)
 write_table(table, out.parquet, "claims")
 findings.write(table, findings=out.findings, html_path=out.html)
 log.info("claims: %d verdict rows, %d hold", len(table), int(table["holds"].sum()))
