@@ -75,10 +75,12 @@ def test_cost_law_fit_recovers_the_law_it_was_drawn_from(tmp_path):
 def test_requests_follow_the_law(monkeypatch):
     monkeypatch.setattr(resources, "COEF", {"train_model": (60.0, 0.0, 0.0), "take_snapshot": (600.0, 0, 0, 0)})
     cfg = _config(T=16, H=4, n=64)
+    cfg["snapshot"]["transport"] = "diagonal"
     assert resources.train_runtime_min(cfg, "gru") == resources.MIN_RUNTIME  # 2 x 1 min < 10 min
     assert resources.snapshot_runtime_min(cfg, "gru") == 20  # 2 x 10 min
-    cfg["snapshot"]["transport"] = "exact"
-    assert resources.snapshot_runtime_min(cfg, "gru") == 20 * resources.EXACT_FACTOR
+    for both in ("exact", ["diagonal", "exact"], ["exact"]):  # exact computes the diagonal too
+        cfg["snapshot"]["transport"] = both
+        assert resources.snapshot_runtime_min(cfg, "gru") == 20 * (1 + resources.EXACT_FACTOR) == 70
 
 
 @pytest.mark.parametrize("name", ["config.yaml", "medium.yaml", "paper.yaml"])
