@@ -10,7 +10,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from learnwin.infra.config import ConfigError, check, lag_grid
+from learnwin.infra.config import ConfigError, check, lag_grid, transports_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -56,6 +56,10 @@ BAD = {
     "K < 1": (_set(["snapshot", "directions"], 0), r"0 is less than the minimum of 1[\s\S]*\['directions'\]"),
     "diagnostic lag >= T": (_set(["snapshot", "lag_stop"], 128), r"snapshot.lag_stop = 128 must be < task.T"),
     "transport order": (_set(["snapshot", "order"], 2), r"2 is not one of \[0, 1\]"),
+    "unknown transport": (_set(["snapshot", "transport"], "lyapunov"), r"'lyapunov' is not valid under any"),
+    "unknown transport in a list": (_set(["snapshot", "transport"], ["exact", "fast"]),
+                                    r"\['exact', 'fast'\] is not valid under any"),
+    "empty transport list": (_set(["snapshot", "transport"], []), r"\[\] is not valid under any"),
     "bad device": (_set(["device"], "tpu"), r"'tpu' is not one of \['auto', 'cpu', 'cuda'\]"),
     "leak out of range": (_set(["model", "const_s"], 1.5), r"1.5 is greater than or equal to the maximum of 1"),
     "figure epoch not a snapshot": (_set(["figures", "epoch"], 5), r"figures.epoch = 5 must be one of"),
@@ -174,3 +178,16 @@ def test_schema_enums_are_the_packages_models_and_optimizers():
     # the check can fail: a model the package lacks, in one of the two enums, is seen
     schema["properties"]["recovery"]["properties"]["models"]["items"]["enum"].append("rnn")
     assert not all(set(e) == set(CELLS) for e in _enums(schema, "models"))
+
+
+@pytest.mark.parametrize("value, names", [("diagonal", ("diagonal",)), ("exact", ("exact",)),
+                                          (["exact", "diagonal"], ("diagonal", "exact")), (["exact"], ("exact",))])
+def test_snapshot_transport_takes_a_string_or_a_list(value, names):
+    """snapshot.transport: a plain string still works, a list computes each (docs/method.md §4b);
+    the default is both."""
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["snapshot"]["transport"] = value
+    assert transports_of(resolve(cfg)["snapshot"]["transport"]) == names
+    cfg = copy.deepcopy(DEFAULT)
+    del cfg["snapshot"]["transport"]
+    assert resolve(cfg)["snapshot"]["transport"] == ["diagonal", "exact"] == DEFAULT["snapshot"]["transport"]

@@ -71,7 +71,7 @@ def _report_has_the_verdict_table(work: Path, html: str) -> None:
     assert text.count('<table id="claims-verdicts">') >= 2  # landing page and the Claims page
     page = text[text.index('<table id="claims-verdicts">'):]
     for r in claims.itertuples():
-        cells = [r.claim, r.check, r.model, r.optimizer, r.noise, r.transport, r.expected, r.verdict,
+        cells = [r.claim, r.check, r.model, r.optimizer, r.noise, r.transport, r.functional, r.expected, r.verdict,
                  f"{r.k}/{r.n}", "holds" if r.holds else "fails"]
         row = "".join(f"<td>{htmllib.escape(str(c))}</td>" for c in cells)
         assert row in page, row
