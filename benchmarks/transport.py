@@ -1,17 +1,30 @@
 """Snapshot cost of the two transports (docs/method.md §4 diagonal, §4b exact) and of the memory curve.
 
 Run: python benchmarks/transport.py [--config config/config.yaml] [--models const shared diag gru lstm]
+                                   [--rounds 3] [--before REV]
 
 Size from the config (T, D, H, n_diag, lag grid, windows, snapshot batch, K, exact_sequences,
 memory_sequences), 1 thread, untrained models on the seed-2 diag split. Times the snapshot probe
 with psi for ``transport: diagonal``, ``exact`` (closed-form Jacobians, psi, S and the signal
 envelope on every sequence, the secondary functionals on ``exact_sequences``) and both in one
 probe (the default: one shared forward and tangent pass), then the memory curve on
-``memory_sequences``. Prints seconds and the exact / diagonal ratio per cell.
+``memory_sequences``. The machine is shared: every variant is timed once per round, interleaved,
+and the minimum over ``--rounds`` rounds is printed, with the exact / diagonal ratio per cell.
+
+Before and after a change of the exact path, in one run: ``--before REV`` names an earlier
+commit; its learnwin/probing/exact_transport.py and learnwin/models/cells.py (``git show``) are
+imported beside the current ones and its exact snapshot is timed in the same rounds, on a copy
+of the same model; the table gains its seconds and ratio to the diagonal.
 """
 
 import argparse
+import importlib.util
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
+from unittest import mock
 
 import torch
 import yaml
@@ -21,14 +34,34 @@ from learnwin.models.cells import build_model
 from learnwin.models.data import make_split, task_vector
 from learnwin.probing.detect import random_directions
 from learnwin.probing.memory import MemoryAccumulator, input_sensitivity
+from learnwin.probing import snapshot
 from learnwin.probing.snapshot import probe
+
+
+def load_before(rev: str):
+    """(cells, exact_transport) modules of commit ``rev``."""
+    mods = []
+    tmp = Path(tempfile.mkdtemp())
+    for name, path in (("cells", "learnwin/models/cells.py"), ("exact_transport", "learnwin/probing/exact_transport.py")):
+        file = tmp / f"{name}_before.py"
+        file.write_text(subprocess.run(["git", "show", f"{rev}:{path}"], check=True, capture_output=True,
+                                       text=True).stdout)
+        spec = importlib.util.spec_from_file_location(f"{name}_before", file)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # its dataclasses look their module up
+        spec.loader.exec_module(module)
+        mods.append(module)
+    return tuple(mods)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", default="config/config.yaml")
     parser.add_argument("--models", nargs="+", default=["const", "shared", "diag", "gru", "lstm"])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--before", help="an earlier commit whose exact snapshot is timed beside the current one")
     args = parser.parse_args()
+    before = load_before(args.before) if args.before else None
     torch.set_num_threads(1)
     cfg = yaml.safe_load(open(args.config))
     task, snap, H = cfg["task"], cfg["snapshot"], cfg["model"]["hidden"]
@@ -37,7 +70,8 @@ def main() -> None:
     x_all, y_all = torch.from_numpy(x_np), torch.from_numpy(y_np)
     lags, bs = lag_grid(snap), snap["batch_size"]
     print(f"T {task['T']}, H {H}, n_diag {task['n_diag']}, {len(lags)} lags, windows {snap['windows']}, "
-          f"K {snap['directions']}, exact_sequences {snap['exact_sequences']}, 1 thread")
+          f"K {snap['directions']}, exact_sequences {snap['exact_sequences']}, 1 thread, "
+          f"min over {args.rounds} interleaved rounds")
     for name in args.models:
         torch.manual_seed(0)
         model = build_model(name, task["D"], H)
@@ -53,12 +87,27 @@ def main() -> None:
 
         common = dict(lr=0.005, windows=snap["windows"], directions=dirs,
                       exact_sequences=snap["exact_sequences"])
-        probe(model.cell, w_out, batches(), lags, transport=["diagonal", "exact"], **common)  # warm-up
-        seconds = {}
-        for transport in ("diagonal", "exact", ("diagonal", "exact")):
-            t0 = time.perf_counter()
-            probe(model.cell, w_out, batches(), lags, transport=transport, **common)
-            seconds[transport] = time.perf_counter() - t0
+        variants = {t: (lambda t=t: probe(model.cell, w_out, batches(), lags, transport=t, **common))
+                    for t in ("diagonal", "exact", ("diagonal", "exact"))}
+        if before is not None:
+            cells_before, exact_before = before
+            old = cells_before.build_model(name, task["D"], H)
+            old.load_state_dict(model.state_dict())
+
+            def run_before(old=old, exact_before=exact_before):
+                with mock.patch.object(snapshot, "add_batch", exact_before.add_batch), \
+                        mock.patch.object(snapshot, "ExactAccumulator", exact_before.ExactAccumulator):
+                    return probe(old.cell, w_out, batches(), lags, transport="exact", **common)
+
+            variants["before"] = run_before
+        for run in variants.values():  # warm-up
+            run()
+        seconds = dict.fromkeys(variants, float("inf"))
+        for _ in range(args.rounds):
+            for key, run in variants.items():
+                t0 = time.perf_counter()
+                run()
+                seconds[key] = min(seconds[key], time.perf_counter() - t0)
         t4 = time.perf_counter()
         u = torch.from_numpy(task_vector(2, task["D"]))
         acc = MemoryAccumulator(lags, task["T"])
@@ -67,9 +116,11 @@ def main() -> None:
             acc.add(input_sensitivity(model, x_all[i:min(i + bs, n_mem)], u))
         t5 = time.perf_counter()
         diagonal, exact, both = seconds["diagonal"], seconds["exact"], seconds[("diagonal", "exact")]
+        extra = (f"; before ({args.before}) exact {seconds['before']:.2f} s, exact / diagonal = "
+                 f"{seconds['before'] / diagonal:.2f}x" if before is not None else "")
         print(f"{name}: diagonal {diagonal:.2f} s; exact {exact:.2f} s; exact / diagonal = "
               f"{exact / diagonal:.2f}x; both in one probe {both:.2f} s; memory curve ({n_mem} "
-              f"sequences) {t5 - t4:.2f} s")
+              f"sequences) {t5 - t4:.2f} s{extra}", flush=True)
 
 
 if __name__ == "__main__":

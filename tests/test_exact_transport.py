@@ -54,7 +54,7 @@ def _brute_force_M(cell, x):
 
 
 def _J(cell, x):
-    return et.jacobians(cell, x, et.full_state(cell)(*cell(x)))
+    return et.step_jacobians(cell, x, et.full_state(cell)(*cell(x)))
 
 
 def _sweep(cell, x, src):
@@ -137,6 +137,28 @@ def _exact_envelope(cell, x, lam, delta, windows=0):
     acc = et.ExactAccumulator(list(range(1, T)), T, H, windows=windows)
     et.add_batch(acc, cell, x, et.full_state(cell)(*cell(x)), lam, delta, None, x.shape[0])
     return acc.tables()
+
+
+@pytest.mark.parametrize("name", ["gru", "lstm"])
+def test_secondary_functionals_on_the_window_receiving_times_equal_brute_force(name):
+    """f_diag_entries and f_norm read only the windowed receiving times of each lag (the sweep's
+    visit skips the others) and equal the brute-force jacrev products there to 1e-10."""
+    cell = _trained(name, seed=2)[0].cell
+    x = torch.randn(3, T, D, dtype=F64)
+    lam = 0.01 + 0.01 * torch.rand(3, T, H, dtype=F64)
+    env, _ = _exact_envelope(cell, x, lam, torch.randn(3, T, H, dtype=F64), windows=3)
+    S = et.state_blocks(cell)
+    M = _brute_force_M(cell, x)[..., :H, (S - 1) * H:S * H]
+    lags = torch.arange(1, T)
+    t, k, mask = receiving_times(lags, T, 3)
+    for i in range(len(lags)):
+        ts, ks = t[i][mask[i]], k[i][mask[i]]
+        block = M[:, ts, ks] * lam[:, ks, None, :]  # (B, W, H, H): M diag(Lambda)
+        entries = torch.diagonal(block, dim1=-2, dim2=-1).abs().sum(-1).mean()
+        norm = block.pow(2).sum((-2, -1)).sqrt().mean() * math.sqrt(H)
+        np.testing.assert_allclose(env["f_diag_entries"][i], entries.item(), rtol=1e-10)
+        np.testing.assert_allclose(env["f_norm"][i], norm.item(), rtol=1e-10)
+    assert mask.sum(-1).min() < mask.sum(-1).max() <= 3 < T - 1  # windows bind on short lags only
 
 
 def test_constgate_without_recurrence_is_exactly_a_leak_power():
@@ -236,7 +258,7 @@ def test_psi_and_S_against_a_naive_loop(name):
     xp = F.linear(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0))
     z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
     J_old = torch.stack([et.autograd_jacobian(cell, xp[:, k], z_prev[:, k]) for k in range(T)], 1)
-    torch.testing.assert_close(psi, et.psi_exact(J_old, delta, lam, v), rtol=1e-10, atol=1e-14)
+    torch.testing.assert_close(psi, et.psi_exact(et.DenseJacobians(J_old), delta, lam, v), rtol=1e-10, atol=1e-14)
     assert naive.abs().min() > 0
     lags = [1, 3, 5]
     env, units, table, total = probe(cell, model.W_out.detach(), [(x, y, y_hat)], lags, lr=0.01,

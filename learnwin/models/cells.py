@@ -127,22 +127,22 @@ class GatedCell(nn.Module):
     def _init_state(self, x: Tensor) -> tuple:
         return (x.new_zeros(x.shape[0], self.hidden_size),)
 
-    def _norm_jacobian(self, pre: Tensor, W: Tensor) -> Tensor:
-        """d norm(pre) / d pre @ W, (B, H, m), for pre (B, H) and W (H, m) or (B, H, m).
+    def _norm_jacobian(self, pre: Tensor, W: Tensor, alpha: Tensor) -> Tensor:
+        """diag(alpha) (d norm(pre) / d pre) @ W, (B, H, m), for pre, alpha (B, H), W (H, m) or (B, H, m).
 
-        LayerNorm: diag(gamma / sigma) (I - 1 1^T / H - xhat xhat^T / H), applied as a rank-2
-        update in O(B H m) (docs/method.md §4b).
+        LayerNorm: diag(gamma / sigma) (I - 1 1^T / H - xhat xhat^T / H), applied as one scaled
+        copy of W and one in-place rank-1 update, O(B H m) (docs/method.md §4b).
         """
-        W = W.expand(pre.shape[0], *W.shape[-2:])
         if isinstance(self.norm, nn.Identity):
-            return W
+            return alpha[:, :, None] * W
         H = pre.shape[-1]
         centred = pre - pre.mean(-1, keepdim=True)
         inv = torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + self.norm.eps)
         xhat = centred * inv
-        proj = torch.einsum("bh,bhm->bm", xhat, W) / H
-        scale = inv if self.norm.weight is None else inv * self.norm.weight
-        return scale[:, :, None] * (W - W.mean(-2, keepdim=True) - xhat[:, :, None] * proj[:, None, :])
+        proj = (xhat @ W if W.dim() == 2 else torch.bmm(xhat[:, None, :], W)[:, 0]) / H  # (B, m)
+        scale = alpha * inv if self.norm.weight is None else alpha * inv * self.norm.weight
+        out = scale[:, :, None] * (W - W.mean(-2, keepdim=True))
+        return out.baddbmm_((scale * xhat)[:, :, None], proj[:, None, :], alpha=-1)
 
     # -- scan ---------------------------------------------------------------------------
     def _scan(self, x: Tensor, trace: bool):
@@ -203,8 +203,9 @@ class ConstGate(GatedCell):
         """d h_t / d h_{t-1} in closed form, (B, H, H), for xp (B, G H) and h_{t-1} = z (B, H)."""
         pre = xp + z @ self.W_h.T
         g = self._candidate(pre)
-        eye = torch.eye(z.shape[-1], dtype=z.dtype, device=z.device)
-        return (1 - self.s) * eye + (self.s * (1 - g * g))[:, :, None] * self._norm_jacobian(pre, self.W_h)
+        J = self._norm_jacobian(pre, self.W_h, self.s * (1 - g * g))
+        J.diagonal(dim1=-2, dim2=-1).add_(1 - self.s)
+        return J
 
     def _candidate(self, pre: Tensor) -> Tensor:
         return torch.tanh(self.norm(pre))
@@ -249,9 +250,10 @@ class SharedGate(ConstGate):
         g = self._candidate(pre)
         s = torch.sigmoid(xp[:, H:] + hp[:, H:])  # (B, 1) or (B, H)
         gate_rows = self._recurrent()[H:]  # (1, H) or (H, H)
-        J = (s * (1 - g * g))[:, :, None] * self._norm_jacobian(pre, self.W_h)
-        J = J + ((g - z) * s * (1 - s))[:, :, None] * gate_rows[None]
-        return J + torch.diag_embed(1 - s.expand_as(z))
+        J = self._norm_jacobian(pre, self.W_h, s * (1 - g * g))
+        J.addcmul_(((g - z) * s * (1 - s))[:, :, None], gate_rows)
+        J.diagonal(dim1=-2, dim2=-1).add_(1 - s)
+        return J
 
     def _step(self, xp, hp, state, trace):
         H = self.hidden_size
@@ -322,10 +324,12 @@ class GRU(GatedCell):
         pre = xp[:, 2 * H:] + (r * z) @ self.U_h.T
         g = torch.tanh(self.norm(pre))
         # d pre / d h = U_h diag(r) + U_h diag(h r (1 - r)) U_r
-        dpre = self.U_h[None] * r[:, None, :] + (self.U_h[None] * (z * r * (1 - r))[:, None, :]) @ self.U_r
-        J = (u * (1 - g * g))[:, :, None] * self._norm_jacobian(pre, dpre)
-        J = J + ((g - z) * u * (1 - u))[:, :, None] * self.U_z[None]
-        return J + torch.diag_embed(1 - u)
+        dpre = (self.U_h * (z * r * (1 - r))[:, None, :]) @ self.U_r
+        dpre.addcmul_(self.U_h, r[:, None, :])
+        J = self._norm_jacobian(pre, dpre, u * (1 - g * g))
+        J.addcmul_(((g - z) * u * (1 - u))[:, :, None], self.U_z)
+        J.diagonal(dim1=-2, dim2=-1).add_(1 - u)
+        return J
 
     def _step(self, xp, hp, state, trace):
         H = self.hidden_size
@@ -372,8 +376,12 @@ class LSTM(GatedCell):
     def recurrent_weights(self):
         return ["U_i", "U_f", "U_o", "U_g"]
 
-    def step_jacobian(self, xp: Tensor, z: Tensor) -> Tensor:
-        """d (h_t, c_t) / d (h_{t-1}, c_{t-1}) in closed form, (B, 2H, 2H) (docs/method.md §4b)."""
+    def step_jacobian_blocks(self, xp: Tensor, z: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """(C, p, e, f, U_o) of the one-step Jacobian in block form (docs/method.md §4b):
+
+        d (h_t, c_t) / d (h_{t-1}, c_{t-1}) = [[diag(p) U_o + diag(e) C, diag(e f)], [C, diag(f)]],
+        C = d c_t / d h_{t-1} (B, H, H), p = tanh(c_t) o (1 - o), e = d h_t / d c_t, f the forget gate.
+        """
         H = self.hidden_size
         h_prev, c_prev = z[:, :H], z[:, H:]
         pre = xp + h_prev @ self._recurrent().T
@@ -382,12 +390,21 @@ class LSTM(GatedCell):
         o = torch.sigmoid(pre[:, 2 * H:3 * H])
         g = torch.tanh(self.norm(pre[:, 3 * H:]))
         tc = torch.tanh(f * c_prev + i * g)
-        dc_dh = ((c_prev * f * (1 - f))[:, :, None] * self.U_f + (g * i * (1 - i))[:, :, None] * self.U_i
-                 + (i * (1 - g * g))[:, :, None] * self._norm_jacobian(pre[:, 3 * H:], self.U_g))
-        e = o * (1 - tc * tc)  # d h_t / d c_t
-        dh_dh = (tc * o * (1 - o))[:, :, None] * self.U_o + e[:, :, None] * dc_dh
-        top = torch.cat([dh_dh, torch.diag_embed(e * f)], -1)
-        return torch.cat([top, torch.cat([dc_dh, torch.diag_embed(f)], -1)], -2)
+        C = self._norm_jacobian(pre[:, 3 * H:], self.U_g, i * (1 - g * g))
+        C.addcmul_((c_prev * f * (1 - f))[:, :, None], self.U_f)
+        C.addcmul_((g * i * (1 - i))[:, :, None], self.U_i)
+        return C, tc * o * (1 - o), o * (1 - tc * tc), f, self.U_o
+
+    def step_jacobian(self, xp: Tensor, z: Tensor) -> Tensor:
+        """d (h_t, c_t) / d (h_{t-1}, c_{t-1}) in closed form, (B, 2H, 2H), from :meth:`step_jacobian_blocks`."""
+        H = self.hidden_size
+        C, p, e, f, U_o = self.step_jacobian_blocks(xp, z)
+        J = z.new_zeros(z.shape[0], 2 * H, 2 * H)
+        J[:, H:, :H] = C
+        J[:, :H, :H] = C * e[:, :, None] + p[:, :, None] * U_o
+        J[:, :H, H:].diagonal(dim1=-2, dim2=-1).copy_(e * f)
+        J[:, H:, H:].diagonal(dim1=-2, dim2=-1).copy_(f)
+        return J
 
     def _init_state(self, x):
         zero = x.new_zeros(x.shape[0], self.hidden_size)

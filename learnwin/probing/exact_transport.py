@@ -105,10 +105,70 @@ def jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> Tensor:
     return J.reshape(B, T, n, n)
 
 
-def adjoint_sweep(J: Tensor, src: Tensor, visit: Callable[[int, Tensor], None]) -> None:
+class DenseJacobians:
+    """One-step Jacobians stored densely, J (B, T, n, n) (:func:`jacobians`)."""
+
+    def __init__(self, J: Tensor):
+        self.J = J
+
+    def head(self, n: int) -> DenseJacobians:
+        """The first ``n`` sequences."""
+        return DenseJacobians(self.J[:n])
+
+    def left(self, A: Tensor, k: int) -> Tensor:
+        """A J_k for row adjoints A (B, R, n)."""
+        return torch.bmm(A, self.J[:, k])
+
+
+class CellStateJacobians:
+    """One-step Jacobians of an (h, c) state in the block form of ``step_jacobian_blocks``
+    (docs/method.md §4b): J = [[diag(p) W + diag(e) C, diag(e f)], [C, diag(f)]], C (B, T, H, H)
+    dense, p, e, f (B, T, H) and W (H, H) shared. A J costs one H x H product per row with C and
+    one shared matmul with W: half the work of the dense 2H x 2H product, a quarter of its storage.
+    """
+
+    def __init__(self, C: Tensor, p: Tensor, e: Tensor, f: Tensor, W: Tensor):
+        self.C, self.p, self.e, self.f, self.W = C, p, e, f, W
+
+    def head(self, n: int) -> CellStateJacobians:
+        """The first ``n`` sequences."""
+        return CellStateJacobians(self.C[:n], self.p[:n], self.e[:n], self.f[:n], self.W)
+
+    def left(self, A: Tensor, k: int) -> Tensor:
+        """A J_k for row adjoints A (B, R, 2H) = (a_h, a_c): (a_h p) W + u C and u f, u = a_h e + a_c."""
+        H = self.W.shape[0]
+        a_h, a_c = A[..., :H], A[..., H:]
+        u = torch.addcmul(a_c, a_h, self.e[:, k, None])
+        new_h = torch.baddbmm((a_h * self.p[:, k, None]) @ self.W, u, self.C[:, k])
+        return torch.cat([new_h, u * self.f[:, k, None]], -1)
+
+
+StepJacobians = DenseJacobians | CellStateJacobians
+
+
+def step_jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> StepJacobians:
+    """The one-step Jacobians of every step as the sweep uses them (docs/method.md §4b).
+
+    The block form of the cell's ``step_jacobian_blocks`` when it has one (the LSTM), else the
+    dense :func:`jacobians`.
+    """
+    blocks = getattr(cell, "step_jacobian_blocks", None)
+    if blocks is None:
+        return DenseJacobians(jacobians(cell, x, z))
+    B, T, n = z.shape
+    with torch.no_grad():
+        xp = F.linear(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0))
+        z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
+        C, p, e, f, W = blocks(xp.reshape(B * T, -1), z_prev.reshape(B * T, n))
+    H = n // 2
+    return CellStateJacobians(C.view(B, T, H, H), p.view(B, T, H), e.view(B, T, H), f.view(B, T, H),
+                              W.detach())
+
+
+def adjoint_sweep(J: StepJacobians, src: Tensor, visit: Callable[[int, Tensor], None]) -> None:
     """Propagate the adjoints ``src`` (B, T, P, S H), injected at their receiving times, backward.
 
-    ``J`` (B, T, S H, S H) holds the one-step Jacobians (:func:`jacobians`). At step k,
+    ``J`` holds the one-step Jacobians (:func:`step_jacobians`). At step k,
     ``visit(k, A)`` sees A (B, T - k, P, S H) with A[:, i] = a_{k+i,k} = M_{k+i,k}^T src_{k+i}:
     the adjoints of every receiving time t >= k at perturbation time k.
     """
@@ -118,7 +178,7 @@ def adjoint_sweep(J: Tensor, src: Tensor, visit: Callable[[int, Tensor], None]) 
         A = torch.cat([src[:, k:k + 1], A], 1)  # a_{k,k} = src_k joins the stack
         visit(k, A)
         if k > 0:
-            A = torch.bmm(A.reshape(B, -1, n), J[:, k]).view(A.shape)
+            A = J.left(A.reshape(B, -1, n), k).view(A.shape)
 
 
 def _h_block(values: Tensor, S: int) -> Tensor:
@@ -135,7 +195,8 @@ class ExactAccumulator:
         t, _, mask = receiving_times(torch.as_tensor(self.lags), T, windows)
         sel = torch.zeros(T, T, dtype=torch.float64)  # sel[t, l]: t is a receiving time of lag l
         sel[t[mask], torch.as_tensor(self.lags)[:, None].expand_as(t)[mask]] = 1.0
-        self.sel = sel
+        # rows[k]: the lags l = t - k (stack rows) of the grid whose receiving times include t
+        self.rows = [sel.diagonal(-k).nonzero()[:, 0] for k in range(T)]
         z = lambda *s: torch.zeros(*s, dtype=torch.float64)  # noqa: E731
         self.count, self.signal, self.logsignal, self.dbar = z(T), z(T), z(T), z(T)
         self.units = z(T, hidden)
@@ -159,22 +220,25 @@ class ExactAccumulator:
 
         return visit
 
-    def matrix_batch(self, J: Tensor, lam: Tensor, S: int) -> None:
-        """Add f_diag_entries and f_norm from the H basis adjoints; lam (B, T, H) = Lambda(n, k)."""
-        B, T, n, _ = J.shape
-        H = self.H
-        basis = _h_block(torch.eye(H, dtype=J.dtype, device=J.device), S)  # (H, S H)
+    def matrix_batch(self, J: StepJacobians, lam: Tensor, S: int) -> None:
+        """Add f_diag_entries and f_norm from the H basis adjoints; lam (B, T, H) = Lambda(n, k).
+
+        At perturbation time k only the receiving times t of the lag grid with lag t - k are read.
+        """
+        B, T, H = lam.shape
+        basis = _h_block(torch.eye(H, dtype=lam.dtype, device=lam.device), S)  # (H, S H)
         col = (S - 1) * H
 
         def visit(k: int, A: Tensor) -> None:
-            M = A[..., col:col + H] * lam[:, k, None, None, :]  # (B, T - k, H, H): M diag(Lambda)
-            diag = torch.diagonal(M, dim1=-2, dim2=-1).abs().sum(-1).double()  # (B, T - k)
+            i = self.rows[k]  # stack rows (receiving times k + i) read at k
+            if not len(i):
+                return
+            M = A.index_select(1, i)[..., col:col + H] * lam[:, k, None, None, :]  # M diag(Lambda)
+            diag = torch.diagonal(M, dim1=-2, dim2=-1).abs().sum(-1).double()  # (B, len(i))
             frob = M.pow(2).sum((-2, -1)).double().sqrt() * H ** 0.5
-            ts = torch.arange(k, T)
-            w = self.sel[ts, ts - k]  # (T - k,) weight of lag t - k at receiving time t
-            self.count_m[:T - k] += B * w
-            self.diag[:T - k] += (diag * w).sum(0)
-            self.norm[:T - k] += (frob * w).sum(0)
+            self.count_m.index_add_(0, i, torch.full((len(i),), float(B), dtype=torch.float64))
+            self.diag.index_add_(0, i, diag.sum(0))
+            self.norm.index_add_(0, i, frob.sum(0))
 
         adjoint_sweep(J, basis.expand(B, T, H, S * H), visit)
 
@@ -200,17 +264,17 @@ class ExactAccumulator:
         return env, units
 
 
-def psi_exact(J: Tensor, delta: Tensor, lam: Tensor, v: Tensor,
+def psi_exact(J: StepJacobians, delta: Tensor, lam: Tensor, v: Tensor,
               visit_signal: Callable[[int, Tensor], None] | None = None) -> Tensor:
     """psi_n(l) for every lag l = 0..T-1, shape (..., B, T) (docs/method.md §4b, §5).
 
-    ``J`` (B, T, S H, S H) are the one-step Jacobians (:func:`jacobians`), ``delta`` (B, T, H) the
+    ``J`` are the one-step Jacobians (:func:`step_jacobians`), ``delta`` (B, T, H) the
     output error, ``lam`` (B, T, H) the base rate Lambda(n, k) and ``v`` (..., B, T, S H) the tangent
     of the full state (a leading direction axis is kept). ``visit_signal``
     (:meth:`ExactAccumulator.signal_visit`) reads the same adjoints for the signal envelope.
     """
     B, T, H = delta.shape
-    S = J.shape[-1] // H
+    S = v.shape[-1] // H
     weight = v * lam.repeat(1, 1, S)  # Lambda^q weights both components of unit q
     total = torch.zeros(*v.shape[:-2], T, dtype=torch.float64, device=v.device)  # (..., B, T)
 
@@ -231,10 +295,10 @@ def add_batch(acc: ExactAccumulator, cell: torch.nn.Module, x: Tensor, z: Tensor
     ``z`` (B, T, S H) is the full state of the shared forward pass, ``lam`` and ``delta`` (B, T, H) in
     x's dtype; the secondary functionals use the first ``n_matrix`` sequences.
     """
-    J = jacobians(cell, x, z)
+    J = step_jacobians(cell, x, z)
     S = state_blocks(cell)
     if n_matrix:
-        acc.matrix_batch(J[:n_matrix], lam[:n_matrix], S)
+        acc.matrix_batch(J.head(n_matrix), lam[:n_matrix], S)
     visit = acc.signal_visit(lam, delta, S)
     if v is None:
         adjoint_sweep(J, _h_block(delta, S)[:, :, None], visit)
