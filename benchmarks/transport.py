@@ -32,9 +32,9 @@ import yaml
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
 from learnwin.models.data import make_split, task_vector
+from learnwin.probing import snapshot
 from learnwin.probing.detect import random_directions
 from learnwin.probing.memory import MemoryAccumulator, input_sensitivity
-from learnwin.probing import snapshot
 from learnwin.probing.snapshot import probe
 
 
@@ -87,14 +87,15 @@ def main() -> None:
 
         common = dict(lr=0.005, windows=snap["windows"], directions=dirs,
                       exact_sequences=snap["exact_sequences"])
-        variants = {t: (lambda t=t: probe(model.cell, w_out, batches(), lags, transport=t, **common))
+        variants = {t: (lambda t=t, cell=model.cell, w_out=w_out, common=common:
+                        probe(cell, w_out, batches(), lags, transport=t, **common))
                     for t in ("diagonal", "exact", ("diagonal", "exact"))}
         if before is not None:
             cells_before, exact_before = before
             old = cells_before.build_model(name, task["D"], H)
             old.load_state_dict(model.state_dict())
 
-            def run_before(old=old, exact_before=exact_before):
+            def run_before(old=old, exact_before=exact_before, w_out=w_out, common=common):
                 with mock.patch.object(snapshot, "add_batch", exact_before.add_batch), \
                         mock.patch.object(snapshot, "ExactAccumulator", exact_before.ExactAccumulator):
                     return probe(old.cell, w_out, batches(), lags, transport="exact", **common)

@@ -10,7 +10,9 @@ with one adjoint stack of shape (B, T_receiving, P, S H) multiplied by the exact
 Jacobian J_k = d z_k / d z_{k-1} at each step k = T-1..1. The J_k of all steps come at once
 (vectorised over sequences and time) from the cell's closed-form ``step_jacobian`` (every gate
 path and the LayerNorm Jacobian; tested against autograd), or, for a cell without one, from one
-batched autograd backward of its ``_step`` over the S H basis rows. The sweep's loop over time
+batched autograd backward of its ``_step`` over the S H basis rows. A cell with
+``step_jacobian_blocks`` (the LSTM) is swept in that block form: its c-block is diagonal, so only
+d c_t / d h_{t-1} is stored per step (:class:`CellStateJacobians`). The sweep's loop over time
 steps is the only loop; the forward pass (the trace) is shared with the diagonal path.
 
 What is computed from the adjoints (the same Lambda, averages and directions as the diagonal
