@@ -144,25 +144,53 @@ def test_paper_gate_init_reproduces_the_reference_draws_bit_for_bit(name):
     assert all(torch.equal(default[k], params[k]) for k in params)
 
 
-GATES = {"shared": ["s"], "diag": ["s"], "gru": ["z", "r"], "lstm": ["i", "f", "o"]}
+GATES = {"gru": ["z", "r", "h"], "lstm": ["i", "f", "o", "g"]}  # h, g: the candidate layer
 
 
-@pytest.mark.parametrize("name", ["shared", "diag", "gru", "lstm"])
-def test_official_gate_init_is_orthogonal_with_uniform_biases(name):
-    D, H = 3, 5
-    cell = build_model(name, D, H, gate_init="official").cell
+def _is_orthogonal(w):
+    """Orthonormal rows or columns, whichever are fewer (torch.nn.init.orthogonal_'s shape rule)."""
+    gram = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
+    return torch.allclose(gram, torch.eye(gram.shape[0]), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["gru", "lstm"])
+def test_official_gate_init_of_gru_lstm_is_the_official_orth_init(name):
+    """--orth_init: every W (H x D) and U (H x H) orthogonal, nn.Linear's uniform(+-1/sqrt(D))
+    biases on every input projection (candidate included), no update/forget-gate offset."""
+    D, H = 3, 16
+    torch.manual_seed(3)
+    model = build_model(name, D, H, gate_init="official", gru_init_update=0.2, lstm_init_forget=0.8)
+    cell = model.cell
     for gate in GATES[name]:
-        W, U, b = ((cell.w_s, cell.u_s, cell.b_s) if name == "shared" else
-                   (getattr(cell, f"W_{gate}"), getattr(cell, f"U_{gate}"), getattr(cell, f"b_{gate}")))
-        for w in (W.detach(), U.detach()):  # orthonormal rows or columns, whichever are fewer
-            gram = w @ w.T if w.shape[0] <= w.shape[1] else w.T @ w
-            torch.testing.assert_close(gram, torch.eye(gram.shape[0]), rtol=0, atol=1e-5)
-        assert b.abs().max() <= 1 / math.sqrt(D)
-        if b.numel() > 1:
-            assert b.std() > 0  # not a constant bias
-    paper = build_model(name, D, H, gate_init="paper").cell
-    assert not torch.equal(paper.b_s if name in ("shared", "diag") else paper.W_z if name == "gru" else paper.W_f,
-                           cell.b_s if name in ("shared", "diag") else cell.W_z if name == "gru" else cell.W_f)
+        W, U, b = (getattr(cell, f"{p}_{gate}").detach() for p in ("W", "U", "b"))
+        assert _is_orthogonal(W) and _is_orthogonal(U), gate
+        torch.testing.assert_close(U @ U.T, torch.eye(H), rtol=0, atol=1e-5)
+        # within nn.Linear's bound: an offset logit(0.2) = -1.39 or logit(0.8) = 1.39 lies outside
+        assert float(b.abs().max()) <= 1 / math.sqrt(D), gate
+        assert float(b.std()) > 0.1, gate  # drawn, not a constant
+    assert _is_orthogonal(model.W_out.detach()) and float(model.b_out) == 0.0
+    # so the leak at init is near 1/2 on average (tau ~ 1.4 steps), not the paper's 0.8
+    leak = cell.trace(torch.randn(64, 8, D)).leak
+    assert 0.4 < float(leak.mean()) < 0.6
+
+
+@pytest.mark.parametrize("name", ["const", "shared", "diag"])
+def test_official_gate_init_leaves_shared_diag_gates_at_zero_like_the_official_code(name):
+    """--orth_init skips the Shared/Diag gate layer (_skip_orth): zero weights, bias logit(const_s);
+    W_x, W_h and the readout are orthogonal under both inits, so both give the same parameters."""
+    torch.manual_seed(5)
+    official = dict(build_model(name, 3, 6, gate_init="official", const_s=0.2).named_parameters())
+    torch.manual_seed(5)
+    paper = dict(build_model(name, 3, 6, gate_init="paper", const_s=0.2).named_parameters())
+    assert list(official) == list(paper)
+    assert all(torch.equal(official[k], paper[k]) for k in paper)
+    if name != "const":
+        W, U, b = ((official["cell.w_s"], official["cell.u_s"], official["cell.b_s"]) if name == "shared"
+                   else (official["cell.W_s"], official["cell.U_s"], official["cell.b_s"]))
+        assert torch.count_nonzero(W) == 0 and torch.count_nonzero(U) == 0
+        torch.testing.assert_close(b.detach(), torch.full_like(b, math.log(0.2 / 0.8)), rtol=0, atol=1e-7)
+    for key in ("cell.W_x", "cell.W_h", "W_out"):
+        assert _is_orthogonal(official[key].detach()), key
 
 
 def test_unknown_gate_init_is_named():

@@ -17,10 +17,13 @@ one-step Jacobian diagonal of step t is ``leak[:, t] + correction[:, t]``.
 
 Choices (docs/method.md §2 silent): LayerNorm has learnable affine parameters (nn.LayerNorm
 defaults); gate layers not pinned by the spec (GRU reset, LSTM input and output gates) keep
-PyTorch's default uniform(+-1/sqrt(fan_in)) weights with zero biases. ``gate_init`` (docs/method.md §4b):
-``paper`` is the above; ``official`` gives every gate layer of Shared, Diag, GRU and LSTM
-orthogonal input and recurrent weights and an nn.Linear-style uniform(+-1/sqrt(D)) bias (the
-bias belongs to the input projection, fan_in = D), as the official code's --orth_init. Speed: all input
+PyTorch's default uniform(+-1/sqrt(fan_in)) weights with zero biases. ``gate_init`` (docs/method.md §2):
+``paper`` is the above; ``official`` mirrors the official code's --orth_init cell by cell: GRU and
+LSTM get orthogonal input and recurrent weights in every gate layer and nn.Linear-style
+uniform(+-1/sqrt(D)) biases on every input projection, candidate included (the bias belongs to
+the input projection, fan_in = D), with no update/forget-gate offset; Shared and Diag keep their
+gate weights at zero with bias logit(const_s) (the official code skips them), so for const,
+shared and diag the two inits are the same parameters. Speed: all input
 projections are one matmul over the whole sequence, and the recurrent matmuls of a step are
 fused into one. Training (grad mode on) runs through the hand-written BPTT of
 :mod:`learnwin.models.bptt`; the step-by-step scan here is the reference path (see ``forward``).
@@ -77,15 +80,28 @@ def _zeros(*shape: int) -> nn.Parameter:
 GATE_INITS = ("paper", "official")
 
 
+def _linear_bias(rows: int, input_size: int) -> nn.Parameter:
+    """nn.Linear's default bias: uniform(+-1/sqrt(input_size))."""
+    bound = 1.0 / math.sqrt(input_size)
+    return nn.Parameter(torch.empty(rows).uniform_(-bound, bound))
+
+
 def _gate_layer(rows: int, input_size: int, hidden_size: int, gate_init: str, bias: float = 0.0,
                 paper=_zeros) -> tuple[nn.Parameter, nn.Parameter, nn.Parameter]:
-    """(W, U, b) of one gate layer: ``paper`` weights (zeros, or PyTorch's uniform) and a constant
-    bias, or ``official`` orthogonal weights and a uniform(+-1/sqrt(input_size)) bias."""
+    """(W, U, b) of one GRU/LSTM gate layer: ``paper`` weights (zeros, or PyTorch's uniform) and a
+    constant bias, or ``official`` orthogonal weights and a uniform(+-1/sqrt(input_size)) bias."""
     if gate_init == "official":
-        bound = 1.0 / math.sqrt(input_size)
         return (_orthogonal(rows, input_size), _orthogonal(rows, hidden_size),
-                nn.Parameter(torch.empty(rows).uniform_(-bound, bound)))
+                _linear_bias(rows, input_size))
     return paper(rows, input_size), paper(rows, hidden_size), _full(bias, rows)
+
+
+def _candidate_layer(hidden_size: int, input_size: int, gate_init: str
+                     ) -> tuple[nn.Parameter, nn.Parameter, nn.Parameter]:
+    """(W, U, b) of the GRU/LSTM candidate: orthogonal weights; bias 0 (``paper``) or
+    uniform(+-1/sqrt(input_size)) (``official``, nn.Linear's default that --orth_init keeps)."""
+    W, U = _orthogonal(hidden_size, input_size), _orthogonal(hidden_size, hidden_size)
+    return W, U, _linear_bias(hidden_size, input_size) if gate_init == "official" else _zeros(hidden_size)
 
 
 def _full(value: float, *shape: int) -> nn.Parameter:
@@ -225,10 +241,11 @@ class ConstGate(GatedCell):
 class SharedGate(ConstGate):
     """ConstGate with one learned scalar gate per step, s_t = sigmoid(w_s.x_t + b_s + u_s.h)."""
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, gate_init="paper", **_):
+    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
         super().__init__(input_size, hidden_size, layer_norm, const_s)
-        w, u, b = _gate_layer(1, input_size, hidden_size, gate_init, _logit(const_s))
-        self.w_s, self.b_s, self.u_s = w, b, u  # registration order = parameter order
+        # zero weights and bias logit(const_s) under both gate inits (the official code's
+        # --orth_init skips this layer)
+        self.w_s, self.b_s, self.u_s = _zeros(1, input_size), _full(_logit(const_s), 1), _zeros(1, hidden_size)
 
     def _input_weights(self):
         return [self.W_x, self.w_s]
@@ -272,10 +289,10 @@ class SharedGate(ConstGate):
 class DiagGate(SharedGate):
     """One gate per unit: s_t = sigmoid(W_s x_t + b_s + U_s h_{t-1}) in R^H (docs/method.md §2)."""
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, gate_init="paper", **_):
+    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
         ConstGate.__init__(self, input_size, hidden_size, layer_norm, const_s)
-        w, u, b = _gate_layer(hidden_size, input_size, hidden_size, gate_init, _logit(const_s))
-        self.W_s, self.b_s, self.U_s = w, b, u  # registration order = parameter order
+        H = hidden_size  # as SharedGate: the same zero/logit init under both gate inits
+        self.W_s, self.b_s, self.U_s = _zeros(H, input_size), _full(_logit(const_s), H), _zeros(H, H)
 
     def _input_weights(self):
         return [self.W_x, self.W_s]
@@ -301,7 +318,7 @@ class GRU(GatedCell):
         H, D = hidden_size, input_size
         self.W_z, self.U_z, self.b_z = _gate_layer(H, D, H, gate_init, _logit(gru_init_update))
         self.W_r, self.U_r, self.b_r = _gate_layer(H, D, H, gate_init, paper=_uniform)
-        self.W_h, self.U_h, self.b_h = _orthogonal(H, D), _orthogonal(H, H), _zeros(H)
+        self.W_h, self.U_h, self.b_h = _candidate_layer(H, D, gate_init)
 
     def _input_weights(self):
         return [self.W_z, self.W_r, self.W_h]
@@ -362,7 +379,7 @@ class LSTM(GatedCell):
         self.W_i, self.U_i, self.b_i = _gate_layer(H, D, H, gate_init, paper=_uniform)
         self.W_f, self.U_f, self.b_f = _gate_layer(H, D, H, gate_init, _logit(lstm_init_forget))
         self.W_o, self.U_o, self.b_o = _gate_layer(H, D, H, gate_init, paper=_uniform)
-        self.W_g, self.U_g, self.b_g = _orthogonal(H, D), _orthogonal(H, H), _zeros(H)
+        self.W_g, self.U_g, self.b_g = _candidate_layer(H, D, gate_init)
 
     def _input_weights(self):
         return [self.W_i, self.W_f, self.W_o, self.W_g]
