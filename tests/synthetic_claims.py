@@ -80,6 +80,10 @@ def write_claim_run(root: str | Path) -> dict:
         units = pd.DataFrame([dict(model=m, optimizer=o, seed=s, epoch="best", unit=u, lag=int(l),
                                    mu_abs=np.exp(-l / t), tau=t) for u, t in enumerate(unit_tau) for l in syn.LAGS])
         io.write_table(units, snap / "units.parquet", "units")
+        mode_tau = np.r_[unit_tau[::-1], np.full(8, 1e-3)]  # the claims' input; (c) reads it under exact only
+        io.write_table(pd.DataFrame(dict(model=m, optimizer=o, seed=s, epoch="best", mode=np.arange(16),
+                                         **{"lambda": -1 / mode_tau}, tau=mode_tau, leading=np.arange(16) < 8)),
+                       snap / "lyapunov.parquet", "lyapunov")
         if o == "sgd":
             env = io.read_table(snap / "envelope.parquet", "envelope")
             env["f"] = syn.AMP[o] * np.exp(-env["lag"] / (SGD_TAU[m] * tau0))

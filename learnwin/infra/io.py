@@ -37,6 +37,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "recovery": 1,
     "memory": 1,
     "claims": 2,
+    "lyapunov": 1,
 }
 _META_KEY = b"learnwin.schema"
 _UMASK = os.umask(0o022)

@@ -64,8 +64,8 @@ NOISE_ANY = "-"  # noise column of claims (a) and (c), which do not depend on th
 RUN = ["model", "optimizer", "seed"]
 PLAIN_SGD = ("sgd", "sgd_momentum")  # (c) compares AdamW with the first of these in the run (Lambda = lr)
 #: The artifact of each input table of :func:`measure` (learnwin.infra.io schema names).
-INPUTS = {"decay": "decay", "envelope": "envelope", "units": "units", "H_N": "H_N", "master": "master",
-          "summary": "summary"}
+INPUTS = {"decay": "decay", "envelope": "envelope", "units": "units", "lyapunov": "lyapunov", "H_N": "H_N",
+          "master": "master", "summary": "summary"}
 KEY = ["claim", "check", "model", "optimizer", "noise", "transport", "functional"]
 SCOPE = ["transport", "functional"]  # the envelope a verdict is measured on (docs/method.md §8b)
 COLUMNS = [*KEY, "expected", "verdict", "k", "n", "holds", "estimate", "spread", "seeds", "values", "detail"]
@@ -191,11 +191,19 @@ def unit_taus(tables: Mapping[str, pd.DataFrame], transport: str) -> pd.Series:
     return units.groupby([*RUN, "unit"], sort=False)["tau"].first()
 
 
+def lyapunov_taus(tables: Mapping[str, pd.DataFrame], transport: str) -> pd.Series:
+    """(c) under the exact transport: tau_q per (model, optimizer, seed, mode) of the H leading
+    Lyapunov modes of lyapunov.parquet (docs/method.md §4c; ``transport`` is "exact")."""
+    lyap = tables["lyapunov"]
+    lead = lyap[lyap["leading"].astype(bool)]
+    return lead.groupby([*RUN, "mode"], sort=False)["tau"].first()
+
+
 #: Where claim (c) takes each transport's tau_q (docs/method.md §8b): a function of :func:`measure`'s
-#: tables and the transport, giving tau per (model, optimizer, seed, unit or mode). The exact
-#: transport's per-unit tau of units.parquet stands in for the Lyapunov time scales
-#: (docs/method.md §4b); swapping the source is this one entry.
-TAU_SOURCE = {"diagonal": unit_taus, "exact": unit_taus}
+#: tables and the transport, giving tau per (model, optimizer, seed, unit or mode): the per-unit
+#: tau of units.parquet (docs/method.md §4) for the diagonal transport, the H leading Lyapunov
+#: time scales of the Jacobian product (docs/method.md §4c) for the exact one.
+TAU_SOURCE = {"diagonal": unit_taus, "exact": lyapunov_taus}
 
 
 def at_epoch(table: pd.DataFrame, epoch) -> pd.DataFrame:
@@ -214,7 +222,7 @@ def inputs(results: str | Path, models, optimizers, seeds, epoch) -> dict[str, l
 
     return dict(decay=[str(layout.under(results, layout.DECAY, optimizer=o, model=m, epoch=epoch))
                        for o in optimizers for m in models],
-                envelope=snap("envelope"), units=snap("units"),
+                envelope=snap("envelope"), units=snap("units"), lyapunov=snap("lyapunov"),
                 H_N=[str(layout.under(results, layout.STATS["H_N"]))],
                 master=[str(layout.under(results, layout.STATS["master"]))],
                 summary=[str(layout.under(results, layout.SUMMARY["parquet"]))])

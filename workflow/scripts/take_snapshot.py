@@ -1,4 +1,5 @@
-"""Adapter: stage snapshot -> learnwin.probing.snapshot.snapshot_checkpoint and learnwin.probing.memory.memory_checkpoint."""
+"""Adapter: stage snapshot -> learnwin.probing.snapshot.snapshot_checkpoint, learnwin.probing.memory.memory_checkpoint
+and learnwin.probing.lyapunov.lyapunov_checkpoint."""
 
 import json
 from pathlib import Path
@@ -11,6 +12,7 @@ runtime.deterministic()
 
 from learnwin.infra import io  # noqa: E402  (after the thread caps)
 from learnwin.infra.config import lag_grid  # noqa: E402
+from learnwin.probing.lyapunov import lyapunov_checkpoint  # noqa: E402
 from learnwin.probing.memory import memory_checkpoint  # noqa: E402
 from learnwin.probing.snapshot import snapshot_checkpoint  # noqa: E402
 
@@ -47,3 +49,13 @@ memory = memory_checkpoint(
 )
 io.write_table(memory, snakemake.output.memory, "memory")
 log.info("memory curve %s: %d lags", keys, len(memory))
+lyapunov = lyapunov_checkpoint(
+    checkpoint=snakemake.input.checkpoint,
+    data_dir=Path(snakemake.input.x).parent,
+    sequences=cfg["exact_sequences"],
+    batch_size=cfg["batch_size"],
+    keys=keys,
+    device=runtime.resolve_device(snakemake.params.device),
+)
+io.write_table(lyapunov, snakemake.output.lyapunov, "lyapunov")
+log.info("lyapunov spectrum %s: %d modes", keys, len(lyapunov))
