@@ -38,7 +38,7 @@ def main() -> None:
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     train_cfg = {k: cfg["train"][k] for k in ("epochs", "batch_size", "grad_clip", "r2_subset")}
     with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "data"
+        data = Path(tmp) / "splits"
         write_splits(args.seed, cfg["task"], data)
         x = torch.from_numpy(np.array(load_split(data, "diag")[0][:256]))
         print("| model | gate_init | mean leak at init | tau_init (steps) | best val R² |\n|---|---|---|---|---|")
