@@ -176,3 +176,128 @@ def test_config_readme_check_sees_a_wrong_default_and_a_missing_key():
     assert found["undocumented"] == ["decay.block"] and not found["not in the schema"]
     assert found["default (readme, schema)"] == {"recovery.steps": (100, 320),
                                                   "train.snapshot_epochs": (["best"], [0, "best"])}
+
+
+# ---- links, section references and the findings on top ----
+
+RESULTS = ROOT / "docs" / "results.md"
+README = ROOT / "README.md"
+LINKED_PAGES = ("README.md", "docs/*.md", "experiments/README.md", "config/README.md", "profiles/README.md")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+#: A section named in prose: ``docs/results.md, "Across machines"`` (the quote starts a heading of the page).
+SECTION_REF = re.compile(r"((?:docs/)?[\w-]+\.md),?\s+\"([^\"]+)\"")
+FINDINGS = "<!-- findings -->"
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a markdown heading: lower case, punctuation but ``-`` and ``_`` dropped,
+    spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def headings(path: Path) -> list[str]:
+    return [m[1] for m in re.finditer(r"^#+ (.+?)\s*$", path.read_text(), re.M)]
+
+
+def broken_links(page: Path) -> list[str]:
+    """Relative links of ``page`` whose file does not exist or whose ``#anchor`` is no heading."""
+    out = []
+    for target in LINK.findall(page.read_text()):
+        if re.match(r"[a-z]+:", target):
+            continue  # http(s), mailto: not checked offline
+        path, _, frag = target.partition("#")
+        dest = (page.parent / path).resolve() if path else page
+        if not dest.exists():
+            out.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+        elif frag and dest.suffix == ".md" and frag not in {anchor(h) for h in headings(dest)}:
+            out.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    return out
+
+
+def broken_section_refs(path: Path) -> list[str]:
+    """``page.md, "Section"`` references in ``path`` whose page has no heading starting so."""
+    out = []
+    text = re.sub(r"\s+", " ", path.read_text())  # a reference may wrap
+    for page, section in SECTION_REF.findall(text):
+        target = ROOT / "docs" / Path(page).name
+        if target.exists() and not any(h.startswith(section) for h in headings(target)):
+            out.append(f"{path.relative_to(ROOT)}: {page}, \"{section}\"")
+    return out
+
+
+def test_anchor_and_link_checks_see_a_broken_link(tmp_path):
+    assert anchor("Learnability window H_N, under both noise definitions") == \
+        "learnability-window-h_n-under-both-noise-definitions"
+    assert anchor("Master law and the exponents a, b") == "master-law-and-the-exponents-a-b"
+    page = ROOT / "docs" / "_probe.md"
+    try:
+        page.write_text("# Top\n\n## A, b\n\n[ok](#a-b) [ok](results.md#claims) [bad](#nothing) "
+                        "[gone](results-previous-default.md) [web](https://example.org)\n"
+                        'docs/results.md, "Across machines" and docs/results.md, "What the fixes changed"\n')
+        assert broken_links(page) == ["docs/_probe.md: #nothing (no such heading)",
+                                      "docs/_probe.md: results-previous-default.md (no such file)"]
+        assert broken_section_refs(page) == ['docs/_probe.md: docs/results.md, "What the fixes changed"']
+    finally:
+        page.unlink()
+
+
+def test_every_link_and_named_section_resolves():
+    pages = sorted({p for pattern in LINKED_PAGES for p in ROOT.glob(pattern)})
+    broken = [b for page in pages for b in broken_links(page)]
+    broken += [b for path in scanned_files() for b in broken_section_refs(path)]
+    assert not broken, "links or section names that point nowhere:\n" + "\n".join(broken)
+
+
+def markdown_tables(lines: list[str]) -> list[list[list[str]]]:
+    """Each markdown table in ``lines`` as rows of stripped cells (the separator row dropped)."""
+    tables, rows = [], []
+    for line in [*lines, ""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not set("".join(cells)) <= set("-: "):
+                rows.append(cells)
+        elif rows:
+            tables, rows = [*tables, rows], []
+    return tables
+
+
+def claims_tables(lines: list[str]) -> list[list[list[str]]]:
+    """Tables with a ``claim`` column and one verdict column per model, a "k/n" in every model
+    cell, covering the four claims (a)-(d)."""
+    models = ["const", "shared", "diag", "gru", "lstm"]
+    out = []
+    for table in markdown_tables(lines):
+        head, body = table[0], table[1:]
+        if "claim" not in head or not set(models) <= set(head):
+            continue
+        cols = [head.index(m) for m in models]
+        if ({row[head.index("claim")] for row in body} == set("abcd")
+                and all(re.fullmatch(r"\d+/\d+( ✓)?", row[c]) for row in body for c in cols)):
+            out.append(table)
+    return out
+
+
+def test_results_page_opens_on_the_claims_table_and_the_findings():
+    first_screen = RESULTS.read_text().splitlines()[:40]
+    assert len(claims_tables(first_screen)) == 1, "docs/results.md must open on the claims table"
+    assert "## Findings" in first_screen
+    # the check can fail: the table pushed below the first screen, a cell without a verdict
+    assert claims_tables(([""] * 30 + first_screen)[:40]) == []
+    assert claims_tables([line.replace("3/3 ✓", "holds") for line in first_screen]) == []
+
+
+def findings_block(text: str) -> list[str]:
+    """The README's lines after the findings marker, up to the first blank line."""
+    after = text.split(FINDINGS, 1)[1].lstrip("\n").split("\n\n", 1)[0]
+    return after.splitlines()
+
+
+def test_readme_states_the_findings_with_a_link_each():
+    lines = findings_block(README.read_text())
+    targets = {anchor(h) for h in headings(RESULTS)}
+    assert 1 <= len(lines) <= 5, f"{len(lines)} lines of findings"
+    for line in lines:
+        links = re.findall(r"\]\(docs/results\.md#([\w-]+)\)", line)
+        assert links and set(links) <= targets, f"finding without a link to a section of docs/results.md: {line}"
+    first = README.read_text().index(FINDINGS)
+    assert first < README.read_text().index("## What it computes"), "the findings come under the two commands"

@@ -81,7 +81,7 @@ def _project_grads(needs: tuple, da: Tensor, x_tm: Tensor, w_in: Tensor) -> tupl
     """Gradients of x, W_in and b_in (the Function's first three inputs, ``needs`` says which)
     from the pre-activation gradient da (T, B, G), each one op over all steps. W_in's is
     (x^T da)^T: autograd's da^T x has the small input size D as its output width, a slow matmul
-    shape (docs/results.md, "Training step speed")."""
+    shape (docs/performance.md, "Training step speed")."""
     need_x, need_w, need_b = needs[:3]
     flat = da.view(-1, da.shape[-1])
     dx = (flat @ w_in).view(x_tm.shape).transpose(0, 1) if need_x else None
@@ -103,7 +103,7 @@ def _blocks(T: int, row_bytes: int):
 
     The factors (gate derivatives) are elementwise products over (T, B, .) buffers, memory-bound
     once those outgrow the cache; computed whole, they made the fast path slower than the
-    reference at T 256, H 128 (docs/results.md, "Training step speed"). Computed block by block,
+    reference at T 256, H 128 (docs/performance.md, "Training step speed"). Computed block by block,
     right before the loop consumes them, they stay in cache. A block holds about BLOCK_BYTES of
     the widest buffer (``row_bytes`` per step), a fraction of a core's L2 cache. Elementwise
     products do not depend on the blocking: any block size gives the same bits.
