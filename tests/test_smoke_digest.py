@@ -1,12 +1,19 @@
-"""Behaviour does not change unnoticed: the smoke run's tables equal the recorded digest.
+"""Behaviour does not change unnoticed: the smoke run's tables equal the recorded digest, and,
+on any machine, its recorded behaviour fingerprint.
 
 tests/data/smoke_digest.json holds one digest per numeric environment (library versions and CPU,
-tests/smoke_digest.py says why). Regenerate it only with a change meant to move numbers.
+tests/smoke_digest.py says why); where the machine has none, the digest test skips.
+tests/data/smoke_behaviour.json holds one fingerprint for every machine: per table and column,
+counts, mean and quantiles compared within a tolerance, and the random inputs bit for bit
+(tests/smoke_behaviour.py says why and docs/reliability.md what it detects). Regenerate both only
+with a change meant to move numbers.
 """
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from smoke_behaviour import TOLERANCE, compare, fingerprint, load
 from smoke_digest import cpu_model, environment, record, recorded, results_digest, table_digest
 
 from learnwin.infra import layout
@@ -61,3 +68,40 @@ def test_smoke_tables_match_the_recorded_digest(smoke_run):
     assert sorted(now) == sorted(tables)
     changed = [name for name in now if now[name] != tables[name]]
     assert not changed, f"{len(changed)} tables changed, e.g. {changed[:5]}"
+
+
+def _results(tmp_path, psi, law="exp", x=None):
+    """A results folder with one Parquet table and two data arrays."""
+    (tmp_path / "data").mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"lag": np.arange(1, len(psi) + 1), "psi": pa.array(psi, pa.float32()),
+                             "law": [law] * len(psi)}), tmp_path / "t.parquet")
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "data" / "train_x.npy", rng.standard_normal(64).astype(np.float32) if x is None else x)
+    np.save(tmp_path / "data" / "train_y.npy", np.asarray(psi, np.float32) * 2)
+    return fingerprint(tmp_path)
+
+
+def test_fingerprint_passes_float_noise_and_fails_a_real_change(tmp_path):
+    psi = np.random.default_rng(1).standard_normal(200).astype(np.float32)
+    base = _results(tmp_path / "a", psi)
+    ulp = np.nextafter(psi, np.float32(np.inf))  # every value one float32 step up
+    assert compare(_results(tmp_path / "b", ulp), base) == []
+    moved = compare(_results(tmp_path / "c", psi * np.float32(1.01)), base)  # a 1 % change
+    assert sorted(p.split(":")[0] for p in moved) == ["data/train_y.npy", "t.parquet"]
+    assert all(f"> {TOLERANCE:.0e}" in p for p in moved)
+    with_nan = psi.copy()
+    with_nan[3] = np.nan
+    assert any("nan" in p for p in compare(_results(tmp_path / "d", with_nan), base))
+    assert any("[law]" in p for p in compare(_results(tmp_path / "e", psi, law="tempered"), base))
+    x = np.random.default_rng(0).standard_normal(64).astype(np.float32)
+    x[0] = np.nextafter(x[0], np.float32(np.inf))  # the random inputs must hold bit for bit
+    assert compare(_results(tmp_path / "f", psi, x=x), base) == ["data/train_x.npy: bits"]
+    assert compare({**base, "extra.parquet": {}}, base) == ["extra.parquet: not recorded"]
+
+
+@pytest.mark.slow
+def test_smoke_run_behaves_as_recorded_on_any_machine(smoke_run):
+    problems = compare(fingerprint(smoke_run / layout.ROOT), load())
+    assert not problems, (f"{len(problems)} differences from tests/data/smoke_behaviour.json, e.g. "
+                          f"{problems[:5]}; a change meant to move numbers re-records it: "
+                          "python tests/smoke_behaviour.py RESULTS_DIR")

@@ -1,0 +1,143 @@
+"""Fingerprint of a run's behaviour that holds on any machine, unlike the bitwise digest.
+
+    python tests/smoke_behaviour.py RESULTS_DIR           # record the fingerprint of this run
+    python tests/smoke_behaviour.py RESULTS_DIR --against  # print its deviation from the recorded one
+
+Run it on the results folder of `snakemake --cores 2 --configfile config/smoke.yaml`.
+tests/test_smoke_digest.py asserts on it wherever the digest of tests/smoke_digest.py has no
+entry for the machine, and everywhere else too.
+
+Why this and not the alternatives. The bits of the smoke run differ between CPUs from the first
+float32 operation whose kernel the CPU selects (MKL, OpenBLAS and torch's vectorised kernels
+dispatch on the instruction set; torch's randn and every matmul of the untrained network are
+among them), so "the untrained stages bit for bit" holds for the random inputs only: the targets
+are a float32 matrix product, the epoch-0 snapshots a forward pass. The workflow has no float64
+path to compare within a tolerance. What is left to compare is what the numbers are: for every
+Parquet table and data array, per column, the count of finite, NaN and infinite values, the mean
+and the 10/50/90 % quantiles of the finite values; the value counts of text columns; and the
+random inputs (`*_x.npy`, numpy's Generator, whose stream is the same on every platform) bit for
+bit. A summary value's deviation is measured in units of its column's magnitude (max |x|), so a
+column of values near zero does not inflate it, and must stay within :data:`TOLERANCE`.
+
+The tolerance is set between what another machine's float32 rounding does to the smoke run and
+what a real change does: docs/reliability.md gives both, measured on runs of this config (the
+first emulating another CPU's kernels with ``ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE``,
+the second with AdamW's learning rate moved by 1 %).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+GOLDEN = Path(__file__).parent / "data" / "smoke_behaviour.json"
+QUANTILES = (0.1, 0.5, 0.9)
+#: Largest deviation of a summary value, in units of its column's max |x|, still read as "the same".
+TOLERANCE = 1e-3
+#: Arrays drawn from numpy's Generator and only cast to float32: identical on every platform.
+BITWISE = "*_x.npy"
+
+
+def column_summary(values: np.ndarray) -> dict:
+    """Counts of finite, NaN and infinite values; mean, quantiles and max |x| of the finite ones."""
+    values = np.asarray(values, dtype=np.float64).ravel()
+    finite = values[np.isfinite(values)]
+    out = {"n": int(finite.size), "nan": int(np.isnan(values).sum()), "inf": int(np.isinf(values).sum())}
+    if finite.size:
+        out["stats"] = [_round(finite.mean()), *map(_round, np.quantile(finite, QUANTILES))]
+        out["scale"] = _round(np.abs(finite).max())
+    return out
+
+
+def _round(v) -> float:
+    """Seven significant digits: far finer than :data:`TOLERANCE`, and a smaller golden file."""
+    return float(f"{float(v):.7g}")
+
+
+def table_summary(table: pa.Table) -> dict[str, dict]:
+    """One summary per column: numbers as :func:`column_summary`, text as its value counts."""
+    out = {}
+    for name, column in zip(table.column_names, table.columns):
+        if pa.types.is_integer(column.type) or pa.types.is_floating(column.type) or pa.types.is_boolean(column.type):
+            out[name] = column_summary(column.to_numpy(zero_copy_only=False).astype(np.float64))
+        else:
+            values = [str(v) for v in column.to_pylist()]
+            out[name] = {"counts": {v: values.count(v) for v in sorted(set(values))}}
+    return out
+
+
+def fingerprint(results: Path) -> dict[str, dict]:
+    """Summary of every Parquet table and .npy array under ``results``, keyed by relative path."""
+    results = Path(results)
+    out = {str(p.relative_to(results)): table_summary(pq.read_table(p)) for p in sorted(results.rglob("*.parquet"))}
+    for p in sorted(results.rglob("*.npy")):
+        array = np.load(p)
+        key = str(p.relative_to(results))
+        out[key] = ({"sha256": hashlib.sha256(array.tobytes()).hexdigest()} if p.match(BITWISE)
+                    else {"values": column_summary(array)})
+    return out
+
+
+def deviations(now: dict, recorded: dict) -> tuple[list[str], dict[str, float]]:
+    """(what differs in kind: tables, columns, counts, text values or bits; the largest deviation
+    of a summary value per table, in units of its column's max |x|)."""
+    mismatch, dev = [], {}
+    for key in sorted(set(now) | set(recorded)):
+        if key not in now or key not in recorded:
+            mismatch.append(f"{key}: {'missing' if key not in now else 'not recorded'}")
+            continue
+        a, b = now[key], recorded[key]
+        if sorted(a) != sorted(b):
+            mismatch.append(f"{key}: columns {sorted(a)} != {sorted(b)}")
+            continue
+        if "sha256" in a:
+            if a != b:
+                mismatch.append(f"{key}: bits")
+            continue
+        dev[key] = 0.0
+        for col in a:
+            x, y = a[col], b[col]
+            exact = {k: v for k, v in x.items() if k not in ("stats", "scale")}
+            if exact != {k: v for k, v in y.items() if k not in ("stats", "scale")}:
+                mismatch.append(f"{key}[{col}]: {exact} != recorded")
+            elif "stats" in x:
+                scale = max(x["scale"], y["scale"]) or 1.0
+                gap = max(abs(u - v) for u, v in zip(x["stats"], y["stats"])) / scale
+                dev[key] = max(dev[key], gap)
+    return mismatch, dev
+
+
+def compare(now: dict, recorded: dict, tolerance: float = TOLERANCE) -> list[str]:
+    """What differs between two fingerprints beyond ``tolerance``; empty when the run behaves the same."""
+    mismatch, dev = deviations(now, recorded)
+    return mismatch + [f"{key}: deviation {d:.2e} > {tolerance:.0e}" for key, d in dev.items() if d > tolerance]
+
+
+def load(golden: Path = GOLDEN) -> dict:
+    return json.loads(golden.read_text())
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description="Record or compare a smoke run's behaviour fingerprint.")
+    ap.add_argument("results", type=Path, help="the run's results folder")
+    ap.add_argument("--against", action="store_true", help="compare with the recorded fingerprint")
+    args = ap.parse_args()
+    now = fingerprint(args.results)
+    if args.against:
+        mismatch, dev = deviations(now, load())
+        worst = sorted(dev.items(), key=lambda kv: -kv[1])
+        print(f"{len(mismatch)} mismatches in kind; {sum(d > TOLERANCE for d in dev.values())} of {len(dev)} "
+              f"tables beyond {TOLERANCE:.0e}; {sum(d > 0 for d in dev.values())} deviate at all")
+        print("largest deviations:", *(f"  {k}: {d:.2e}" for k, d in worst[:8]), sep="\n")
+        print(*mismatch[:20], sep="\n")
+    else:
+        GOLDEN.parent.mkdir(exist_ok=True)
+        lines = (f"{json.dumps(key)}: {json.dumps(now[key], sort_keys=True)}" for key in sorted(now))
+        GOLDEN.write_text("{\n" + ",\n".join(lines) + "\n}\n")  # one line per table
+        print(f"{len(now)} tables and arrays -> {GOLDEN}")
