@@ -16,8 +16,9 @@ path to compare within a tolerance. What is left to compare is what the numbers 
 Parquet table and data array, per column, the count of finite, NaN and infinite values, the mean
 and the 10/50/90 % quantiles of the finite values; the value counts of text columns; and the
 random inputs (`*_x.npy`, numpy's Generator, whose stream is the same on every platform) bit for
-bit. A summary value's deviation is measured in units of its column's magnitude (max |x|), so a
-column of values near zero does not inflate it, and must stay within :data:`TOLERANCE`.
+bit. A summary value's deviation is measured in units of its column's magnitude (max |x|, at
+least :data:`FLOOR` of the table's largest), so a column of values near zero does not inflate it,
+and must stay within :data:`TOLERANCE`.
 
 The tolerance is set between what another machine's float32 rounding does to the smoke run and
 what a real change does: docs/reliability.md gives both, measured on runs of this config (the
@@ -40,6 +41,9 @@ GOLDEN = Path(__file__).parent / "data" / "smoke_behaviour.json"
 QUANTILES = (0.1, 0.5, 0.9)
 #: Largest deviation of a summary value, in units of its column's max |x|, still read as "the same".
 TOLERANCE = 1e-3
+#: A column's scale is at least this fraction of the table's largest: a column that is zero in exact
+#: arithmetic (the pooled exponent a, about 1e-31) holds only rounding noise, about 8 float32 ulps.
+FLOOR = 1e-6
 #: Arrays drawn from numpy's Generator and only cast to float32: identical on every platform.
 BITWISE = "*_x.npy"
 
@@ -101,13 +105,14 @@ def deviations(now: dict, recorded: dict) -> tuple[list[str], dict[str, float]]:
                 mismatch.append(f"{key}: bits")
             continue
         dev[key] = 0.0
+        floor = FLOOR * max((c.get("scale", 0.0) for c in [*a.values(), *b.values()]), default=0.0)
         for col in a:
             x, y = a[col], b[col]
             exact = {k: v for k, v in x.items() if k not in ("stats", "scale")}
             if exact != {k: v for k, v in y.items() if k not in ("stats", "scale")}:
                 mismatch.append(f"{key}[{col}]: {exact} != recorded")
             elif "stats" in x:
-                scale = max(x["scale"], y["scale"]) or 1.0
+                scale = max(x["scale"], y["scale"], floor) or 1.0
                 gap = max(abs(u - v) for u, v in zip(x["stats"], y["stats"])) / scale
                 dev[key] = max(dev[key], gap)
     return mismatch, dev
@@ -134,7 +139,13 @@ if __name__ == "__main__":
         worst = sorted(dev.items(), key=lambda kv: -kv[1])
         print(f"{len(mismatch)} mismatches in kind; {sum(d > TOLERANCE for d in dev.values())} of {len(dev)} "
               f"tables beyond {TOLERANCE:.0e}; {sum(d > 0 for d in dev.values())} deviate at all")
-        print("largest deviations:", *(f"  {k}: {d:.2e}" for k, d in worst[:8]), sep="\n")
+        print(f"largest {worst[0][1]:.2e}:", *(f"  {k}: {d:.2e}" for k, d in worst[:8]), sep="\n")
+        from smoke_digest import environment, recorded, results_digest
+
+        digest = recorded(environment())[0]
+        if digest:  # how many of the tables differ bit for bit from this machine's digest
+            bits = results_digest(args.results)
+            print(f"{sum(bits[k] != digest.get(k) for k in bits)} of {len(bits)} tables differ bit for bit")
         print(*mismatch[:20], sep="\n")
     else:
         GOLDEN.parent.mkdir(exist_ok=True)

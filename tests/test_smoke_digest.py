@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from smoke_behaviour import TOLERANCE, compare, fingerprint, load
+from smoke_behaviour import TOLERANCE, compare, fingerprint, load, table_summary
 from smoke_digest import cpu_model, environment, record, recorded, results_digest, table_digest
 
 from learnwin.infra import layout
@@ -97,6 +97,19 @@ def test_fingerprint_passes_float_noise_and_fails_a_real_change(tmp_path):
     x[0] = np.nextafter(x[0], np.float32(np.inf))  # the random inputs must hold bit for bit
     assert compare(_results(tmp_path / "f", psi, x=x), base) == ["data/train_x.npy: bits"]
     assert compare({**base, "extra.parquet": {}}, base) == ["extra.parquet: not recorded"]
+
+
+def test_a_column_of_rounding_noise_is_read_against_its_table():
+    """A column that is zero in exact arithmetic (the pooled exponent a, 1e-31) beside columns of
+    order 1 holds only rounding noise; alone, its own scale is all there is."""
+    def fp(noise):
+        return {"t.parquet": table_summary(pa.table({"b": [0.78, 1.5], "a": [noise, 0.0]}))}
+    assert compare(fp(2e-31), fp(0.0)) == []
+    moved = fp(0.0)
+    moved["t.parquet"]["b"] = table_summary(pa.table({"b": [0.78 * 1.01, 1.5]}))["b"]
+    assert compare(moved, fp(0.0)) != []
+    alone = {"t.parquet": table_summary(pa.table({"a": [2e-31, 0.0]}))}
+    assert compare(alone, {"t.parquet": table_summary(pa.table({"a": [1e-31, 0.0]}))}) != []
 
 
 @pytest.mark.slow
