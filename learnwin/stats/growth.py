@@ -1,0 +1,173 @@
+"""How the measured window grows with N (docs/method.md §10): censoring-aware fits of H(N) as
+a + b log N against a N^c, Akaike weights, the curvature against log N, and whether the
+architectures' slopes differ.
+
+* **Likelihood (Tobit).** Gaussian residuals of common sigma around mu(N); a right-censored
+  point (H >= c, the largest grid lag was learned) contributes log(1 - Phi((c - mu) / sigma)).
+  Maximum likelihood with scipy.optimize.minimize (Nelder-Mead, then BFGS; log sigma as the
+  parameter), from least-squares starts.
+* **Laws.** "log N": mu = a + b log N; "power": mu = a N^c. Both have 3 parameters, so the
+  Akaike weights are the likelihood ratio's. Verdict: the law whose weight is > 0.9
+  (:data:`DECISIVE_WEIGHT`), else "undecided".
+* **Curvature.** mu = a + b x + q x^2 with x = log N (the log law is q = 0, a power law is
+  convex: q > 0), with a bootstrap over seeds (seeds resampled with replacement, every N of a
+  seed kept: the runs of a seed are paired across N); reported: q, its 95 % percentile interval
+  and the fraction of resamples with q > 0.
+* **Architectures.** Likelihood-ratio test of one common slope b (each model its own a and
+  sigma) against a slope per model under the log law: 2 (ll_separate - ll_common) against
+  chi^2 with (models - 1) degrees of freedom.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import optimize, stats
+
+LAWS = ("log", "power")
+DECISIVE_WEIGHT = 0.9
+N_BOOT = 200
+SEED = 25_000
+
+
+def design(law: str, N) -> np.ndarray:
+    """Columns of the linear laws in log N: log (1, x), quadratic (1, x, x^2)."""
+    x = np.log(np.asarray(N, dtype=float))
+    cols = {"log": [np.ones_like(x), x], "quadratic": [np.ones_like(x), x, x ** 2]}[law]
+    return np.stack(cols, axis=1)
+
+
+def mean_curve(law: str, theta: np.ndarray, N) -> np.ndarray:
+    """mu(N) of a law's parameters (without log sigma)."""
+    if law == "power":
+        a, c = theta
+        return a * np.asarray(N, dtype=float) ** c
+    return design(law, N) @ theta
+
+
+def tobit_loglik(H, censored, mu, sigma: float) -> float:
+    """Gaussian log-likelihood with right-censored points (H = the censoring lag)."""
+    H, mu = np.asarray(H, dtype=float), np.asarray(mu, dtype=float)
+    cens = np.asarray(censored, dtype=bool)
+    z = (H - mu) / sigma
+    return float(np.sum(np.where(cens, stats.norm.logsf(z), stats.norm.logpdf(z) - np.log(sigma))))
+
+
+def _start(law: str, N, H) -> np.ndarray:
+    N, H = np.asarray(N, dtype=float), np.asarray(H, dtype=float)
+    if law == "power":
+        ok = H > 0
+        if ok.sum() >= 2 and np.ptp(np.log(N[ok])) > 0:
+            c, log_a = np.polyfit(np.log(N[ok]), np.log(H[ok]), 1)
+            return np.array([np.exp(log_a), c])
+        return np.array([max(H.mean(), 1e-3), 0.1])
+    X = design(law, N)
+    return np.linalg.lstsq(X, H, rcond=None)[0]
+
+
+def fit_law(law: str, N, H, censored) -> dict:
+    """Maximum-likelihood fit of one law: parameters, sigma, log-likelihood, AIC, n."""
+    N, H = np.asarray(N, dtype=float), np.asarray(H, dtype=float)
+    cens = np.asarray(censored, dtype=bool)
+    theta0 = _start(law, N, H)
+    resid = H - mean_curve(law, theta0, N)
+    p0 = np.append(theta0, np.log(max(resid.std(), 1e-2 * max(H.std(), 1e-3), 1e-6)))
+
+    def nll(p):
+        with np.errstate(over="ignore", invalid="ignore"):
+            mu = mean_curve(law, p[:-1], N)
+        if not np.all(np.isfinite(mu)):
+            return np.inf
+        return -tobit_loglik(H, cens, mu, np.exp(p[-1]))
+
+    best = optimize.minimize(nll, p0, method="Nelder-Mead",
+                             options=dict(maxiter=4000, xatol=1e-8, fatol=1e-10))
+    polished = optimize.minimize(nll, best.x, method="BFGS")
+    p = polished.x if polished.fun < best.fun else best.x
+    ll = -nll(p)
+    k = p.size
+    return dict(law=law, params=p[:-1], sigma=float(np.exp(p[-1])), loglik=ll, aic=2 * k - 2 * ll,
+                n=int(H.size))
+
+
+def akaike_weights(aic) -> np.ndarray:
+    """exp(-AIC / 2), normalised."""
+    a = np.asarray(aic, dtype=float)
+    w = np.exp(-(a - np.nanmin(a)) / 2)
+    return w / np.nansum(w)
+
+
+def curvature(N, H, censored, seed_ids, *, n_boot: int = N_BOOT, seed: int = SEED) -> dict:
+    """q of the quadratic in log N, its bootstrap-over-seeds 95 % interval and P(q > 0)."""
+    N, H, cens = np.asarray(N, float), np.asarray(H, float), np.asarray(censored, bool)
+    seed_ids = np.asarray(seed_ids)
+    q = fit_law("quadratic", N, H, cens)["params"][2]
+    groups = [np.flatnonzero(seed_ids == s) for s in np.unique(seed_ids)]
+    rng = np.random.default_rng(seed)
+    boot = []
+    for _ in range(n_boot):  # each resample is one maximum-likelihood fit
+        idx = np.concatenate([groups[i] for i in rng.integers(len(groups), size=len(groups))])
+        boot.append(fit_law("quadratic", N[idx], H[idx], cens[idx])["params"][2])
+    boot = np.asarray(boot)
+    lo, hi = np.quantile(boot, [0.025, 0.975])
+    return dict(curvature=float(q), curvature_lo=float(lo), curvature_hi=float(hi),
+                p_convex=float(np.mean(boot > 0)))
+
+
+def growth_fit(N, H, censored, seed_ids, *, n_boot: int = N_BOOT) -> dict:
+    """Both laws, their Akaike weights, the verdict and the curvature for one model."""
+    fits = {law: fit_law(law, N, H, censored) for law in LAWS}
+    w = akaike_weights([fits[law]["aic"] for law in LAWS])
+    weights = dict(zip(LAWS, w))
+    best = max(weights, key=weights.get)
+    verdict = {"log": "log N", "power": "power"}[best] if weights[best] > DECISIVE_WEIGHT else "undecided"
+    a_log, b_log = fits["log"]["params"]
+    a_pow, c_pow = fits["power"]["params"]
+    return dict(
+        n_points=int(np.size(H)), n_censored=int(np.sum(censored)),
+        log_a=float(a_log), log_b=float(b_log), log_sigma=fits["log"]["sigma"], log_aic=fits["log"]["aic"],
+        power_a=float(a_pow), power_c=float(c_pow), power_sigma=fits["power"]["sigma"],
+        power_aic=fits["power"]["aic"], weight_log=float(weights["log"]),
+        weight_power=float(weights["power"]), verdict=verdict,
+        **curvature(N, H, censored, seed_ids, n_boot=n_boot),
+    )
+
+
+def growth_table(window: pd.DataFrame, *, n_boot: int = N_BOOT) -> pd.DataFrame:
+    """:func:`growth_fit` per (model, threshold) of a table with model, threshold, seed, N, H,
+    censored."""
+    rows = []
+    for (model, thr), g in window.groupby(["model", "threshold"], sort=True):
+        rows.append(dict(model=model, threshold=thr,
+                         **growth_fit(g["N"], g["H"], g["censored"], g["seed"], n_boot=n_boot)))
+    return pd.DataFrame(rows)
+
+
+def slopes_differ(window: pd.DataFrame) -> pd.DataFrame:
+    """Per threshold: the likelihood-ratio test of one common log-N slope across models."""
+    rows = []
+    for thr, g in window.groupby("threshold", sort=True):
+        blocks = [b for _, b in g.groupby("model", sort=True)]
+        separate = sum(fit_law("log", b["N"], b["H"], b["censored"])["loglik"] for b in blocks)
+        common = _common_slope_loglik(blocks)
+        lr = max(2 * (separate - common), 0.0)
+        df = len(blocks) - 1
+        rows.append(dict(threshold=thr, n_models=len(blocks), lr=lr, df=df,
+                         p_value=float(stats.chi2.sf(lr, df)) if df > 0 else np.nan))
+    return pd.DataFrame(rows)
+
+
+def _common_slope_loglik(blocks) -> float:
+    """Max log-likelihood with one slope b shared by every block (own intercept and sigma),
+    profiled over b."""
+    def neg(b):
+        total = 0.0
+        for blk in blocks:
+            x = np.log(blk["N"].to_numpy(float))
+            resid = blk["H"].to_numpy(float) - b * x
+            fit = fit_law("log", np.exp(np.zeros_like(x)), resid, blk["censored"].to_numpy(bool))
+            total += fit["loglik"]  # intercept-only fit: the design at N = 1 is (1, 0)
+        return -total
+    slopes = [fit_law("log", b["N"], b["H"], b["censored"])["params"][1] for b in blocks]
+    res = optimize.minimize_scalar(neg, bounds=(min(slopes) - 1, max(slopes) + 1), method="bounded")
+    return -float(res.fun)

@@ -1,0 +1,119 @@
+"""The predicted window held against the measured one, out of sample (docs/method.md §10).
+
+* **Eps-free.** eps only shifts log N, so the growth rate is eps-free: an exponential envelope
+  f = A exp(-l / tau) predicts dH / d log N = tau / kappa, a power law f = A l^-beta predicts
+  d log H / d log N = 1 / (kappa beta) (docs/method.md §8, 1 / kappa = 1 - 1 / alpha).
+  :func:`predicted_growth` gives both from a decay row; the measured counterparts are the log
+  law's slope b and the power law's exponent c of :mod:`learnwin.stats.growth`.
+* **Levels.** :func:`calibrate_eps` picks the eps whose predicted windows match the measured
+  seed means of the calibration points best (least squares over a log-spaced eps grid);
+  leave-one-model-out calibrates on the other models and predicts the held-out one.
+* **Scores.** Within each N the models' ordering, within each model the growth over N:
+  Kendall's tau-b (scipy.stats.kendalltau, variant b) per block, averaged, with Fisher's
+  combined p-value, and Harrell's concordance, which treats a censored measurement (H >= c) as
+  ordered only against measurements below c. :func:`holm` corrects p-values across variants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+EPS_GRID = np.geomspace(1e-2, 1e4, 241)
+
+
+def predicted_growth(decay_row, alpha: float) -> dict:
+    """{"slope_log": dH/dlog N (exp laws), "exponent": dlog H/dlog N (power laws)}; NaN where the
+    law does not give one."""
+    law, scale = str(decay_row["law"]), float(decay_row["scale"])
+    ik = max(1.0 - 1.0 / alpha, 0.0) if alpha > 0 else np.nan
+    base = law.removesuffix("_floor")
+    slope = scale * ik if base == "exp" else np.nan
+    with np.errstate(divide="ignore"):
+        expo = ik / scale if base in ("power", "tempered") and scale > 0 else np.nan
+    return dict(slope_log=float(slope), exponent=float(expo))
+
+
+def harrell_c(measured, censored, predicted) -> float:
+    """Concordance over the comparable pairs: both uncensored and different, or one censored at c
+    against an uncensored one below c; ties in the prediction count 1/2 (NaN without pairs)."""
+    h, p = np.asarray(measured, float), np.asarray(predicted, float)
+    c = np.asarray(censored, bool)
+    lo = h[:, None] < h[None, :]  # i below j
+    comparable = lo & ~c[:, None]  # the lower one must be observed
+    ok = np.isfinite(p)
+    comparable &= ok[:, None] & ok[None, :]
+    if not comparable.any():
+        return float("nan")
+    conc = (p[:, None] < p[None, :]) + 0.5 * (p[:, None] == p[None, :])
+    return float(conc[comparable].mean())
+
+
+def _tau_blocks(table: pd.DataFrame, by: str) -> tuple[float, float, int]:
+    """Mean Kendall tau-b over blocks of ``by`` and Fisher's combined p-value."""
+    taus, ps = [], []
+    for _, g in table.groupby(by):
+        ok = g[np.isfinite(g["measured"]) & np.isfinite(g["predicted"])]
+        if len(ok) < 3 or ok["measured"].nunique() < 2 or ok["predicted"].nunique() < 2:
+            continue
+        res = stats.kendalltau(ok["predicted"], ok["measured"], variant="b")
+        taus.append(res.statistic)
+        ps.append(res.pvalue)
+    if not taus:
+        return float("nan"), float("nan"), 0
+    p = stats.combine_pvalues(ps, method="fisher").pvalue if len(ps) > 1 else ps[0]
+    return float(np.mean(taus)), float(p), len(taus)
+
+
+def score(table: pd.DataFrame) -> dict:
+    """Scores of one prediction: ``table`` has model, N, measured (seed mean), censored (any seed
+    censored) and predicted."""
+    tau_n, p_n, k_n = _tau_blocks(table, "N")
+    tau_m, p_m, k_m = _tau_blocks(table, "model")
+    c_n, c_m = (_mean_finite([harrell_c(g["measured"], g["censored"], g["predicted"])
+                              for _, g in table.groupby(key)]) for key in ("N", "model"))
+    return dict(tau_within_N=tau_n, p_within_N=p_n, blocks_N=k_n, c_within_N=float(c_n),
+                tau_within_model=tau_m, p_within_model=p_m, blocks_model=k_m, c_within_model=float(c_m))
+
+
+def _mean_finite(values) -> float:
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return float(v.mean()) if v.size else float("nan")
+
+
+def calibrate_eps(measured: pd.DataFrame, predict: Callable[[float], pd.DataFrame]) -> float:
+    """The eps of :data:`EPS_GRID` minimising the squared error between ``predict(eps)`` (model,
+    N, predicted) and ``measured`` (model, N, measured), on their common points (finite only)."""
+    errors = []
+    for eps in EPS_GRID:
+        both = measured.merge(predict(eps), on=["model", "N"])
+        d = (both["predicted"] - both["measured"]).to_numpy(float)
+        d = d[np.isfinite(d)]
+        errors.append(np.mean(d ** 2) if d.size else np.inf)
+    return float(EPS_GRID[int(np.argmin(errors))])
+
+
+def leave_one_model_out(measured: pd.DataFrame, predict: Callable[[float], pd.DataFrame]) -> pd.DataFrame:
+    """Per model: eps calibrated on the other models, and that model's predicted windows."""
+    out = []
+    for model in sorted(measured["model"].unique()):
+        eps = calibrate_eps(measured[measured["model"] != model], predict)
+        pred = predict(eps)
+        out.append(measured[measured["model"] == model].merge(pred, on=["model", "N"]).assign(eps=eps))
+    return pd.concat(out, ignore_index=True)
+
+
+def holm(p) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values (NaN stays NaN)."""
+    p = np.asarray(p, dtype=float)
+    ok = np.flatnonzero(np.isfinite(p))
+    out = np.full_like(p, np.nan)
+    order = ok[np.argsort(p[ok])]
+    m = order.size
+    adj = np.maximum.accumulate((m - np.arange(m)) * p[order])
+    out[order] = np.minimum(adj, 1.0)
+    return out

@@ -1,0 +1,185 @@
+"""Ground truth of the window (docs/method.md §10): bisection, the learned criterion under a null
+model, the censoring-aware growth fits and the prediction scores, on synthetic cases whose answer
+is known."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from learnwin.stats import growth, prediction
+from learnwin.stats.groundtruth import bisect_window, lag_scores, margin
+
+LAGS = np.arange(1, 64, 2)  # the snapshot grid 1..63 step 2
+
+
+def linear_margin(H_true):
+    """A monotone margin crossing 0 at H_true (learned below it)."""
+    return lambda lag: 0.01 * (H_true - lag)
+
+
+@pytest.mark.parametrize("H_true", [1.5, 10.3, 40.0, 61.2])
+def test_bisection_interpolates_H_with_log2_evaluations(H_true):
+    calls = []
+
+    def m(lag):
+        calls.append(lag)
+        return linear_margin(H_true)(lag)
+
+    out = bisect_window(LAGS, m)
+    assert out["H"] == pytest.approx(H_true, abs=1e-9)  # a linear margin is interpolated exactly
+    assert out["H_grid"] == LAGS[LAGS < H_true].max()
+    assert not out["censored"]
+    assert out["lag_lo"] <= H_true < out["lag_hi"] and out["lag_hi"] - out["lag_lo"] == 2
+    assert len(calls) == len(set(calls)) <= 2 + math.ceil(math.log2(LAGS.size - 1))  # 7 of 32 lags
+
+
+def test_bisection_nonlinear_margin_within_one_grid_step():
+    H_true = 23.4
+    out = bisect_window(LAGS, lambda lag: np.tanh((H_true - lag) / 3))  # nearly linear near 0
+    assert out["H"] == pytest.approx(H_true, abs=0.05)
+    out = bisect_window(LAGS, lambda lag: np.exp(-lag / 10) - np.exp(-H_true / 10))  # convex
+    assert abs(out["H"] - H_true) < 2 and out["H_grid"] == 23
+
+
+def test_bisection_censored_and_empty():
+    out = bisect_window(LAGS, linear_margin(100.0))
+    assert out["censored"] and out["H"] == 63 and out["H_grid"] == 63 and np.isnan(out["lag_hi"])
+    assert out["evaluated"] == [1, 63]
+    out = bisect_window(LAGS, linear_margin(0.5))
+    assert not out["censored"] and out["H"] == 0 and out["H_grid"] == 0 and out["evaluated"] == [1]
+    with pytest.raises(ValueError, match="strictly increasing"):
+        bisect_window([3, 1], linear_margin(2))
+
+
+def test_lag_scores_match_pearson_and_find_the_lag():
+    rng = np.random.default_rng(0)
+    n, T = 64, 32
+    comp = rng.standard_normal((n, T))
+    pred = np.zeros((n, T))
+    pred[:, 5:] = comp[:, :-5] + 0.5 * rng.standard_normal((n, T - 5))
+    lags = np.array([1, 3, 5, 7, 40])
+    r, null = lag_scores(pred, comp, lags, n_perm=50, quantile=0.99, seed=1)
+    for i, lag in enumerate(lags[:-1]):
+        ref = np.corrcoef(pred[:, lag:].ravel(), comp[:, :-lag].ravel())[0, 1]
+        assert r[i] == pytest.approx(ref, abs=1e-12)
+    assert r[2] == pytest.approx(1 / math.sqrt(1.25), abs=0.05) and np.all(np.abs(r[[0, 1, 3]]) < 0.1)
+    assert np.all(null[:4] < 0.1) and np.isnan(r[4]) and np.isnan(null[4])
+    assert margin(r[2], 0.0, null[2], 0.2) > 0 and margin(r[0], 0.0, null[0], 0.2) < 0
+
+
+def _null_run(rng, seed, *, n=32, T=16, n_perm=100, quantile=0.95, control=True):
+    """H of a model that learned nothing: prediction and control are noise."""
+    comp = rng.standard_normal((n, T))
+    lags = np.array([1])
+    r, null = lag_scores(rng.standard_normal((n, T)), comp, lags, n_perm=n_perm, quantile=quantile, seed=seed)
+    r_ctrl = lag_scores(rng.standard_normal((n, T)), comp, lags, n_perm=1, quantile=quantile, seed=seed)[0]
+    m = margin(r, r_ctrl if control else 0.0, null, 0.0)
+    return bisect_window(np.arange(1, 16, 2), lambda lag: m[0])["H"]  # only the first lag is asked
+
+
+def test_null_model_false_positive_rate():
+    """Without an effect threshold or control, P(H > 0) = 1 - quantile (the permutation null's
+    level), within its binomial 99.9 % interval; the control only lowers it."""
+    rng, runs, q = np.random.default_rng(3), 1500, 0.95
+    hits = sum(_null_run(rng, s, quantile=q, control=False) > 0 for s in range(runs))
+    lo, hi = stats.binomtest(hits, runs).proportion_ci(0.999)
+    assert lo <= 1 - q <= hi
+    hits_ctrl = sum(_null_run(rng, s, quantile=q) > 0 for s in range(runs))
+    assert hits_ctrl / runs < 1 - q
+    assert hits_ctrl / runs <= stats.binomtest(hits_ctrl, runs).proportion_ci(0.999).high
+
+
+N_LADDER = 64 * 2 ** np.arange(8)
+
+
+def synthetic(law, rng, *, seeds=5, sigma=1.5, cap=63.0):
+    x = np.log(N_LADDER)
+    mu = -22 + 6.5 * x if law == "log" else 0.35 * N_LADDER ** 0.5
+    rows = []
+    for s in range(seeds):
+        H = mu + sigma * rng.standard_normal(mu.size)
+        cens = H >= cap
+        rows += [dict(model=law, threshold=0.2, seed=s, N=n, H=min(h, cap), censored=c)
+                 for n, h, c in zip(N_LADDER, H, cens)]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("law", ["log", "power"])
+def test_growth_fit_recovers_the_true_law(law):
+    for draw in range(3):
+        d = synthetic(law, np.random.default_rng([law == "log", draw]), cap=25.0 if law == "power" else 63.0)
+        assert d["censored"].any() == (law == "power")  # the power draws are censored at 25
+        fit = growth.growth_fit(d["N"], d["H"], d["censored"], d["seed"], n_boot=20)
+        w = fit["weight_log"] if law == "log" else fit["weight_power"]
+        assert w > 0.9 and fit["verdict"] == ("log N" if law == "log" else "power")
+        if law == "log":
+            assert fit["log_b"] == pytest.approx(6.5, abs=0.6)
+            assert fit["curvature_lo"] < 0 < fit["curvature_hi"]
+        else:
+            assert fit["power_c"] == pytest.approx(0.5, abs=0.08) and fit["curvature_lo"] > 0
+
+
+def test_censoring_aware_fit_is_unbiased_where_naive_is_not():
+    """Over 10 draws with ~30 % of the points censored at 30 (slope 6.5, its spread 0.13)."""
+    tobit, naive = [], []
+    for draw in range(10):
+        d = synthetic("log", np.random.default_rng(draw), cap=30.0, sigma=1.0)
+        assert d["censored"].mean() > 0.2
+        tobit.append(growth.fit_law("log", d["N"], d["H"], d["censored"])["params"][1])
+        naive.append(growth.fit_law("log", d["N"], d["H"], np.zeros(len(d), bool))["params"][1])
+    assert np.mean(tobit) == pytest.approx(6.5, abs=0.15) and np.mean(naive) < 6.0
+
+
+def test_growth_fit_undecided_with_two_N():
+    d = synthetic("log", np.random.default_rng(5))
+    d = d[d["N"].isin([64, 1024])]
+    fit = growth.growth_fit(d["N"], d["H"], d["censored"], d["seed"], n_boot=20)
+    assert fit["verdict"] == "undecided" and abs(fit["weight_log"] - 0.5) < 0.05
+
+
+def test_slopes_differ_test():
+    rng = np.random.default_rng(2)
+    a, b = synthetic("log", rng), synthetic("log", rng).assign(model="other")
+    same = growth.slopes_differ(pd.concat([a, b]))
+    steeper = b.assign(H=b["H"] + 3 * np.log(b["N"] / 64))
+    diff = growth.slopes_differ(pd.concat([a, steeper]))
+    assert same["p_value"].iloc[0] > 0.05 and diff["p_value"].iloc[0] < 1e-4
+
+
+def test_harrell_c_uses_censoring():
+    measured, cens = np.array([1.0, 2.0, 3.0, 63.0]), np.array([False, False, False, True])
+    assert prediction.harrell_c(measured, cens, [1, 2, 3, 4]) == 1.0
+    assert prediction.harrell_c(measured, cens, [4, 3, 2, 1]) == 0.0
+    # two censored points are not comparable with each other: only the 3 + 2 pairs with observed ones
+    both = np.array([1.0, 63.0, 63.0])
+    assert prediction.harrell_c(both, [False, True, True], [1, 3, 2]) == 1.0
+
+
+def test_scores_and_loo_calibration():
+    """A prediction H = log(N) * k_model - log(eps) ranks every block right once eps is found."""
+    rows = [dict(model=m, N=n, measured=k * np.log(n) - np.log(2.0), censored=False)
+            for m, k in (("a", 1.0), ("b", 2.0), ("c", 3.0)) for n in N_LADDER]
+    measured = pd.DataFrame(rows)
+    slope = dict(a=1.0, b=2.0, c=3.0)
+
+    def predict(eps):
+        return measured[["model", "N"]].assign(
+            predicted=lambda d: d["model"].map(slope) * np.log(d["N"]) - np.log(eps))
+
+    loo = prediction.leave_one_model_out(measured[["model", "N", "measured", "censored"]], predict)
+    assert np.allclose(loo["eps"], 2.0, rtol=0.05)
+    s = prediction.score(loo)
+    assert [s[k] for k in ("tau_within_N", "tau_within_model", "c_within_N")] == pytest.approx([1, 1, 1])
+    rev = prediction.score(loo.assign(predicted=-loo["predicted"]))
+    assert [rev[k] for k in ("tau_within_N", "c_within_model")] == pytest.approx([-1, 0])
+
+
+def test_predicted_growth_and_holm():
+    g = prediction.predicted_growth(dict(law="exp", scale=10.0), alpha=2.0)
+    assert g["slope_log"] == pytest.approx(5.0) and np.isnan(g["exponent"])
+    g = prediction.predicted_growth(dict(law="power", scale=2.0), alpha=1.5)
+    assert g["exponent"] == pytest.approx(1 / 6) and np.isnan(g["slope_log"])
+    assert np.allclose(prediction.holm([0.01, 0.04, np.nan, 0.03]), [0.03, 0.06, np.nan, 0.06], equal_nan=True)
