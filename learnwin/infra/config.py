@@ -126,8 +126,8 @@ def check(config: Mapping) -> None:
 
 
 def check_recovery(config: Mapping) -> None:
-    """Cross-field checks of the ``recovery`` section (direct measurement of the window)."""
-    rec, bs = config["recovery"], config["train"]["batch_size"]
+    """Cross-field checks of the ``recovery`` section (ground truth of the window, docs/method.md §10)."""
+    rec, bs, T = config["recovery"], config["train"]["batch_size"], config["task"]["T"]
     n_train = rec["n_train"]
     if any(b <= a for a, b in zip(n_train, n_train[1:])):
         raise ConfigError(f"recovery.n_train = {n_train} must be strictly increasing")
@@ -137,17 +137,34 @@ def check_recovery(config: Mapping) -> None:
         raise ConfigError(
             f"recovery.steps * train.batch_size = {rec['steps'] * bs} must be >= "
             f"max(recovery.n_train) = {n_train[-1]} so that every run sees all its sequences")
-    extra = sorted(set(rec["control_n_train"] or []) - set(n_train))
+    lags = recovery_lags(config)
+    if any(b <= a for a, b in zip(lags, lags[1:])) or lags[-1] >= T:
+        raise ConfigError(f"recovery.lags = {lags} must be strictly increasing and < task.T = {T}")
+    extra = sorted(set(rec["validate_n_train"]) - set(n_train))
     if extra:
-        raise ConfigError(f"recovery.control_n_train {extra} must be entries of recovery.n_train")
+        raise ConfigError(f"recovery.validate_n_train {extra} must be entries of recovery.n_train")
+    seeds = rec["seeds"] or config["seeds"]
+    if rec["steps_check_seeds"] > len(seeds):
+        raise ConfigError(f"recovery.steps_check_seeds = {rec['steps_check_seeds']} exceeds the "
+                          f"{len(seeds)} recovery seeds")
     off_grid = sorted(set(n_train) - set(config["window"]["N_grid"]))
     if off_grid:
         raise ConfigError(f"recovery.n_train {off_grid} must be entries of window.N_grid "
                           "(the predicted H_N exists only there)")
-    for key in ("models", "optimizers"):
-        extra = sorted(set(rec[key] or []) - set(config[key]))
-        if extra:
-            raise ConfigError(f"recovery.{key} {extra} must be entries of {key} = {config[key]}")
+    extra = sorted(set(rec["models"] or []) - set(config["models"]))
+    if extra:
+        raise ConfigError(f"recovery.models {extra} must be entries of models = {config['models']}")
+    if rec["optimizer"] not in config["optimizers"]:
+        raise ConfigError(f"recovery.optimizer = {rec['optimizer']!r} must be one of "
+                          f"optimizers = {config['optimizers']}")
     if rec["epoch"] not in config["train"]["snapshot_epochs"]:
         raise ConfigError(f"recovery.epoch = {rec['epoch']!r} must be one of "
                           f"train.snapshot_epochs = {config['train']['snapshot_epochs']}")
+
+
+def recovery_lags(config: Mapping) -> list[int]:
+    """The bisection lag grid: ``recovery.lags``, or the snapshot grid when null."""
+    if config["recovery"]["lags"]:
+        return [int(v) for v in config["recovery"]["lags"]]
+    s = config["snapshot"]
+    return list(range(s["lag_start"], s["lag_stop"] + 1, s["lag_step"]))

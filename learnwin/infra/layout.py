@@ -35,9 +35,13 @@ CLAIMS = {
     "findings": f"{ROOT}/findings.md",
     "html": f"{ROOT}/claims.html",
 }
-RECOVERY_ROW = f"{ROOT}/recovery/{{optimizer}}/{{model}}/seed{{seed}}/lag{{lag}}_n{{n_train}}.parquet"
-#: Aggregates of the direct measurement of the window (`snakemake recovery`), by table name.
-RECOVERY = {name: f"{ROOT}/recovery/{name}.parquet" for name in ("learned", "window", "comparison", "agreement")}
+#: One ground-truth job of `snakemake recovery` (an arm of one (optimizer, model, seed)), by table name.
+RECOVERY_RUN = {name: f"{ROOT}/recovery/runs/{{arm}}/{{optimizer}}/{{model}}/seed{{seed}}/{name}.parquet"
+                for name in ("scores", "window")}
+#: Aggregates of the ground truth of the window (`snakemake recovery`), by table name.
+RECOVERY = {name: f"{ROOT}/recovery/{name}.parquet"
+            for name in ("scores", "window", "growth", "slopes", "monotonicity", "steps_check",
+                         "growth_prediction", "prediction", "prediction_scores")}
 LOGS = f"{ROOT}/logs"
 BENCH = f"{ROOT}/benchmarks"
 

@@ -114,17 +114,36 @@ def snapshot_mem_mb(cfg: Mapping) -> int:
     return _mb(max(tangents + 8 * 8 * (1 << 22), memory_curve), base=1200)
 
 
-def recovery_runtime_min(cfg: Mapping, model: str) -> int:
-    """Two trainings of ``recovery.steps`` steps at most (the task and its control), by the
-    training cost law."""
-    steps = cfg["recovery"]["steps"]
-    epochs = steps / max(1, cfg["task"]["n_train"] // cfg["train"]["batch_size"])
-    short = {**cfg, "train": {**cfg["train"], "epochs": epochs}}
-    return _minutes(2 * cpu_seconds("train_model", short, model))
+def recovery_trainings(cfg: Mapping, n_values: int, full_grid: bool = False) -> int:
+    """Upper bound on the trainings of one ground-truth job over ``n_values`` N: per N, one
+    control and, per threshold, the bisection's ceil(log2(L - 1)) midpoints after the two ends
+    (shared), or every lag of the grid L in the full-grid arm."""
+    from learnwin.infra.config import recovery_lags
+
+    L = len(recovery_lags(cfg))
+    k = len(cfg["recovery"]["thresholds"])
+    per_n = L if full_grid else min(L, 2 + k * math.ceil(math.log2(max(L - 1, 1))))
+    return n_values * (1 + per_n)
+
+
+def recovery_cpu_seconds(cfg: Mapping, model: str, trainings: int, steps: int) -> float:
+    """CPU seconds of one ground-truth job: one start-up and ``trainings`` trainings of ``steps``
+    steps, by the training cost law."""
+    per = work("train_model", {**cfg, "train": {**cfg["train"], "epochs": 1},
+                               "task": {**cfg["task"], "n_train": steps * cfg["train"]["batch_size"]}}, model)
+    return float(COEF["train_model"][0] + trainings * (per[1:] @ np.asarray(COEF["train_model"][1:])))
+
+
+def recovery_runtime_min(cfg: Mapping, model: str, trainings: int, steps: int) -> int:
+    """Wall-time request of one ground-truth job: :data:`MARGIN` times the cost law."""
+    return _minutes(recovery_cpu_seconds(cfg, model, trainings, steps))
 
 
 def recovery_mem_mb(cfg: Mapping) -> int:
-    """Largest training set plus the held-out set, and one batch of activations."""
+    """Largest training set plus the held-out set, one batch of activations and the score's
+    (lags, n_test, n_test) cross products."""
     rec = cfg["recovery"]
     data = (rec["n_train"][-1] + rec["n_test"]) * _sample_bytes(cfg["task"])
-    return _mb(data + _activation_bytes(cfg), base=1200)
+    n, T = rec["n_test"], cfg["task"]["T"]
+    cross = 8 * T * n * (n + rec["n_perm"] + 4 * T)  # per lag: C, the permutation gather, 4 (n, T) arrays
+    return _mb(data + _activation_bytes(cfg) + cross, base=1200)

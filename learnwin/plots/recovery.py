@@ -1,70 +1,89 @@
-"""Figure of the direct measurement: H_N_emp against N next to the predicted H_N.
+"""Figures of the ground truth of the window (docs/method.md §10). Computes nothing: it draws the
+stored tables of `snakemake recovery`.
 
-One panel per (optimizer, model), model colours of docs/method.md §9
-(:data:`learnwin.plots.style.MODEL_COLORS`), log-x N axis. Solid with band: H_N_emp, seed
-mean ± 1 std (:mod:`learnwin.stats.recovery`). Dashed: H_N of the snapshot statistics (docs/method.md §7,
-seed mean); dotted: closed-form prediction of the selected decay class (docs/method.md §8); both
-from the snapshot epoch ``epoch``. The panel title carries the Spearman correlation of the
-optimizer's points. Computes nothing: it draws stored tables."""
+* :func:`plot_recovery_window`: per model, H against N (log x) at one threshold: each seed's H
+  (small points, open triangles where censored), the seed mean ± 1 std (solid, band), and the
+  leave-one-model-out predictions of the primary variants (dashed per_lag, dotted pooled).
+* :func:`plot_recovery_scores`: per model, the score r against lag, one colour per N: the task
+  trainings (solid, points; the full-grid arm when present, else the bisection's lags), and the
+  bar a score must pass, max(threshold, |control| + null) (dotted).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import NullLocator
 
-from learnwin.plots.style import MODEL_COLORS, saved
+from learnwin.plots.style import MODEL_COLORS, PANEL_H, draw_band, no_data, saved, seed_band
+
+NOISE_STYLE = {"per_lag": "--", "pooled": ":"}
+
+
+def _panels(models, height=PANEL_H):
+    fig = Figure(figsize=(2.6 * max(len(models), 1), height), layout="constrained")
+    return fig, fig.subplots(1, max(len(models), 1), squeeze=False, sharey=True)[0]
 
 
 @saved
-def plot_recovery(comparison: pd.DataFrame, agreement: pd.DataFrame, *, epoch: str) -> Figure:
-    """The recovery figure; written as PNG and PDF (atomically, keywords ``png``, ``pdf``,
-    ``dpi``) and returned."""
-    if "noise" in comparison:  # the snapshot predictions of the per_lag definition (docs/method.md §7b)
-        comparison = comparison[comparison["noise"].isna() | (comparison["noise"] == "per_lag")]
-        agreement = agreement[agreement["noise"] == "per_lag"]
-    comp = comparison[comparison["epoch"].astype(str) == str(epoch)]
-    emp_only = comparison.drop_duplicates(["model", "optimizer", "N"])  # drawn even without a prediction
-    optimizers = list(dict.fromkeys(emp_only["optimizer"]))
-    models = [m for m in MODEL_COLORS if m in set(emp_only["model"])]
-    fig = Figure(figsize=(2.6 * max(len(models), 1), 2.4 * max(len(optimizers), 1)),
-                 layout="constrained")
-    axes = fig.subplots(max(len(optimizers), 1), max(len(models), 1), squeeze=False, sharey=True)
-    for r, opt in enumerate(optimizers):
-        agree = agreement[(agreement["optimizer"] == opt) & (agreement["epoch"].astype(str) == str(epoch))]
-        rho = {row.source: row.spearman for row in agree.itertuples()}
-        for c, model in enumerate(models):
-            ax, color = axes[r, c], MODEL_COLORS[model]
-            emp = emp_only[(emp_only["optimizer"] == opt) & (emp_only["model"] == model)].sort_values("N")
-            std = emp["emp_std"].fillna(0.0)
-            ax.plot(emp["N"], emp["emp_mean"], color=color, marker="o", ms=3, lw=1.4)
-            ax.fill_between(emp["N"], emp["emp_mean"] - std, emp["emp_mean"] + std, color=color,
-                            alpha=0.2, lw=0)
-            pred = comp[(comp["optimizer"] == opt) & (comp["model"] == model)].sort_values("N")
-            ax.plot(pred["N"], pred["H_N_snapshot"], color=color, ls="--", lw=1)
-            ax.plot(pred["N"], pred["H_N_decay"], color=color, ls=":", lw=1.2)
-            ax.set_xscale("log")
-            ax.set_xticks(emp["N"], [str(n) for n in emp["N"]])
-            ax.xaxis.set_minor_locator(NullLocator())
-            ax.set_xlabel("training sequences $N$")
-            ax.set_title(f"{opt} / {model}")
-            if c == 0:
-                ax.set_ylabel("window $H_N$ (lags)")
-        axes[r, 0].annotate(
-            f"Spearman: snapshot {_signed(rho.get('snapshot'))}, decay {_signed(rho.get('decay'))}",
-            xy=(0.02, 0.98), xycoords="axes fraction", va="top", fontsize=7)
-    handles = [
-        Line2D([], [], color="k", marker="o", ms=3, label="measured $H_N^{emp}$ (mean ± std)"),
-        Line2D([], [], color="k", ls="--", label=f"snapshot $H_N$ (epoch {epoch})"),
-        Line2D([], [], color="k", ls=":", label="decay-class prediction"),
-    ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=3 if len(models) > 2 else 1,
-               frameon=False)
+def plot_recovery_window(window: pd.DataFrame, prediction: pd.DataFrame, *, threshold: float) -> Figure:
+    """H_emp(N) per model with the predicted curves over it."""
+    w = window[(window["arm"] == "main") & np.isclose(window["threshold"], threshold)]
+    models = [m for m in MODEL_COLORS if m in set(w["model"])]
+    fig, axes = _panels(models)
+    pred = prediction[np.isclose(prediction["threshold"], threshold) & prediction["primary"]] \
+        if len(prediction) else prediction
+    for ax, model in zip(axes, models):
+        color, g = MODEL_COLORS[model], w[w["model"] == model]
+        if g.empty:
+            no_data(ax)
+            continue
+        ax.scatter(g.loc[~g["censored"], "N"], g.loc[~g["censored"], "H"], s=6, color=color, alpha=0.5, lw=0)
+        ax.scatter(g.loc[g["censored"], "N"], g.loc[g["censored"], "H"], s=14, marker="^",
+                   facecolor="none", edgecolor=color)
+        draw_band(ax, seed_band(g, "N", "H"), "N", color)
+        for noise, p in (pred[pred["model"] == model].groupby("noise") if len(pred) else []):
+            p = p.sort_values("N")
+            ax.plot(p["N"], p["predicted"], color=color, ls=NOISE_STYLE.get(noise, "-."), lw=1)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("training sequences $N$")
+        ax.set_title(model)
+    axes[0].set_ylabel(f"window $H_N$ (lags), r > {threshold:g}")
+    handles = [Line2D([], [], color="k", marker="o", ms=3, label="measured (seed mean ± std)"),
+               Line2D([], [], color="k", marker="^", ls="", mfc="none", label="censored"),
+               *[Line2D([], [], color="k", ls=ls, label=f"predicted, {noise} (eps left one model out)")
+                 for noise, ls in NOISE_STYLE.items()]]
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
     return fig
 
 
-def _signed(value) -> str:
-    """Two decimals with a sign; "n/a" when missing."""
-    return "n/a" if value is None or not np.isfinite(value) else f"{value:+.2f}"
+@saved
+def plot_recovery_scores(scores: pd.DataFrame, *, threshold: float) -> Figure:
+    """Score against lag per N (one seed: the full-grid arm's, else the first seed's main arm)."""
+    arm = "full_grid" if (scores["arm"] == "full_grid").any() else "main"
+    s = scores[scores["arm"] == arm]
+    s = s[s["seed"] == s["seed"].min()]
+    models = [m for m in MODEL_COLORS if m in set(s["model"])]
+    fig, axes = _panels(models, height=PANEL_H + 0.3)
+    Ns = sorted(s["N"].unique())
+    cmap = colormaps["viridis"]
+    colors = {n: cmap(i / max(len(Ns) - 1, 1)) for i, n in enumerate(Ns)}
+    for ax, model in zip(axes, models):
+        g = s[s["model"] == model]
+        for N, b in g.groupby("N"):
+            task = b[b["target"] == "task"].sort_values("lag")
+            ctrl = b[b["target"] == "control"].sort_values("lag")
+            ax.plot(task["lag"], task["r"], color=colors[N], marker="o", ms=2.5, lw=1)
+            bar = np.maximum(threshold, ctrl["r"].abs() + ctrl["null"])
+            ax.plot(ctrl["lag"], bar, color=colors[N], ls=":", lw=0.9)
+        ax.axhline(threshold, color="0.5", lw=0.6)
+        ax.set_xlabel("lag $l$")
+        ax.set_title(f"{model} ({arm}, seed {int(g['seed'].min()) if len(g) else '-'})")
+    axes[0].set_ylabel("score r (held out)")
+    handles = [Line2D([], [], color=colors[n], lw=1.5, label=f"N={n}") for n in Ns]
+    handles += [Line2D([], [], color="k", marker="o", ms=2.5, label="task"),
+                Line2D([], [], color="k", ls=":", label="max(threshold, |control| + null)")]
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6), frameon=False)
+    return fig

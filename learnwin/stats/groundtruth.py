@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import pandas as pd
 
 
 def lag_scores(pred: np.ndarray, comp: np.ndarray, lags: Sequence[int], *, n_perm: int,
@@ -105,3 +106,36 @@ def bisect_window(lags: Sequence[int], margin_at: Callable[[int], float]) -> dic
     frac = m_lo / (m_lo - m_hi) if np.isfinite(m_hi) else 0.0
     H = lags[lo] + frac * (lags[hi] - lags[lo])
     return result(H, lags[lo], float(lags[lo]), float(lags[hi]), False)
+
+
+def monotonicity(scores: pd.DataFrame, window: pd.DataFrame, thresholds: Sequence[float]) -> pd.DataFrame:
+    """The full-grid arm against bisection, per (model, seed, N, threshold): H_full (the largest
+    learned lag of the full grid), holes (unlearned grid lags below it: violations of the
+    monotonicity bisection assumes) and whether bisection's H_grid equals H_full."""
+    full = scores[scores["arm"] == "full_grid"]
+    keys = ["model", "seed", "N", "lag"]
+    task = full[full["target"] == "task"].set_index(keys)
+    ctrl = full[full["target"] == "control"].set_index(keys)["r"].rename("r_ctrl")
+    both = task.join(ctrl, how="left").reset_index()
+    rows = []
+    for thr in thresholds:
+        m = margin(both["r"], both["r_ctrl"], both["null"], thr)
+        b = both.assign(learned=m > 0)
+        for (model, seed, N), g in b.groupby(["model", "seed", "N"], sort=True):
+            g = g.sort_values("lag")
+            H_full = int(g.loc[g["learned"], "lag"].max()) if g["learned"].any() else 0
+            holes = int((~g["learned"] & (g["lag"] < H_full)).sum())
+            rows.append(dict(model=model, seed=seed, N=N, threshold=float(thr), H_full=H_full, holes=holes))
+    out = pd.DataFrame(rows, columns=["model", "seed", "N", "threshold", "H_full", "holes"])
+    bis = window[window["arm"] == "full_grid"][["model", "seed", "N", "threshold", "H_grid"]]
+    out = out.merge(bis, on=["model", "seed", "N", "threshold"], how="left")
+    return out.assign(agrees=out["H_grid"] == out["H_full"])
+
+
+def steps_check(window: pd.DataFrame) -> pd.DataFrame:
+    """H with 2 x steps against H with the main budget at the same (model, seed, N, threshold)."""
+    keys = ["model", "seed", "N", "threshold"]
+    main = window[window["arm"] == "main"].set_index(keys)[["H", "censored", "steps"]]
+    double = window[window["arm"] == "double_steps"].set_index(keys)[["H", "censored", "steps"]]
+    out = main.join(double, lsuffix="_main", rsuffix="_double", how="inner").reset_index()
+    return out.assign(dH=out["H_double"] - out["H_main"])

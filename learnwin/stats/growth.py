@@ -101,6 +101,8 @@ def curvature(N, H, censored, seed_ids, *, n_boot: int = N_BOOT, seed: int = SEE
     """q of the quadratic in log N, its bootstrap-over-seeds 95 % interval and P(q > 0)."""
     N, H, cens = np.asarray(N, float), np.asarray(H, float), np.asarray(censored, bool)
     seed_ids = np.asarray(seed_ids)
+    if np.unique(N).size < 3:  # a quadratic needs three N
+        return dict(curvature=np.nan, curvature_lo=np.nan, curvature_hi=np.nan, p_convex=np.nan)
     q = fit_law("quadratic", N, H, cens)["params"][2]
     groups = [np.flatnonzero(seed_ids == s) for s in np.unique(seed_ids)]
     rng = np.random.default_rng(seed)
@@ -115,7 +117,11 @@ def curvature(N, H, censored, seed_ids, *, n_boot: int = N_BOOT, seed: int = SEE
 
 
 def growth_fit(N, H, censored, seed_ids, *, n_boot: int = N_BOOT) -> dict:
-    """Both laws, their Akaike weights, the verdict and the curvature for one model."""
+    """Both laws, their Akaike weights, the verdict and the curvature for one model (NaN and
+    "undecided" with fewer than 4 points or 2 distinct N)."""
+    if np.size(H) < 4 or np.unique(N).size < 2:
+        return dict(n_points=int(np.size(H)), n_censored=int(np.sum(censored)), verdict="undecided",
+                    weight_log=np.nan, weight_power=np.nan)
     fits = {law: fit_law(law, N, H, censored) for law in LAWS}
     w = akaike_weights([fits[law]["aic"] for law in LAWS])
     weights = dict(zip(LAWS, w))

@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from learnwin.stats.decay import predict_window
+
 EPS_GRID = np.geomspace(1e-2, 1e4, 241)
 
 
@@ -117,3 +119,67 @@ def holm(p) -> np.ndarray:
     adj = np.maximum.accumulate((m - np.arange(m)) * p[order])
     out[order] = np.minimum(adj, 1.0)
     return out
+
+
+#: The variants (transport, noise) named primary before the comparison (docs/method.md §10).
+PRIMARY = (("diagonal", "per_lag"), ("exact", "pooled"))
+
+
+def variant_inputs(h_n_agg: pd.DataFrame, decay: pd.DataFrame, *, optimizer: str, epoch: str) -> pd.DataFrame:
+    """Per (model, noise): the selected decay law of scope "mean" and the predicted window's
+    inputs pred_alpha, pred_sigma, pred_c (docs/method.md §8) of the snapshot epoch."""
+    agg = h_n_agg[(h_n_agg["optimizer"] == optimizer) & (h_n_agg["epoch"].astype(str) == str(epoch))]
+    inputs = agg.drop_duplicates(["model", "noise"])[["model", "noise", "pred_alpha", "pred_sigma", "pred_c"]]
+    d = decay[(decay["optimizer"] == optimizer) & (decay["epoch"].astype(str) == str(epoch))
+              & (decay["scope"] == "mean") & decay["selected"]]
+    return inputs.merge(d.drop(columns=["optimizer", "epoch", "scope"]), on="model", how="inner")
+
+
+def predict_levels(inputs: pd.DataFrame, eps: float, N) -> pd.DataFrame:
+    """Predicted H_N(N) (docs/method.md §8) of every model of one variant's ``inputs`` at ``eps``."""
+    rows = []
+    for row in inputs.itertuples(index=False):
+        r = row._asdict()
+        curve = predict_window(r, r["pred_alpha"], r["pred_sigma"], r["pred_c"], eps, N)
+        rows += [dict(model=r["model"], N=int(n), predicted=float(h)) for n, h in zip(N, curve)]
+    return pd.DataFrame(rows, columns=["model", "N", "predicted"])
+
+
+def measured_means(window: pd.DataFrame) -> pd.DataFrame:
+    """Seed means of the main arm's H per (threshold, model, N); censored = any seed censored."""
+    main = window[window["arm"] == "main"]
+    g = main.groupby(["threshold", "model", "N"])
+    return g.agg(measured=("H", "mean"), measured_std=("H", "std"), censored=("censored", "any"),
+                 n_seeds=("H", "count")).reset_index()
+
+
+def prediction_tables(window: pd.DataFrame, growth: pd.DataFrame, h_n_agg: pd.DataFrame,
+                      decay: pd.DataFrame, *, transport: str, optimizer: str, epoch: str):
+    """(growth_prediction, prediction, prediction_scores) of every noise variant of the run's
+    snapshot transport: the eps-free growth per model, the leave-one-model-out levels, and their
+    scores with Holm-adjusted p-values within the primary and the secondary family."""
+    inputs = variant_inputs(h_n_agg, decay, optimizer=optimizer, epoch=epoch)
+    meas = measured_means(window)
+    N = np.sort(meas["N"].unique())
+    gp, levels, scores = [], [], []
+    for noise, inp in inputs.groupby("noise", sort=True):
+        primary = (transport, noise) in PRIMARY
+        for row in inp.itertuples(index=False):
+            r = row._asdict()
+            gp.append(dict(model=r["model"], transport=transport, noise=noise, primary=primary,
+                           law=r["law"], pred_alpha=r["pred_alpha"], **predicted_growth(r, r["pred_alpha"])))
+        for thr, m in meas.groupby("threshold", sort=True):
+            loo = leave_one_model_out(m[["model", "N", "measured", "censored"]],
+                                      lambda eps, inp=inp: predict_levels(inp, eps, N))  # noqa: B023
+            levels.append(loo.assign(threshold=thr, transport=transport, noise=noise, primary=primary))
+            scores.append(dict(threshold=thr, transport=transport, noise=noise, primary=primary,
+                               n_models=int(loo["model"].nunique()), **score(loo)))
+    growth_pred = pd.DataFrame(gp)
+    if len(growth_pred):
+        growth_pred = growth_pred.merge(growth[["model", "threshold", "log_b", "power_c", "verdict"]],
+                                        on="model", how="left")
+    sc = pd.DataFrame(scores)
+    for col in ("p_within_N", "p_within_model"):
+        if len(sc):
+            sc[f"{col}_holm"] = sc.groupby(["threshold", "primary"])[col].transform(holm)
+    return growth_pred, (pd.concat(levels, ignore_index=True) if levels else pd.DataFrame()), sc

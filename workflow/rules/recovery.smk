@@ -1,15 +1,47 @@
-# Stage recovery (beyond the paper): direct measurement of the learnability window. One job per
-# (optimizer, model, seed, lag, n_train) trains a single-lag task with the docs/method.md §3 recipe and
-# equal gradient steps and measures recovery on held-out sequences; the aggregate turns the rows
-# into H_N_emp(N) and holds it against the predicted H_N (learnwin.stats.recovery). Behind its own
-# target `recovery`, not in `all`.
+# Stage recovery (beyond the paper): the ground truth of the learnability window (docs/method.md
+# §10). One job per (arm, model, seed) runs every training of its N ladder in one process: per N,
+# a shuffled-target control and a bisection over lags (learnwin.stats.groundtruth_job). Arms: main
+# (every seed, every N), full_grid (every lag, first seed, recovery.validate_n_train: the
+# monotonicity check), double_steps (2 x steps at the largest N, first recovery.steps_check_seeds
+# seeds: the convergence check). The aggregate fits the growth of H with N and holds the
+# prediction of the main run's snapshots against it. Behind its own target `recovery`, not in `all`.
 REC = config["recovery"]
 REC_SEEDS = REC["seeds"] or SEEDS
 REC_MODELS = REC["models"] or MODELS
-REC_OPTIMIZERS = REC["optimizers"] or OPTIMIZERS
-REC_CONTROL_N = REC["control_n_train"] or REC["n_train"][-1:]
-REC_ROW = layout.RECOVERY_ROW
-REC_JOB = "{optimizer}/{model}/seed{seed}/lag{lag}_n{n_train}"
+REC_OPT = REC["optimizer"]
+REC_LAGS = lwconfig.recovery_lags(config)
+REC_ARMS = {
+    "main": dict(seeds=REC_SEEDS, n_train=REC["n_train"], steps=REC["steps"]),
+    "full_grid": dict(
+        seeds=REC_SEEDS[:1] if REC["validate_n_train"] else [],
+        n_train=REC["validate_n_train"],
+        steps=REC["steps"],
+    ),
+    "double_steps": dict(
+        seeds=REC_SEEDS[: REC["steps_check_seeds"]],
+        n_train=REC["n_train"][-1:],
+        steps=2 * REC["steps"],
+    ),
+}
+REC_JOB = "{arm}/{optimizer}/{model}/seed{seed}"
+
+
+def recovery_runs(name):
+    """The per-job tables ``name`` of every configured arm, model and seed."""
+    return [
+        layout.RECOVERY_RUN[name].format(arm=arm, optimizer=REC_OPT, model=m, seed=s)
+        for arm, spec in REC_ARMS.items()
+        for m in REC_MODELS
+        for s in spec["seeds"]
+    ]
+
+
+def recovery_runtime(wc):
+    arm = REC_ARMS[wc.arm]
+    n = resources.recovery_trainings(
+        config, len(arm["n_train"]), full_grid=wc.arm == "full_grid"
+    )
+    return resources.recovery_runtime_min(config, wc.model, n, arm["steps"])
 
 
 localrules:
@@ -19,30 +51,32 @@ localrules:
 
 rule train_recovery:
     output:
-        row=REC_ROW,
+        scores=layout.RECOVERY_RUN["scores"],
+        window=layout.RECOVERY_RUN["window"],
     log:
         f"{LOGS}/train_recovery/{REC_JOB}.log",
     benchmark:
         f"{BENCH}/train_recovery/{REC_JOB}.tsv"
     wildcard_constraints:
-        lag=r"\d+",
-        n_train=r"\d+",
+        arm="|".join(REC_ARMS),
     conda:
         ENV
     threads: 1
     resources:
-        **sized(resources.recovery_mem_mb, resources.recovery_runtime_min),
+        mem_mb=lambda wc: resources.recovery_mem_mb(config),
+        runtime=recovery_runtime,
         train_slot=1,
         gpu=0,
     params:
         task={k: config["task"][k] for k in ("T", "D", "noise_std")},
         model=section("model"),
-        optim=optimizer_hparams,
+        optim=section("optim", REC_OPT),
         train={k: config["train"][k] for k in ("batch_size", "grad_clip")},
-        recovery={
-            k: REC[k] for k in ("steps", "coef", "n_test", "n_perm", "null_quantile")
-        },
-        control=lambda wc: int(wc.n_train) in REC_CONTROL_N,
+        gt={k: REC[k] for k in ("coef", "n_test", "n_perm", "null_quantile")},
+        lags=REC_LAGS,
+        thresholds=REC["thresholds"],
+        n_train=lambda wc: REC_ARMS[wc.arm]["n_train"],
+        steps=lambda wc: REC_ARMS[wc.arm]["steps"],
         device=config["device"],
     script:
         "../scripts/train_recovery.py"
@@ -50,20 +84,14 @@ rule train_recovery:
 
 rule aggregate_recovery:
     input:
-        rows=expand(
-            REC_ROW,
-            optimizer=REC_OPTIMIZERS,
-            model=REC_MODELS,
-            seed=REC_SEEDS,
-            lag=REC["lags"],
-            n_train=REC["n_train"],
+        scores=recovery_runs("scores"),
+        window=recovery_runs("window"),
+        H_N_agg=STATS["H_N_agg"],
+        decay=expand(
+            DECAY, optimizer=REC_OPT, model=REC_MODELS, epoch=str(REC["epoch"])
         ),
-        H_N_agg=rules.aggregate_window.output.H_N_agg,
     output:
-        table=layout.RECOVERY["learned"],
-        window=layout.RECOVERY["window"],
-        comparison=layout.RECOVERY["comparison"],
-        agreement=layout.RECOVERY["agreement"],
+        **{name: layout.RECOVERY[name] for name in layout.RECOVERY},
     log:
         f"{LOGS}/aggregate_recovery/aggregate_recovery.log",
     benchmark:
@@ -72,25 +100,35 @@ rule aggregate_recovery:
         ENV
     threads: 1
     resources:
-        mem_mb=1000,
-        runtime=5,
+        mem_mb=2000,
+        runtime=30,
     params:
-        threshold=REC["threshold"],
+        thresholds=REC["thresholds"],
+        transport=config["snapshot"]["transport"],
+        optimizer=REC_OPT,
+        epoch=str(REC["epoch"]),
     script:
         "../scripts/aggregate_recovery.py"
 
 
 rule plot_recovery:
     input:
-        comparison=rules.aggregate_recovery.output.comparison,
-        agreement=rules.aggregate_recovery.output.agreement,
+        window=layout.RECOVERY["window"],
+        prediction=layout.RECOVERY["prediction"],
+        scores=layout.RECOVERY["scores"],
     output:
-        png=report(
-            layout.figure("recovery", "png"),
+        window_png=report(
+            layout.figure("recovery_window", "png"),
             caption="../report/recovery.rst",
             category="Learnability window",
         ),
-        pdf=layout.figure("recovery", "pdf"),
+        window_pdf=layout.figure("recovery_window", "pdf"),
+        scores_png=report(
+            layout.figure("recovery_scores", "png"),
+            caption="../report/recovery_scores.rst",
+            category="Learnability window",
+        ),
+        scores_pdf=layout.figure("recovery_scores", "pdf"),
     log:
         f"{LOGS}/plot_recovery/plot_recovery.log",
     benchmark:
@@ -102,13 +140,13 @@ rule plot_recovery:
         mem_mb=1000,
         runtime=5,
     params:
-        epoch=str(REC["epoch"]),
+        threshold=REC["thresholds"][len(REC["thresholds"]) // 2],
         dpi=config["figures"]["dpi"],
     script:
         "../scripts/plot_recovery.py"
 
 
 RECOVERY_TARGETS = [
-    *rules.aggregate_recovery.output[1:],
+    *rules.aggregate_recovery.output,
     *rules.plot_recovery.output,
 ]

@@ -1,19 +1,27 @@
-"""Adapter: recovery rows + the aggregated H_N table (H_N_agg) -> learned, window, comparison, agreement
-(learnwin.stats.recovery, no torch)."""
+"""Adapter: rule aggregate_recovery, the ground-truth jobs' tables + the main run's H_N_agg and
+decay tables -> window, growth, slopes, monotonicity, steps_check, growth_prediction, prediction,
+prediction_scores (learnwin.stats.groundtruth, growth, prediction; no torch)."""
 import pandas as pd
 
 from learnwin.infra import io, runtime
-from learnwin.stats import recovery
+from learnwin.stats import groundtruth, growth, prediction
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
-rows = pd.concat([io.read_table(p, "recovery") for p in snakemake.input.rows], ignore_index=True)
-table = recovery.learned(rows, snakemake.params.threshold)
-window = recovery.empirical_window(table)
-comparison = recovery.compare(recovery.aggregate_window(window),
-                              io.read_table(snakemake.input.H_N_agg, "H_N"))
-agreement = recovery.agreement(comparison)
-log.info("agreement:\n%s", agreement.to_string())
-io.write_table(table, snakemake.output.table, "recovery")
-io.write_table(window, snakemake.output.window, "recovery")
-io.write_table(comparison, snakemake.output.comparison, "recovery")
-io.write_table(agreement, snakemake.output.agreement, "recovery")
+inp, out, params = snakemake.input, snakemake.output, snakemake.params
+scores = pd.concat([io.read_table(p, "recovery") for p in inp.scores], ignore_index=True)
+window = pd.concat([io.read_table(p, "recovery") for p in inp.window], ignore_index=True)
+main = window[window["arm"] == "main"]
+fits = growth.growth_table(main)
+slopes = growth.slopes_differ(main)
+growth_pred, levels, pred_scores = prediction.prediction_tables(
+    window, fits, io.read_table(inp.H_N_agg, "H_N"),
+    pd.concat([io.read_table(p, "decay") for p in inp.decay], ignore_index=True),
+    transport=params.transport, optimizer=params.optimizer, epoch=params.epoch)
+log.info("growth:\n%s\nslopes:\n%s\nscores:\n%s", fits.to_string(), slopes.to_string(),
+         pred_scores.to_string())
+tables = dict(scores=scores, window=window, growth=fits, slopes=slopes,
+              monotonicity=groundtruth.monotonicity(scores, window, params.thresholds),
+              steps_check=groundtruth.steps_check(window), growth_prediction=growth_pred,
+              prediction=levels, prediction_scores=pred_scores)
+for name, table in tables.items():
+    io.write_table(table, out[name], "recovery")

@@ -1,17 +1,14 @@
-"""Adapter: rule plot_recovery, the recovery comparison and agreement tables -> the recovery figure
-(learnwin.plots.recovery.plot_recovery)."""
+"""Adapter: rule plot_recovery, the ground-truth tables -> the two recovery figures
+(learnwin.plots.recovery)."""
 import logging
 
 from learnwin.infra import io, runtime
-from learnwin.plots.recovery import plot_recovery
+from learnwin.plots.recovery import plot_recovery_scores, plot_recovery_window
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 logging.getLogger("fontTools").setLevel(logging.WARNING)  # PDF font subsetting chatter
-plot_recovery(
-    io.read_table(snakemake.input.comparison, "recovery"),
-    io.read_table(snakemake.input.agreement, "recovery"),
-    epoch=snakemake.params.epoch,
-    dpi=snakemake.params.dpi,
-    png=snakemake.output.png,
-    pdf=snakemake.output.pdf,
-)
+inp, out, params = snakemake.input, snakemake.output, snakemake.params
+plot_recovery_window(io.read_table(inp.window, "recovery"), io.read_table(inp.prediction, "recovery"),
+                     threshold=params.threshold, dpi=params.dpi, png=out.window_png, pdf=out.window_pdf)
+plot_recovery_scores(io.read_table(inp.scores, "recovery"), threshold=params.threshold,
+                     dpi=params.dpi, png=out.scores_png, pdf=out.scores_pdf)

@@ -1,26 +1,30 @@
-"""Adapter: stage recovery, one job -> learnwin.stats.recovery_job.recovery_run."""
+"""Adapter: rule train_recovery, one (arm, model, seed) of the ground truth ->
+learnwin.stats.groundtruth_job.groundtruth_job (every training of its N ladder in this process)."""
 from learnwin.infra import io, runtime
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 runtime.set_torch_threads(snakemake.threads)
 runtime.deterministic()
 
-from learnwin.stats.recovery_job import recovery_run  # noqa: E402  (after the thread caps)
+from learnwin.stats.groundtruth_job import groundtruth_job  # noqa: E402  (after the thread caps)
 
 wc, params = snakemake.wildcards, snakemake.params
-rows = recovery_run(
+scores, window = groundtruth_job(
     model=wc.model,
     optimizer=wc.optimizer,
     seed=int(wc.seed),
-    lag=int(wc.lag),
-    n_train=int(wc.n_train),
-    control=params.control,
+    arm=wc.arm,
+    n_train=params.n_train,
+    lags=params.lags,
+    thresholds=params.thresholds,
+    steps=params.steps,
     task=params.task,
     model_config=params.model,
     optim_config=params.optim,
     train_config=params.train,
-    recovery=params.recovery,
+    gt=params.gt,
     device=runtime.resolve_device(params.device),
 )
-log.info("%s", rows.to_dict("records"))
-io.write_table(rows, snakemake.output.row, "recovery")
+log.info("window:\n%s", window.to_string())
+io.write_table(scores, snakemake.output.scores, "recovery")
+io.write_table(window, snakemake.output.window, "recovery")

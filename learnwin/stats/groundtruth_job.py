@@ -1,0 +1,157 @@
+"""The trainings of the ground-truth window (docs/method.md §10): one process runs every training
+of one (model, seed) over an N ladder, so that start-up is paid once. The statistics are
+:mod:`learnwin.stats.groundtruth` (criterion, bisection) and :mod:`learnwin.stats.growth`.
+
+Task (docs/method.md §1 with one lag): y_t = c (u . x_{t-l}) 1[t >= l] + eps_t. The training set
+of N is the first N sequences of the seed's train stream (nested across N); the scores are taken
+on the first ``n_test`` sequences of the diag stream, never trained on.
+
+* **Paired runs.** The init and the batch order of every training of (model, seed) come from one
+  seed derived from (seed, model) (:func:`init_seed`): runs differ only in their lag, N and
+  targets.
+* **Equal budget.** Every training takes ``steps`` steps of the docs/method.md §3 recipe
+  (reshuffle per epoch, full batches, MSE, clip); no model selection.
+* **Control.** Per N one training on the targets of the first lag permuted across sequences
+  (which keeps their distribution and breaks x -> y), scored against every lag's component.
+* **Bisection.** Per N and threshold, :func:`learnwin.stats.groundtruth.bisect_window` on the
+  snapshot lag grid; trainings are cached per (N, lag), so the thresholds share them.
+  ``full_grid`` trains every lag instead (the monotonicity check).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from learnwin.models.cells import build_model
+from learnwin.models.data import make_split, task_vector
+from learnwin.models.train import make_optimizer, train_epoch
+from learnwin.stats.groundtruth import bisect_window, lag_scores, margin
+
+ARMS = ("main", "full_grid", "double_steps")
+
+
+def init_seed(seed: int, model: str) -> int:
+    """The seed of a (model, seed)'s init, batch order and control permutation."""
+    return int(np.random.SeedSequence([seed, zlib.crc32(model.encode())]).generate_state(1)[0])
+
+
+@torch.no_grad()
+def predict(net, x: torch.Tensor, batch: int) -> np.ndarray:
+    """Model outputs (n, T) in batches."""
+    net.eval()
+    return torch.cat([net(x[i:i + batch]) for i in range(0, len(x), batch)]).cpu().numpy()
+
+
+def train(model: str, optimizer: str, x: torch.Tensor, y: torch.Tensor, *, init: int, steps: int,
+          model_config: Mapping, optim_config: Mapping, train_config: Mapping, run_name: str):
+    """A freshly initialised network (torch seed ``init``) after exactly ``steps`` steps."""
+    torch.manual_seed(init)
+    net = build_model(model, x.shape[-1], **model_config).to(x.device)
+    opt = make_optimizer(optimizer, net.parameters(), optim_config)
+    done, epoch = 0, 0
+    while done < steps:
+        epoch += 1
+        done += train_epoch(net, opt, x, y, seed=init, epoch=epoch, batch_size=train_config["batch_size"],
+                            grad_clip=train_config["grad_clip"], run_name=run_name,
+                            lr_key=f"optim.{optimizer}.lr", max_steps=steps - done)
+    return net
+
+
+def groundtruth_job(
+    *, model: str, optimizer: str, seed: int, n_train: Sequence[int], lags: Sequence[int],
+    thresholds: Sequence[float], steps: int, arm: str, task: Mapping, model_config: Mapping,
+    optim_config: Mapping, train_config: Mapping, gt: Mapping, device: str = "cpu",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(scores, window) of one (model, seed) over ``n_train``.
+
+    scores: one row per (N, lag, target) scored: target "task" (the lag's own training, at its
+    lag) or "control" (the shuffled-target training, at every lag), with r, null, the training's
+    seconds. window: one row per (N, threshold): H, H_grid, censored, lag_lo, lag_hi, trainings.
+    """
+    if arm not in ARMS:
+        raise ValueError(f"groundtruth arm {arm!r} must be one of {ARMS}")
+    T, D, noise, coef = task["T"], task["D"], task["noise_std"], gt["coef"]
+    lags = np.asarray(sorted(lags), dtype=int)
+    init = init_seed(seed, model)
+    u = task_vector(seed, D)
+    x_all, y0_all = make_split(seed, "train", max(n_train), T, D, [], [], noise)  # noise-only targets
+    x_test, _ = make_split(seed, "diag", gt["n_test"], T, D, [], [], noise)
+    comp_train, comp_test = x_all @ u, x_test @ u  # (n, T): u . x_t
+    x_test_t = torch.from_numpy(x_test).to(device)
+    data = dict(x_all=x_all, y0_all=y0_all, comp_train=comp_train, comp_test=comp_test, x_test=x_test_t)
+    kw = dict(model=model, optimizer=optimizer, init=init, steps=steps, coef=coef, lags=lags,
+              thresholds=thresholds, full_grid=arm == "full_grid", device=device,
+              null_kw=dict(n_perm=gt["n_perm"], quantile=gt["null_quantile"]),
+              train_kw=dict(model_config=model_config, optim_config=optim_config, train_config=train_config),
+              name=f"model={model} optimizer={optimizer} seed={seed}")
+    score_rows, window_rows = [], []
+    for N in sorted(n_train):
+        s_rows, w_rows = _one_n(N, data, **kw)
+        score_rows += s_rows
+        window_rows += w_rows
+    keys = dict(model=model, optimizer=optimizer, seed=seed, arm=arm, steps=steps)
+    scores = pd.DataFrame(score_rows).assign(**keys)
+    window = pd.DataFrame(window_rows).assign(**keys)
+    front = list(keys)
+    return (scores[front + [c for c in scores if c not in front]],
+            window[front + [c for c in window if c not in front]])
+
+
+def _one_n(N, data, *, model, optimizer, init, steps, coef, lags, thresholds, full_grid, device,
+           null_kw, train_kw, name) -> tuple[list, list]:
+    """Score and window rows of one N: the control, then the bisection per threshold (trainings
+    cached per lag), or every lag first when ``full_grid``."""
+    x = torch.from_numpy(data["x_all"][:N]).to(device)
+    comp_test, x_test = data["comp_test"], data["x_test"]
+
+    def targets(lag):
+        y = data["y0_all"][:N].copy()
+        y[:, lag:] += coef * data["comp_train"][:N, :-lag]
+        return torch.from_numpy(y).to(device)
+
+    def fit(y, label):
+        return train(model, optimizer, x, y, init=init, steps=steps, run_name=f"{name} N={N} {label}",
+                     **train_kw)
+
+    t0 = time.perf_counter()
+    perm = np.random.default_rng([init, N]).permutation(N)
+    net = fit(targets(int(lags[0]))[perm], "control")
+    r_ctrl, null_ctrl = lag_scores(predict(net, x_test, 256), comp_test, lags, seed=init, **null_kw)
+    seconds = time.perf_counter() - t0
+    score_rows = [dict(N=N, lag=int(lag), target="control", r=r, null=nl, seconds=seconds)
+                  for lag, r, nl in zip(lags, r_ctrl, null_ctrl)]
+    ctrl = dict(zip(lags.tolist(), r_ctrl))
+    cache: dict[int, tuple[float, float]] = {}
+
+    def task_score(lag: int) -> tuple[float, float]:
+        if lag not in cache:
+            t0 = time.perf_counter()
+            net = fit(targets(lag), f"lag={lag}")
+            r, nl = lag_scores(predict(net, x_test, 256), comp_test, [lag], seed=init, **null_kw)
+            cache[lag] = (float(r[0]), float(nl[0]))
+            score_rows.append(dict(N=N, lag=lag, target="task", r=cache[lag][0], null=cache[lag][1],
+                                   seconds=time.perf_counter() - t0))
+        return cache[lag]
+
+    def margin_at(lag: int, thr: float) -> float:
+        r, nl = task_score(lag)
+        return float(margin(r, ctrl[lag], nl, thr))
+
+    if full_grid:
+        for lag in lags:  # each lag is one training
+            task_score(int(lag))
+    window_rows = []
+    for thr in thresholds:
+        out = bisect_window(lags, lambda lag: margin_at(lag, thr))  # noqa: B023 (called at once)
+        window_rows.append(dict(N=N, threshold=float(thr), H=out["H"], H_grid=out["H_grid"],
+                                censored=out["censored"], lag_lo=out["lag_lo"], lag_hi=out["lag_hi"],
+                                evaluations=len(out["evaluated"])))
+    for row in window_rows:
+        row["trainings"] = len(cache) + 1  # the task lags of this N and its control
+    return score_rows, window_rows
