@@ -171,7 +171,8 @@ def test_schema_enums_are_the_packages_models_and_optimizers():
     from learnwin.plots import MODEL_COLORS
 
     schema = yaml.safe_load(SCHEMA.read_text())
-    models, optimizers = _enums(schema, "models"), _enums(schema, "optimizers")
+    models = _enums(schema, "models")
+    optimizers = [*_enums(schema, "optimizers"), schema["properties"]["recovery"]["properties"]["optimizer"]["enum"]]
     assert len(models) == len(optimizers) == 2  # top level and recovery
     assert all(set(e) == set(CELLS) == set(MODELS) == set(MODEL_COLORS) for e in models)
     assert all(set(e) == set(OPTIMIZERS) for e in optimizers)

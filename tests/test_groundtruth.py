@@ -183,3 +183,18 @@ def test_predicted_growth_and_holm():
     g = prediction.predicted_growth(dict(law="power", scale=2.0), alpha=1.5)
     assert g["exponent"] == pytest.approx(1 / 6) and np.isnan(g["slope_log"])
     assert np.allclose(prediction.holm([0.01, 0.04, np.nan, 0.03]), [0.03, 0.06, np.nan, 0.06], equal_nan=True)
+
+
+def test_bisection_warm_start_asks_fewer_new_lags_and_agrees():
+    first = bisect_window(LAGS, linear_margin(30.0))
+    calls = []
+
+    def m(lag):
+        calls.append(lag)
+        return linear_margin(34.0)(lag)
+
+    cold = bisect_window(LAGS, linear_margin(34.0))
+    warm = bisect_window(LAGS, m, known=first["evaluated"])
+    new = [lag for lag in calls if lag not in first["evaluated"]]
+    assert warm["H"] == pytest.approx(cold["H"]) == pytest.approx(34.0)
+    assert len(new) == 4 < len(cold["evaluated"])  # the bracket (29, 63) holds 16 grid lags: log2 16

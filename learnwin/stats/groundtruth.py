@@ -71,9 +71,12 @@ def margin(r, r_ctrl, null, threshold: float) -> np.ndarray:
     return np.where(np.isnan(out), -np.inf, out)
 
 
-def bisect_window(lags: Sequence[int], margin_at: Callable[[int], float]) -> dict:
+def bisect_window(lags: Sequence[int], margin_at: Callable[[int], float], known: Sequence[int] = ()) -> dict:
     """The largest learned lag of the sorted grid ``lags`` by bisection on ``margin_at(lag)``
     (called lazily, at most once per lag), and the interpolated H.
+
+    ``known``: lags whose margin is free to ask (already trained, e.g. for another threshold);
+    under the same monotonicity they narrow the first bracket (a warm start).
 
     Returns H (continuous), H_grid (the last learned grid lag, 0 when none), lag_lo and lag_hi
     (the bracketing lags; lag_hi NaN when censored), censored and the evaluated lags in order.
@@ -99,6 +102,10 @@ def bisect_window(lags: Sequence[int], margin_at: Callable[[int], float]) -> dic
     if at(last) > 0:
         return result(lags[last], lags[last], float(lags[last]), np.nan, True)
     lo, hi = 0, last  # invariant: lags[lo] learned, lags[hi] not
+    for lag in sorted(set(known) & set(lags.tolist())):
+        i = int(np.searchsorted(lags, lag))
+        if lo < i < hi:
+            lo, hi = (i, hi) if at(i) > 0 else (lo, i)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if at(mid) > 0 else (lo, mid)

@@ -14,7 +14,8 @@ on the first ``n_test`` sequences of the diag stream, never trained on.
 * **Control.** Per N one training on the targets of the first lag permuted across sequences
   (which keeps their distribution and breaks x -> y), scored against every lag's component.
 * **Bisection.** Per N and threshold, :func:`learnwin.stats.groundtruth.bisect_window` on the
-  snapshot lag grid; trainings are cached per (N, lag), so the thresholds share them.
+  snapshot lag grid; trainings are cached per (N, lag), so the thresholds share them, and each
+  threshold's bisection starts from the bracket the cached lags give (warm start).
   ``full_grid`` trains every lag instead (the monotonicity check).
 """
 
@@ -148,7 +149,7 @@ def _one_n(N, data, *, model, optimizer, init, steps, coef, lags, thresholds, fu
             task_score(int(lag))
     window_rows = []
     for thr in thresholds:
-        out = bisect_window(lags, lambda lag: margin_at(lag, thr))  # noqa: B023 (called at once)
+        out = bisect_window(lags, lambda lag: margin_at(lag, thr), known=list(cache))  # noqa: B023
         window_rows.append(dict(N=N, threshold=float(thr), H=out["H"], H_grid=out["H_grid"],
                                 censored=out["censored"], lag_lo=out["lag_lo"], lag_hi=out["lag_hi"],
                                 evaluations=len(out["evaluated"])))

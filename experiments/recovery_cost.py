@@ -1,0 +1,105 @@
+"""Cost of the ground-truth grid (`snakemake recovery`, docs/method.md §10) from the training cost law.
+
+    python experiments/recovery_cost.py CONFIG[,OVERLAY...] [CONFIG[,OVERLAY...] ...] [--cores 2] [--measure]
+
+Each argument is a config file (comma-separated overlays read on top of it, in order, one level
+deep, as repeated `--configfile` does), itself read on top of config/config.yaml. Per arm (main,
+full_grid, double_steps) it prints the jobs, an upper bound on their trainings
+(learnwin.infra.resources.recovery_trainings: per N one control and, per threshold, the
+bisection's midpoints after the two shared ends) and their CPU time by the training cost law
+(learnwin.infra.resources.recovery_cpu_seconds: one start-up per job, then the trainings), and
+the total as CPU hours and as wall minutes on ``--cores`` cores (CPU / cores: every job is one
+thread). ``--measure`` also trains one network per model at the first config's size
+(recovery.steps steps on its largest N) and prints the measured CPU seconds against the law's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import yaml
+
+from learnwin.infra import resources
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load(spec: str) -> dict:
+    """config/config.yaml, then each comma-separated file on top, one level deep."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    for path in spec.split(","):
+        for key, value in (yaml.safe_load(Path(path).read_text()) or {}).items():
+            cfg[key] = {**cfg[key], **value} if isinstance(value, dict) and isinstance(cfg.get(key), dict) else value
+    return cfg
+
+
+def arms(cfg: dict) -> dict:
+    """Per arm: seeds, N values, steps (as workflow/rules/recovery.smk builds them)."""
+    rec = cfg["recovery"]
+    seeds = rec["seeds"] or cfg["seeds"]
+    return {
+        "main": (seeds, rec["n_train"], rec["steps"]),
+        "full_grid": (seeds[:1] if rec["validate_n_train"] else [], rec["validate_n_train"], rec["steps"]),
+        "double_steps": (seeds[:rec["steps_check_seeds"]], rec["n_train"][-1:], 2 * rec["steps"]),
+    }
+
+
+def grid_cost(cfg: dict) -> list[dict]:
+    rows = []
+    models = cfg["recovery"]["models"] or cfg["models"]
+    for arm, (seeds, n_train, steps) in arms(cfg).items():
+        n = resources.recovery_trainings(cfg, len(n_train), full_grid=arm == "full_grid")
+        cpu = sum(resources.recovery_cpu_seconds(cfg, m, n, steps) for m in models) * len(seeds)
+        rows.append(dict(arm=arm, jobs=len(models) * len(seeds), trainings=n * len(models) * len(seeds),
+                         cpu_s=cpu))
+    return rows
+
+
+def measure(cfg: dict) -> None:
+    """One training per model at the config's size, CPU seconds against the cost law's."""
+    import torch
+
+    from learnwin.infra import runtime
+    from learnwin.models.data import make_split
+    from learnwin.stats.groundtruth_job import train
+
+    runtime.set_torch_threads(1)
+    runtime.deterministic()
+    t, rec = cfg["task"], cfg["recovery"]
+    x, y = make_split(2, "train", rec["n_train"][-1], t["T"], t["D"], [t["T"] // 4], [rec["coef"]], t["noise_std"])
+    x, y = torch.from_numpy(x), torch.from_numpy(y)
+    print(f"one training: {rec['steps']} steps, T {t['T']}, H {cfg['model']['hidden']}, "
+          f"B {cfg['train']['batch_size']}")
+    for model in rec["models"] or cfg["models"]:
+        c0 = time.process_time()
+        train(model, rec["optimizer"], x, y, init=1, steps=rec["steps"], model_config=cfg["model"],
+              optim_config=cfg["optim"][rec["optimizer"]],
+              train_config={k: cfg["train"][k] for k in ("batch_size", "grad_clip")}, run_name=model)
+        cpu = time.process_time() - c0
+        law = resources.recovery_cpu_seconds(cfg, model, 1, rec["steps"]) - resources.COEF["train_model"][0]
+        print(f"  {model:7s} measured {cpu:6.2f} CPU s, cost law {law:6.2f} s, ratio {cpu / law:.2f}")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("configs", nargs="+")
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--measure", action="store_true")
+    args = ap.parse_args(argv)
+    for spec in args.configs:
+        cfg = load(spec)
+        rows = grid_cost(cfg)
+        total = sum(r["cpu_s"] for r in rows)
+        print(f"## {spec}")
+        for r in rows:
+            print(f"  {r['arm']:12s} jobs {r['jobs']:4d}  trainings <= {r['trainings']:6d}  "
+                  f"CPU {r['cpu_s'] / 3600:7.2f} h")
+        print(f"  total CPU {total / 3600:.2f} h; wall on {args.cores} cores {total / args.cores / 60:.1f} min")
+    if args.measure:
+        measure(load(args.configs[0]))
+
+
+if __name__ == "__main__":
+    main()
