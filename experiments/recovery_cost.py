@@ -35,21 +35,11 @@ def load(spec: str) -> dict:
     return cfg
 
 
-def arms(cfg: dict) -> dict:
-    """Per arm: seeds, N values, steps (as workflow/rules/recovery.smk builds them)."""
-    rec = cfg["recovery"]
-    seeds = rec["seeds"] or cfg["seeds"]
-    return {
-        "main": (seeds, rec["n_train"], rec["steps"]),
-        "full_grid": (seeds[:1] if rec["validate_n_train"] else [], rec["validate_n_train"], rec["steps"]),
-        "double_steps": (seeds[:rec["steps_check_seeds"]], rec["n_train"][-1:], 2 * rec["steps"]),
-    }
-
-
 def grid_cost(cfg: dict) -> list[dict]:
     rows = []
     models = cfg["recovery"]["models"] or cfg["models"]
-    for arm, (seeds, n_train, steps) in arms(cfg).items():
+    for arm, spec in resources.recovery_arms(cfg).items():
+        seeds, n_train, steps = spec["seeds"], spec["n_train"], spec["steps"]
         n = resources.recovery_trainings(cfg, len(n_train), full_grid=arm == "full_grid")
         cpu = sum(resources.recovery_cpu_seconds(cfg, m, n, steps) for m in models) * len(seeds)
         rows.append(dict(arm=arm, jobs=len(models) * len(seeds), trainings=n * len(models) * len(seeds),

@@ -114,6 +114,21 @@ def snapshot_mem_mb(cfg: Mapping) -> int:
     return _mb(max(tangents + 8 * 8 * (1 << 22), memory_curve), base=1200)
 
 
+def recovery_arms(cfg: Mapping) -> dict[str, dict]:
+    """The ground-truth jobs' arms (docs/method.md §10): per arm the seeds, N values and steps.
+    main: every seed and N; full_grid: the first seed at ``validate_n_train``; double_steps: the
+    first ``steps_check_seeds`` seeds at the largest N with 2 x steps."""
+    rec = cfg["recovery"]
+    seeds = rec["seeds"] or cfg["seeds"]
+    return {
+        "main": dict(seeds=list(seeds), n_train=list(rec["n_train"]), steps=rec["steps"]),
+        "full_grid": dict(seeds=list(seeds[:1]) if rec["validate_n_train"] else [],
+                          n_train=list(rec["validate_n_train"]), steps=rec["steps"]),
+        "double_steps": dict(seeds=list(seeds[:rec["steps_check_seeds"]]), n_train=list(rec["n_train"][-1:]),
+                             steps=2 * rec["steps"]),
+    }
+
+
 def recovery_trainings(cfg: Mapping, n_values: int, full_grid: bool = False) -> int:
     """Upper bound on the trainings of one ground-truth job over ``n_values`` N: per N, one
     control and, per threshold, the bisection's ceil(log2(L - 1)) midpoints after the two ends
@@ -134,9 +149,12 @@ def recovery_cpu_seconds(cfg: Mapping, model: str, trainings: int, steps: int) -
     return float(COEF["train_model"][0] + trainings * (per[1:] @ np.asarray(COEF["train_model"][1:])))
 
 
-def recovery_runtime_min(cfg: Mapping, model: str, trainings: int, steps: int) -> int:
-    """Wall-time request of one ground-truth job: :data:`MARGIN` times the cost law."""
-    return _minutes(recovery_cpu_seconds(cfg, model, trainings, steps))
+def recovery_runtime_min(cfg: Mapping, model: str, arm: str) -> int:
+    """Wall-time request of one ground-truth job of ``arm``: :data:`MARGIN` times the cost law
+    with the bound on its trainings."""
+    spec = recovery_arms(cfg)[arm]
+    n = recovery_trainings(cfg, len(spec["n_train"]), full_grid=arm == "full_grid")
+    return _minutes(recovery_cpu_seconds(cfg, model, n, spec["steps"]))
 
 
 def recovery_mem_mb(cfg: Mapping) -> int:

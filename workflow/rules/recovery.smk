@@ -10,38 +10,19 @@ REC_SEEDS = REC["seeds"] or SEEDS
 REC_MODELS = REC["models"] or MODELS
 REC_OPT = REC["optimizer"]
 REC_LAGS = lwconfig.recovery_lags(config)
-REC_ARMS = {
-    "main": dict(seeds=REC_SEEDS, n_train=REC["n_train"], steps=REC["steps"]),
-    "full_grid": dict(
-        seeds=REC_SEEDS[:1] if REC["validate_n_train"] else [],
-        n_train=REC["validate_n_train"],
-        steps=REC["steps"],
-    ),
-    "double_steps": dict(
-        seeds=REC_SEEDS[: REC["steps_check_seeds"]],
-        n_train=REC["n_train"][-1:],
-        steps=2 * REC["steps"],
-    ),
-}
+REC_ARMS = resources.recovery_arms(config)
 REC_JOB = "{arm}/{optimizer}/{model}/seed{seed}"
 
 
-def recovery_runs(name):
-    """The per-job tables ``name`` of every configured arm, model and seed."""
-    return [
-        layout.RECOVERY_RUN[name].format(arm=arm, optimizer=REC_OPT, model=m, seed=s)
+REC_RUNS = {
+    name: [
+        path.format(arm=arm, optimizer=REC_OPT, model=m, seed=s)
         for arm, spec in REC_ARMS.items()
         for m in REC_MODELS
         for s in spec["seeds"]
     ]
-
-
-def recovery_runtime(wc):
-    arm = REC_ARMS[wc.arm]
-    n = resources.recovery_trainings(
-        config, len(arm["n_train"]), full_grid=wc.arm == "full_grid"
-    )
-    return resources.recovery_runtime_min(config, wc.model, n, arm["steps"])
+    for name, path in layout.RECOVERY_RUN.items()
+}
 
 
 localrules:
@@ -64,7 +45,7 @@ rule train_recovery:
     threads: 1
     resources:
         mem_mb=lambda wc: resources.recovery_mem_mb(config),
-        runtime=recovery_runtime,
+        runtime=lambda wc: resources.recovery_runtime_min(config, wc.model, wc.arm),
         train_slot=1,
         gpu=0,
     params:
@@ -84,8 +65,8 @@ rule train_recovery:
 
 rule aggregate_recovery:
     input:
-        scores=recovery_runs("scores"),
-        window=recovery_runs("window"),
+        scores=REC_RUNS["scores"],
+        window=REC_RUNS["window"],
         H_N_agg=STATS["H_N_agg"],
         decay=expand(
             DECAY, optimizer=REC_OPT, model=REC_MODELS, epoch=str(REC["epoch"])
