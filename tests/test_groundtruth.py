@@ -198,3 +198,21 @@ def test_bisection_warm_start_asks_fewer_new_lags_and_agrees():
     new = [lag for lag in calls if lag not in first["evaluated"]]
     assert warm["H"] == pytest.approx(cold["H"]) == pytest.approx(34.0)
     assert len(new) == 4 < len(cold["evaluated"])  # the bracket (29, 63) holds 16 grid lags: log2 16
+
+
+def test_monotonicity_and_steps_check_tables():
+    """A full grid with a hole at lag 3 (learned 1, 5; not 3, 7): H_full = 5 with one hole, and
+    bisection's H_grid = 1 disagrees; the float32 thresholds of a stored table still match."""
+    from learnwin.stats.groundtruth import monotonicity, steps_check
+
+    keys = dict(model="gru", seed=2, N=64, arm="full_grid")
+    task = pd.DataFrame([dict(**keys, lag=lag, target="task", r=r, null=0.05)
+                         for lag, r in zip([1, 3, 5, 7], [0.6, 0.1, 0.5, 0.1])])
+    ctrl = task.assign(target="control", r=0.0)
+    thr = np.float32(0.2)
+    window = pd.DataFrame([dict(**keys, threshold=thr, H=1.5, H_grid=1, censored=False, steps=8)])
+    out = monotonicity(pd.concat([task, ctrl]), window)
+    assert out[["H_full", "holes", "H_grid", "agrees"]].iloc[0].tolist() == [5, 1, 1, False]
+    both = pd.concat([window.assign(arm="main"), window.assign(arm="double_steps", H=3.0, steps=16)])
+    chk = steps_check(both)
+    assert chk[["H_main", "H_double", "dH", "steps_double"]].iloc[0].tolist() == [1.5, 3.0, 1.5, 16]

@@ -115,26 +115,27 @@ def bisect_window(lags: Sequence[int], margin_at: Callable[[int], float], known:
     return result(H, lags[lo], float(lags[lo]), float(lags[hi]), False)
 
 
-def monotonicity(scores: pd.DataFrame, window: pd.DataFrame, thresholds: Sequence[float]) -> pd.DataFrame:
+def monotonicity(scores: pd.DataFrame, window: pd.DataFrame) -> pd.DataFrame:
     """The full-grid arm against bisection, per (model, seed, N, threshold): H_full (the largest
     learned lag of the full grid), holes (unlearned grid lags below it: violations of the
-    monotonicity bisection assumes) and whether bisection's H_grid equals H_full."""
+    monotonicity bisection assumes) and whether bisection's H_grid equals H_full. The thresholds
+    are the window table's (as stored, so that they match it exactly)."""
     full = scores[scores["arm"] == "full_grid"]
     keys = ["model", "seed", "N", "lag"]
     task = full[full["target"] == "task"].set_index(keys)
     ctrl = full[full["target"] == "control"].set_index(keys)["r"].rename("r_ctrl")
     both = task.join(ctrl, how="left").reset_index()
+    bis = window[window["arm"] == "full_grid"][["model", "seed", "N", "threshold", "H_grid"]]
     rows = []
-    for thr in thresholds:
+    for thr in np.unique(bis["threshold"]):
         m = margin(both["r"], both["r_ctrl"], both["null"], thr)
         b = both.assign(learned=m > 0)
         for (model, seed, N), g in b.groupby(["model", "seed", "N"], sort=True):
             g = g.sort_values("lag")
             H_full = int(g.loc[g["learned"], "lag"].max()) if g["learned"].any() else 0
             holes = int((~g["learned"] & (g["lag"] < H_full)).sum())
-            rows.append(dict(model=model, seed=seed, N=N, threshold=float(thr), H_full=H_full, holes=holes))
+            rows.append(dict(model=model, seed=seed, N=N, threshold=thr, H_full=H_full, holes=holes))
     out = pd.DataFrame(rows, columns=["model", "seed", "N", "threshold", "H_full", "holes"])
-    bis = window[window["arm"] == "full_grid"][["model", "seed", "N", "threshold", "H_grid"]]
     out = out.merge(bis, on=["model", "seed", "N", "threshold"], how="left")
     return out.assign(agrees=out["H_grid"] == out["H_full"])
 

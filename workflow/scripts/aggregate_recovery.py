@@ -20,7 +20,7 @@ growth_pred, levels, pred_scores = prediction.prediction_tables(
 log.info("growth:\n%s\nslopes:\n%s\nscores:\n%s", fits.to_string(), slopes.to_string(),
          pred_scores.to_string())
 tables = dict(scores=scores, window=window, growth=fits, slopes=slopes,
-              monotonicity=groundtruth.monotonicity(scores, window, params.thresholds),
+              monotonicity=groundtruth.monotonicity(scores, window),
               steps_check=groundtruth.steps_check(window), growth_prediction=growth_pred,
               prediction=levels, prediction_scores=pred_scores)
 for name, table in tables.items():
