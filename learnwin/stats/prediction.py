@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from learnwin.stats.decay import predict_window
+from learnwin.stats.decay import predict_window, primary
+from learnwin.stats.window import with_transport
 
 EPS_GRID = np.geomspace(1e-2, 1e4, 241)
 
@@ -126,13 +127,17 @@ PRIMARY = (("diagonal", "per_lag"), ("exact", "pooled"))
 
 
 def variant_inputs(h_n_agg: pd.DataFrame, decay: pd.DataFrame, *, optimizer: str, epoch: str) -> pd.DataFrame:
-    """Per (model, noise): the selected decay law of scope "mean" and the predicted window's
-    inputs pred_alpha, pred_sigma, pred_c (docs/method.md §8) of the snapshot epoch."""
-    agg = h_n_agg[(h_n_agg["optimizer"] == optimizer) & (h_n_agg["epoch"].astype(str) == str(epoch))]
-    inputs = agg.drop_duplicates(["model", "noise"])[["model", "noise", "pred_alpha", "pred_sigma", "pred_c"]]
-    d = decay[(decay["optimizer"] == optimizer) & (decay["epoch"].astype(str) == str(epoch))
-              & (decay["scope"] == "mean") & decay["selected"]]
-    return inputs.merge(d.drop(columns=["optimizer", "epoch", "scope"]), on="model", how="inner")
+    """Per (model, transport, noise): the selected decay law of scope "mean" of the transport's
+    primary functional and the predicted window's inputs pred_alpha, pred_sigma, pred_c
+    (docs/method.md §8) of the snapshot epoch."""
+    agg = with_transport(h_n_agg)
+    agg = agg[(agg["optimizer"] == optimizer) & (agg["epoch"].astype(str) == str(epoch))]
+    keys = ["model", "transport", "noise"]
+    inputs = agg.drop_duplicates(keys)[[*keys, "pred_alpha", "pred_sigma", "pred_c"]]
+    d = primary(decay)
+    d = d[(d["optimizer"] == optimizer) & (d["epoch"].astype(str) == str(epoch))
+          & (d["scope"] == "mean") & d["selected"]]
+    return inputs.merge(d.drop(columns=["optimizer", "epoch", "scope"]), on=["model", "transport"], how="inner")
 
 
 def predict_levels(inputs: pd.DataFrame, eps: float, N) -> pd.DataFrame:
@@ -154,15 +159,15 @@ def measured_means(window: pd.DataFrame) -> pd.DataFrame:
 
 
 def prediction_tables(window: pd.DataFrame, growth: pd.DataFrame, h_n_agg: pd.DataFrame,
-                      decay: pd.DataFrame, *, transport: str, optimizer: str, epoch: str):
-    """(growth_prediction, prediction, prediction_scores) of every noise variant of the run's
-    snapshot transport: the eps-free growth per model, the leave-one-model-out levels, and their
+                      decay: pd.DataFrame, *, optimizer: str, epoch: str):
+    """(growth_prediction, prediction, prediction_scores) of every (transport, noise) variant of
+    the run's snapshots: the eps-free growth per model, the leave-one-model-out levels, and their
     scores with Holm-adjusted p-values within the primary and the secondary family."""
     inputs = variant_inputs(h_n_agg, decay, optimizer=optimizer, epoch=epoch)
     meas = measured_means(window)
     N = np.sort(meas["N"].unique())
     gp, levels, scores = [], [], []
-    for noise, inp in inputs.groupby("noise", sort=True):
+    for (transport, noise), inp in inputs.groupby(["transport", "noise"], sort=True):
         primary = (transport, noise) in PRIMARY
         for row in inp.itertuples(index=False):
             r = row._asdict()

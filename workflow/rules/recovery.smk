@@ -84,7 +84,6 @@ rule aggregate_recovery:
         mem_mb=2000,
         runtime=30,
     params:
-        transport=config["snapshot"]["transport"],
         optimizer=REC_OPT,
         epoch=str(REC["epoch"]),
     script:

@@ -16,7 +16,7 @@ slopes = growth.slopes_differ(main)
 growth_pred, levels, pred_scores = prediction.prediction_tables(
     window, fits, io.read_table(inp.H_N_agg, "H_N"),
     pd.concat([io.read_table(p, "decay") for p in inp.decay], ignore_index=True),
-    transport=params.transport, optimizer=params.optimizer, epoch=params.epoch)
+    optimizer=params.optimizer, epoch=params.epoch)
 log.info("growth:\n%s\nslopes:\n%s\nscores:\n%s", fits.to_string(), slopes.to_string(),
          pred_scores.to_string())
 tables = dict(scores=scores, window=window, growth=fits, slopes=slopes,
