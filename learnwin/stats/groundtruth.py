@@ -143,7 +143,8 @@ def monotonicity(scores: pd.DataFrame, window: pd.DataFrame) -> pd.DataFrame:
 def steps_check(window: pd.DataFrame) -> pd.DataFrame:
     """H with 2 x steps against H with the main budget at the same (model, seed, N, threshold)."""
     keys = ["model", "seed", "N", "threshold"]
-    main = window[window["arm"] == "main"].set_index(keys)[["H", "censored", "steps"]]
-    double = window[window["arm"] == "double_steps"].set_index(keys)[["H", "censored", "steps"]]
-    out = main.join(double, lsuffix="_main", rsuffix="_double", how="inner").reset_index()
+    cols = [*keys, "H", "censored", "steps"]
+    main = window.loc[window["arm"] == "main", cols]
+    double = window.loc[window["arm"] == "double_steps", cols]
+    out = main.merge(double, on=keys, suffixes=("_main", "_double"), how="inner")
     return out.assign(dH=out["H_double"] - out["H_main"])
