@@ -16,18 +16,21 @@ nn.GRU has no such kernel. The row "nn.LSTM no oneDNN" is the same module with o
 off: torch's own step-by-step loop of ATen ops (in C++), the kind of loop the cells run.
 
 Before and after a change of the fast path, in one run: ``--before`` names an earlier version of
-learnwin/models/bptt.py (``git show REV:learnwin/models/bptt.py > before.py``), whose ``scan`` is timed on the
-same cells, interleaved with the others; the table gains its ms and the after / before ratio.
+learnwin/models/bptt.py (``git show REV:learnwin/models/bptt.py > before.py``), whose Functions are timed on the
+same cells (through their ``fast_forward``), interleaved with the others; the table gains its ms and the after / before ratio.
 """
 
 import argparse
 import importlib.util
 import time
+import types
 import warnings
+from unittest import mock
 
 import torch
 import yaml
 
+from learnwin.models import bptt, cells
 from learnwin.models.cells import MODELS, build_model
 from learnwin.models.train import make_optimizer
 
@@ -43,15 +46,19 @@ class TorchRNN(torch.nn.Module):
 
 
 class Before(torch.nn.Module):
-    """A cell's model with its fast path taken from an earlier learnwin.models.bptt (``--before``)."""
+    """A cell's model whose ``fast_forward`` applies the Functions of an earlier
+    learnwin.models.bptt (``--before``; the helpers it calls them with stay the current ones)."""
 
-    def __init__(self, model, bptt):
+    FUNCTIONS = ("GateScan", "GRUScan", "LSTMScan")
+
+    def __init__(self, model, before):
         super().__init__()
-        self.model, self.bptt = model, bptt
+        self.model = model
+        self.bptt = types.SimpleNamespace(**{**vars(bptt), **{n: getattr(before, n) for n in self.FUNCTIONS}})
 
     def forward(self, x):
-        hidden, _ = self.bptt.scan(self.model.cell, x)
-        return (hidden @ self.model.W_out.T + self.model.b_out).squeeze(-1)
+        with mock.patch.object(cells, "bptt", self.bptt):
+            return self.model(x)
 
 
 def load_module(path):

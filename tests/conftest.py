@@ -1,5 +1,8 @@
 """Session fixtures: one smoke run of the whole workflow, shared by the end-to-end tests."""
 
+import sys
+from pathlib import Path
+
 import pytest
 from workflow_helpers import copy_workflow, snakemake
 
@@ -10,3 +13,16 @@ def smoke_run(tmp_path_factory):
     work = copy_workflow(tmp_path_factory.mktemp("smoke"))
     snakemake(work, "--cores", "2", "--configfile", "config/smoke.yaml")
     return work
+
+
+@pytest.fixture
+def fresh_registry(monkeypatch):
+    """A copy of the cell registry for one test, and tests/toy_cell.py importable (not yet
+    imported) as ``toy_cell``: what it registers is gone after the test."""
+    from learnwin.models import cells
+
+    monkeypatch.setattr(cells, "CELLS", dict(cells.CELLS))
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    sys.modules.pop("toy_cell", None)
+    yield cells
+    sys.modules.pop("toy_cell", None)

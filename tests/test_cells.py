@@ -196,3 +196,65 @@ def test_official_gate_init_leaves_shared_diag_gates_at_zero_like_the_official_c
 def test_unknown_gate_init_is_named():
     with pytest.raises(ValueError, match="model.gate_init = 'orth'"):
         build_model("gru", 3, 4, gate_init="orth")
+
+
+# -- the registry and a user's cell (docs/method.md §2a) ---------------------------------------
+
+
+def test_register_rejects_bad_entries_by_name(fresh_registry):
+    cells = fresh_registry
+    spec = cells.CellSpec(cells.ConstGate, 1, "k")
+    with pytest.raises(ValueError, match="'Toy/1' must match"):
+        cells.register("Toy/1", spec)
+    with pytest.raises(TypeError, match="takes a CellSpec, not type"):
+        cells.register("toy", cells.ConstGate)
+    with pytest.raises(ValueError, match="already registered as GRU"):
+        cells.register("gru", spec)
+    with pytest.raises(ValueError, match="expected_class = 'power'; allowed: exponential, power-law-like"):
+        cells.CellSpec(cells.ConstGate, 1, "k", expected_class="power")
+    with pytest.raises(ValueError, match="gate_blocks = -1"):
+        cells.CellSpec(cells.ConstGate, -1, "k")
+    cells.register("gru", cells.CELLS["gru"])  # the same entry again: a module imported twice
+    assert list(cells.CELLS) == list(cells.MODELS)
+
+
+def test_one_registration_reaches_resources_colours_and_claims(fresh_registry):
+    """The per-model tables of the other modules are views of the registry: the toy's one entry
+    appears in each, and its lack of an expectation leaves it out of the claims' expectations."""
+    from learnwin.infra import resources
+    from learnwin.plots.style import MODEL_COLORS
+    from learnwin.stats import claims
+
+    assert "toy" not in resources.GATES and MODEL_COLORS.get("toy", "k") == "k"
+    import toy_cell  # noqa: F401  (registers "toy")
+
+    assert resources.GATES["toy"] == 1 and MODEL_COLORS["toy"] == "tab:brown"
+    assert list(MODEL_COLORS) == [*MODELS, "toy"]
+    assert "toy" not in claims.EXPECTED_CLASS and "toy" not in claims.EXPECTED_GROWTH
+    assert dict(claims.EXPECTED_CLASS)["gru"] == "power-law-like"
+    cell = build_model("toy", 3, 5).cell
+    assert sum(tuple(p.shape) == (5, 5) for p in cell.parameters()) == resources.GATES["toy"]
+
+
+def test_toy_cell_through_the_public_interface(fresh_registry):
+    """The toy defines only step, the projections and its recurrence: training runs through the
+    inherited scan (grads reach every parameter), its trace is its step's, and the exact one-step
+    Jacobian (taken of ``step`` via ``state_of``) has the trace's leak + correction on its diagonal."""
+    from learnwin.probing import exact_transport as et
+
+    fresh_registry.load_cells("toy_cell")
+    model = build_model("toy", 3, 5).double()
+    cell = model.cell
+    x = torch.randn(2, 7, 3, dtype=torch.float64)
+    model(x).square().sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.parameters())
+    tr = cell.trace(x)
+    torch.testing.assert_close(tr.hidden, cell(x)[0], rtol=0, atol=0)
+    torch.testing.assert_close(tr.leak[0, 0], torch.linspace(0.5, 0.9, 5, dtype=torch.float64))
+    xp = torch.nn.functional.linear(x, cell.W_x, cell.b_x)
+    for k in range(1, 7):
+        J = et.step_jacobian(cell, cell.recurrent().detach(), xp[:, k], tr.presynaptic[:, k])
+        diag = torch.diagonal(J, dim1=-2, dim2=-1)
+        torch.testing.assert_close(diag, tr.leak[:, k] + tr.correction[:, k], rtol=0, atol=1e-12)
+        off = J - torch.diag_embed(diag)
+        assert off.abs().max() > 1e-3  # W_h couples the units: the check sees the off-diagonal too

@@ -34,7 +34,11 @@ def _set(path, value):
 
 
 BAD = {
-    "unknown model": (_set(["models"], ["const", "rnn"]), r"'rnn' is not one of \['const'"),
+    "unknown model": (_set(["models"], ["const", "rnn"]),
+                      r"models \['rnn'\] are not registered cells; allowed: const, shared, diag, gru, lstm"),
+    "unknown recovery model": (_set(["recovery", "models"], ["rnn"]), r"recovery.models \['rnn'\] are not registered"),
+    "cells module missing": (_set(["model", "cells_module"], "no_such_cells"),
+                             r"model.cells_module = 'no_such_cells' cannot be imported"),
     "unknown optimizer": (_set(["optimizers"], ["adamw", "lbfgs"]), r"'lbfgs' is not one of"),
     "unknown top-level key": (_set(["epochs"], 3), r"'epochs' was unexpected"),
     "unknown nested key": (_set(["task", "lag"], [3]), r"'lag' was unexpected"),
@@ -153,32 +157,41 @@ def test_config_override_works_from_another_working_directory(tmp_path):
     assert "seed3" in proc.stdout + proc.stderr
 
 
-def _enums(node, key: str) -> list[list[str]]:
-    """Every ``enum`` of the items of a ``key`` array, anywhere in the schema."""
+def _enums(node, key: str) -> list[list[str] | None]:
+    """The ``enum`` (None if none) of the items of every ``key`` array, anywhere in the schema."""
     found = []
     for name, spec in node.get("properties", {}).items():
         if name == key and "items" in spec:
-            found.append(spec["items"]["enum"])
+            found.append(spec["items"].get("enum"))
         found += _enums(spec, key)
     return found
 
 
-def test_schema_enums_are_the_packages_models_and_optimizers():
-    """The models and optimizers the schema allows (top level and recovery) are the package's own:
-    learnwin.models.cells.CELLS and learnwin.models.train.OPTIMIZERS; the figures colour exactly those models."""
-    from learnwin.models.cells import CELLS, MODELS
+def test_model_names_are_the_registrys_and_optimizers_the_packages():
+    """The schema leaves model names to the registry (a user's cell is not in any enum): the
+    config check takes the registered cells and no other; the optimizers are an enum of
+    learnwin.models.train.OPTIMIZERS."""
+    from learnwin.models.cells import CELLS
     from learnwin.models.train import OPTIMIZERS
-    from learnwin.plots import MODEL_COLORS
 
     schema = yaml.safe_load(SCHEMA.read_text())
-    models = _enums(schema, "models")
+    assert _enums(schema, "models") == [None, None]  # top level and recovery
     optimizers = [*_enums(schema, "optimizers"), schema["properties"]["recovery"]["properties"]["optimizer"]["enum"]]
-    assert len(models) == len(optimizers) == 2  # top level and recovery
-    assert all(set(e) == set(CELLS) == set(MODELS) == set(MODEL_COLORS) for e in models)
-    assert all(set(e) == set(OPTIMIZERS) for e in optimizers)
-    # the check can fail: a model the package lacks, in one of the two enums, is seen
-    schema["properties"]["recovery"]["properties"]["models"]["items"]["enum"].append("rnn")
-    assert not all(set(e) == set(CELLS) for e in _enums(schema, "models"))
+    assert len(optimizers) == 2 and all(set(e) == set(OPTIMIZERS) for e in optimizers)
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["models"] = list(CELLS)
+    assert resolve(cfg)["models"] == list(CELLS)
+
+
+def test_cells_module_registers_a_users_cell(fresh_registry):
+    """``model.cells_module`` is imported by the check; its cell is then a valid model."""
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["models"] = ["toy", "gru"]
+    with pytest.raises(ConfigError, match=r"models \['toy'\] are not registered.*set model.cells_module"):
+        resolve(copy.deepcopy(cfg))
+    cfg["model"]["cells_module"] = "toy_cell"
+    assert resolve(cfg)["models"] == ["toy", "gru"]
+    assert "toy" in fresh_registry.CELLS
 
 
 @pytest.mark.parametrize("value, names", [("diagonal", ("diagonal",)), ("exact", ("exact",)),

@@ -63,12 +63,13 @@ def test_vectorised_gamma_equals_naive_product_loop(name):
 
 def _states_after_offset(cell, x, offset):
     """Hidden states when h_0 is shifted by ``offset`` (cells whose transported state is h)."""
-    w_in = torch.cat(cell._input_weights(), 0)
-    b_in = torch.cat(cell._input_biases(), 0)
-    u_rec = cell._recurrent()
-    state, outs = cell._init_state(x), []
+    w_in = torch.cat(cell.input_weights(), 0)
+    b_in = torch.cat(cell.input_biases(), 0)
+    u_rec = cell.recurrent()
+    zero = x.new_zeros(x.shape[0], cell.hidden_size)
+    state, outs = cell.state_of(zero, zero), []
     for t, xp in enumerate(torch.nn.functional.linear(x, w_in, b_in).unbind(1)):
-        state, _ = cell._step(xp, state[0] @ u_rec.T, state, False)
+        state = cell.step(xp, state[0] @ u_rec.T, state, False).state
         if t == 0:
             state = (state[0] + offset,)
         outs.append(state[0])

@@ -38,8 +38,8 @@ def _brute_force_M(cell, x):
     """M[b, t, k] = d z_t / d z_k (S H x S H) as products of jacrev one-step Jacobians."""
     z = et.full_state(cell)(*cell(x)).detach()
     z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
-    xp = F.linear(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0)).detach()
-    u_rec = cell._recurrent().detach()
+    xp = F.linear(x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0)).detach()
+    u_rec = cell.recurrent().detach()
     n = z.shape[-1]
     M = torch.zeros(x.shape[0], T, T, n, n, dtype=F64)
     for b in range(x.shape[0]):
@@ -80,8 +80,8 @@ def test_closed_form_step_jacobians_equal_autograd(name, layer_norm):
             p.add_(0.3 * torch.randn_like(p))
     x = torch.randn(3, T, D, dtype=F64)
     z = et.full_state(cell)(*cell(x)).detach()
-    xp = F.linear(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0)).detach()
-    u_rec = cell._recurrent().detach()
+    xp = F.linear(x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0)).detach()
+    u_rec = cell.recurrent().detach()
     closed = et.jacobians(cell, x, z)
     for b in range(3):
         for k in (1, 4, T - 1):
@@ -97,10 +97,10 @@ def test_step_reproduces_the_forward_pass(name):
     cell = _trained(name)[0].cell
     x = torch.randn(2, T, D, dtype=F64)
     z = et.full_state(cell)(*cell(x))
-    xp = F.linear(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0))
+    xp = F.linear(x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0))
     state = torch.zeros(2, z.shape[-1], dtype=F64)
     for t in range(T):
-        state = et._step(cell, cell._recurrent(), xp[:, t], state)
+        state = et._step(cell, cell.recurrent(), xp[:, t], state)
         torch.testing.assert_close(state, z[:, t], rtol=0, atol=1e-14)
 
 
@@ -255,7 +255,7 @@ def test_psi_and_S_against_a_naive_loop(name):
     psi = et.psi_exact(_J(cell, x), delta, lam, v)
     torch.testing.assert_close(psi, naive, rtol=1e-10, atol=1e-14)
     z = et.full_state(cell)(*cell(x))
-    xp = F.linear(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0))
+    xp = F.linear(x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0))
     z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
     J_old = torch.stack([et.autograd_jacobian(cell, xp[:, k], z_prev[:, k]) for k in range(T)], 1)
     torch.testing.assert_close(psi, et.psi_exact(et.DenseJacobians(J_old), delta, lam, v), rtol=1e-10, atol=1e-14)

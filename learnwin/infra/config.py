@@ -1,7 +1,8 @@
 """Cross-field config checks that a JSON schema cannot express.
 
 The schema (``workflow/schemas/config.schema.yaml``) checks keys, types, enums and ranges and
-fills in defaults; :func:`check` then checks how keys relate (docs/method.md §1, §3-§7). Both run when
+fills in defaults; :func:`check` then checks the model names against the cell registry and how
+keys relate (docs/method.md §1, §2a, §3-§7). Both run when
 the Snakefile is parsed, so a bad config fails before any job starts.
 """
 
@@ -79,8 +80,27 @@ def lag_grid(snapshot: Mapping) -> list[int]:
     return list(range(snapshot["lag_start"], snapshot["lag_stop"] + 1, snapshot["lag_step"]))
 
 
+def check_models(config: Mapping) -> None:
+    """``models`` and ``recovery.models`` name registered cells, after importing
+    ``model.cells_module`` (docs/method.md §2a). The registry, not a schema enum, is the list: a
+    user's cell registers itself where the schema cannot see it."""
+    from learnwin.models import cells
+
+    module = config["model"].get("cells_module")
+    try:
+        cells.load_cells(module)
+    except ImportError as err:
+        raise ConfigError(f"model.cells_module = {module!r} cannot be imported: {err}") from err
+    for key, names in (("models", config["models"]), ("recovery.models", config["recovery"]["models"] or [])):
+        unknown = [m for m in names if m not in cells.CELLS]
+        if unknown:
+            raise ConfigError(f"{key} {unknown} are not registered cells; allowed: {', '.join(cells.CELLS)}"
+                              + ("" if module else " (a cell of your own: set model.cells_module)"))
+
+
 def check(config: Mapping) -> None:
     """Raise :class:`ConfigError` on the first cross-field violation."""
+    check_models(config)
     task, train, snap = config["task"], config["train"], config["snapshot"]
     T = task["T"]
     if len(task["lags"]) != len(task["coefs"]):

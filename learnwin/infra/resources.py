@@ -12,9 +12,11 @@ from collections.abc import Mapping
 import numpy as np
 
 from learnwin.infra.config import transports_of
+from learnwin.models.cells import Column
 
 #: Gate blocks of each cell's recurrent matrix (its rows / H): the arithmetic per step scales with it.
-GATES = {"const": 1, "shared": 1, "diag": 2, "gru": 3, "lstm": 4}
+#: A live view of the registry's ``gate_blocks`` (:class:`learnwin.models.cells.CellSpec`).
+GATES = Column("gate_blocks")
 #: CPU seconds per unit of each work term of :func:`work`, fitted over the smoke (diagonal transport),
 #: default and medium rungs by `python experiments/cost_law.py` (docs/results.md, "The scale ladder").
 COEF = {"train_model": (6.49, 6.72e-05, 5.2e-10), "take_snapshot": (4.83, 7.46e-05, 2.63e-09, 2.46e-09)}

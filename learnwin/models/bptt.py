@@ -369,17 +369,11 @@ def active() -> bool:
             and torch.autograd.forward_ad._current_level < 0)
 
 
-def scan(cell: nn.Module, x: Tensor) -> tuple[Tensor, Tensor]:
-    """``cell.forward(x)`` through the family's Function (the cell's ``_bptt`` names it)."""
-    proj = x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0)
-    norm = cell.norm
-    ln = (norm.weight, norm.bias, norm.eps) if isinstance(norm, nn.LayerNorm) else (None, None, None)
-    if cell._bptt == "gate":
-        hidden = GateScan.apply(*proj, cell._recurrent(), cell.s, *ln)
-        return hidden, hidden
-    if cell._bptt == "gru":
-        hidden = GRUScan.apply(*proj, cell._recurrent(), cell.U_h, *ln)
-        return hidden, hidden
-    if cell._bptt == "lstm":
-        return LSTMScan.apply(*proj, cell._recurrent(), *ln)
-    raise ValueError(f"no fast scan for {type(cell).__name__} (_bptt = {cell._bptt!r})")
+def projection(cell: nn.Module, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """The first three inputs of every Function here: x and the cell's fused input weight and bias."""
+    return x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0)
+
+
+def layer_norm(norm: nn.Module) -> tuple:
+    """The last three inputs of every Function here: LayerNorm weight, bias, eps (None without LN)."""
+    return (norm.weight, norm.bias, norm.eps) if isinstance(norm, nn.LayerNorm) else (None, None, None)

@@ -1,16 +1,29 @@
-"""The five gated recurrent cells of docs/method.md §2 behind one small interface.
+"""The five gated recurrent cells of docs/method.md §2 behind one public interface, and the cell registry.
 
-Interface (what :mod:`learnwin.probing.envelope` and :mod:`learnwin.probing.detect` use; a user's own cell
-that implements it can be probed too):
+Interface (docs/method.md §2a; a user's cell that implements it can be trained, probed and
+transported exactly, and registered to run through the workflow):
 
-* ``hidden_size`` (int) and ``input_size`` (int);
-* ``forward(x) -> (hidden, transported)``: states for inputs ``x`` of shape (B, T, D), each of
-  shape (B, T, H). ``transported`` is the state along which gradients are transported: the
-  hidden state, or the cell state for the LSTM;
-* ``trace(x) -> Trace``: the same pass with the per-step diagonal Jacobian terms of docs/method.md §4
-  (leak, correction, receiving-end factor), the candidate and the pre-synaptic state;
-* ``recurrent_weights() -> list[str]``: names of the H x H recurrent matrices whose adaptive
-  rates make the base rate Lambda (docs/method.md §4).
+* ``hidden_size`` (int), ``input_size`` (int) and ``transported_name`` ("hidden" or "cell");
+* training: ``forward(x, reference=False) -> (hidden, transported)``: states for inputs ``x`` of
+  shape (B, T, D), each (B, T, H). ``transported`` is the state along which gradients are
+  transported: the hidden state, or the cell state for the LSTM. :class:`GatedCell` provides it
+  from ``step``; with grad mode on it calls ``fast_forward(x)`` (override it with a faster path
+  of the same numbers: the built-in cells use :mod:`learnwin.models.bptt`);
+* the diagonal probe: ``trace(x) -> Trace``: the same pass with the per-step diagonal Jacobian
+  terms of docs/method.md §4 (leak, correction, receiving-end factor), the candidate and the
+  pre-synaptic state; ``recurrent_weights() -> list[str]``: names of the H x H recurrent matrices
+  whose adaptive rates make the base rate Lambda (docs/method.md §4);
+* the exact transport (docs/method.md §4b): ``input_weights()`` / ``input_biases()`` (the blocks of
+  one fused input projection xp = x W_in^T + b_in), ``recurrent()`` (the fused matrix U, hp =
+  h_{t-1} U^T), ``step(xp, hp, state, trace) -> StepOut`` (named fields: ``state``, the cell's
+  state tuple with ``state[0]`` = h_t; ``hidden``; ``transported``; with ``trace``, the
+  :class:`Trace` fields of the step) and ``state_of(hidden, transported)``, the step state of a
+  full state (the initial state is that of zeros).
+
+Registry: :func:`register` a :class:`CellSpec` (class, gate blocks of the cost law, figure colour,
+the paper's expected decay class and growth law or None) under a name; the config check, the job
+resources, the figures and the claims read :data:`CELLS`. ``model.cells_module`` names a module
+whose import registers a user's cells (:func:`load_cells`).
 
 Indexing: step t = 0..T-1 consumes x_t and produces h_t from h_{t-1} (h_{-1} = 0). The
 one-step Jacobian diagonal of step t is ``leak[:, t] + correction[:, t]``.
@@ -31,8 +44,12 @@ fused into one. Training (grad mode on) runs through the hand-written BPTT of
 
 from __future__ import annotations
 
+import importlib
 import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -108,40 +125,69 @@ def _full(value: float, *shape: int) -> nn.Parameter:
     return nn.Parameter(torch.full(shape, value))
 
 
+class StepOut(NamedTuple):
+    """What :meth:`GatedCell.step` returns for one time step, each (B, H) (docs/method.md §2, §4).
+
+    ``state`` is the cell's own state tuple, passed back to the next step (``state[0]`` is h_t);
+    ``hidden`` is h_t and ``transported`` the state gradients are transported along (h_t, or c_t
+    for the LSTM). With ``trace=True`` the step also gives the :class:`Trace` fields of step t:
+    ``leak`` lambda_t, ``correction`` r_t, ``receive`` (e_t for the LSTM, else 1) and
+    ``candidate`` g~_t; with ``trace=False`` they are None.
+    """
+
+    state: tuple
+    hidden: Tensor
+    transported: Tensor
+    leak: Tensor | None = None
+    correction: Tensor | None = None
+    receive: Tensor | None = None
+    candidate: Tensor | None = None
+
+
 class GatedCell(nn.Module):
     """Common scan: precomputed input projections, one fused recurrent matmul per step.
 
-    Subclasses define ``_input_weights()`` / ``_input_biases()`` (the blocks of the fused input
-    projection), ``_recurrent()`` (the fused matrix applied to the state each step) and
-    ``_step(xp, hp, state, trace)``.
+    A subclass implements the interface of the module docstring: ``input_weights``,
+    ``input_biases``, ``recurrent``, ``step``, ``recurrent_weights`` and, where its state is more
+    than h, ``state_of``; optionally ``fast_forward`` (the training path).
     """
 
     transported_name = "hidden"
-    _bptt: str | None = None  # family of the hand-written BPTT in learnwin.models.bptt; None = none
 
     def __init__(self, input_size: int, hidden_size: int, layer_norm: bool = True):
         super().__init__()
         self.input_size, self.hidden_size = input_size, hidden_size
         self.norm = nn.LayerNorm(hidden_size) if layer_norm else nn.Identity()
 
-    # -- hooks --------------------------------------------------------------------------
-    def _input_weights(self) -> list[Tensor]:
+    # -- the interface (module docstring) --------------------------------------------------
+    def input_weights(self) -> list[Tensor]:
+        """Blocks (rows, D) of the fused input projection, in the order ``step`` reads them."""
         raise NotImplementedError
 
-    def _input_biases(self) -> list[Tensor]:
+    def input_biases(self) -> list[Tensor]:
+        """Biases of the blocks of :meth:`input_weights`."""
         raise NotImplementedError
 
-    def _recurrent(self) -> Tensor:
+    def recurrent(self) -> Tensor:
+        """The fused (rows, H) matrix applied to h_{t-1} each step (``hp = h_{t-1} @ recurrent().T``)."""
         raise NotImplementedError
 
-    def _step(self, xp: Tensor, hp: Tensor, state: tuple, trace: bool):
+    def step(self, xp: Tensor, hp: Tensor, state: tuple, trace: bool) -> StepOut:
+        """One step t: input projection ``xp`` of x_t, recurrent projection ``hp`` of h_{t-1}."""
         raise NotImplementedError
 
     def recurrent_weights(self) -> list[str]:
+        """Names of the H x H recurrent matrices whose adaptive rates make Lambda (docs/method.md §4)."""
         raise NotImplementedError
 
-    def _init_state(self, x: Tensor) -> tuple:
-        return (x.new_zeros(x.shape[0], self.hidden_size),)
+    def state_of(self, hidden: Tensor, transported: Tensor) -> tuple:
+        """The step state whose full state is (h, transported); the initial state is that of zeros."""
+        return (hidden,)
+
+    def fast_forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """Training path of :meth:`forward` (grad mode on): a cell with a hand-written BPTT or a
+        parallel scan overrides it; by default, the step-by-step autograd scan."""
+        return self.forward(x, reference=True)
 
     def _norm_jacobian(self, pre: Tensor, W: Tensor, alpha: Tensor) -> Tensor:
         """diag(alpha) (d norm(pre) / d pre) @ W, (B, H, m), for pre, alpha (B, H), W (H, m) or (B, H, m).
@@ -162,27 +208,31 @@ class GatedCell(nn.Module):
 
     # -- scan ---------------------------------------------------------------------------
     def _scan(self, x: Tensor, trace: bool):
-        w_in = torch.cat(self._input_weights(), 0)
-        b_in = torch.cat(self._input_biases(), 0)
+        w_in = torch.cat(self.input_weights(), 0)
+        b_in = torch.cat(self.input_biases(), 0)
         xproj = F.linear(x, w_in, b_in).unbind(1)  # T x (B, G*H)
-        u_rec = self._recurrent()
-        state = self._init_state(x)
+        u_rec = self.recurrent()
+        zero = x.new_zeros(x.shape[0], self.hidden_size)
+        state = self.state_of(zero, zero)
         outs = []
         for xp in xproj:
-            state, out = self._step(xp, state[0] @ u_rec.T, state, trace)
-            outs.append(out)
+            out = self.step(xp, state[0] @ u_rec.T, state, trace)
+            state = out.state
+            # (hidden, transported[, leak, correction, receive, candidate]); h once when it is both
+            outs.append(out[1:] if trace else out[1:2] if out.transported is out.hidden else out[1:3])
         return [torch.stack(parts, 1) for parts in zip(*outs)]
 
     def forward(self, x: Tensor, reference: bool = False) -> tuple[Tensor, Tensor]:
         """(hidden, transported) for x (B, T, D).
 
-        Training fast path: with grad mode on, outside torch.func transforms and forward-mode
-        AD, the pass runs through the hand-written BPTT of :mod:`learnwin.models.bptt` (same numbers,
-        first-order only). Everywhere else, or with ``reference=True`` (needed for double
-        backward or to differentiate through ``_step``), it is the step-by-step autograd scan.
+        Training path: with grad mode on, outside torch.func transforms and forward-mode AD, the
+        pass runs through :meth:`fast_forward` (the built-in cells: the hand-written BPTT of
+        :mod:`learnwin.models.bptt`, same numbers, first-order only). Everywhere else, or with
+        ``reference=True`` (needed for double backward or to differentiate through ``step``), it
+        is the step-by-step autograd scan.
         """
-        if not reference and self._bptt is not None and bptt.active():
-            return bptt.scan(self, x)
+        if not reference and bptt.active():
+            return self.fast_forward(x)
         outs = self._scan(x, trace=False)
         return outs[0], outs[-1]
 
@@ -194,8 +244,6 @@ class GatedCell(nn.Module):
 class ConstGate(GatedCell):
     """h_t = (1 - s) h_{t-1} + s tanh(LN(W_x x_t + b_x + W_h h_{t-1})), s fixed (docs/method.md §2)."""
 
-    _bptt = "gate"
-
     def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
         super().__init__(input_size, hidden_size, layer_norm)
         self.register_buffer("s", torch.tensor(float(const_s)))
@@ -203,13 +251,18 @@ class ConstGate(GatedCell):
         self.b_x = _zeros(hidden_size)
         self.W_h = _orthogonal(hidden_size, hidden_size)
 
-    def _input_weights(self):
+    def fast_forward(self, x):
+        hidden = bptt.GateScan.apply(*bptt.projection(self, x), self.recurrent(), self.s,
+                                     *bptt.layer_norm(self.norm))
+        return hidden, hidden
+
+    def input_weights(self):
         return [self.W_x]
 
-    def _input_biases(self):
+    def input_biases(self):
         return [self.b_x]
 
-    def _recurrent(self):
+    def recurrent(self):
         return self.W_h
 
     def recurrent_weights(self):
@@ -226,16 +279,16 @@ class ConstGate(GatedCell):
     def _candidate(self, pre: Tensor) -> Tensor:
         return torch.tanh(self.norm(pre))
 
-    def _step(self, xp, hp, state, trace):
+    def step(self, xp, hp, state, trace):
         h_prev = state[0]
         g = self._candidate(xp + hp)
         s = self.s
         h = h_prev + s * (g - h_prev)
         if not trace:
-            return (h,), (h,)
+            return StepOut((h,), h, h)
         leak = (1 - s).expand_as(h)
         corr = s * (1 - g * g) * torch.diagonal(self.W_h)
-        return (h,), (h, h, leak, corr, torch.ones_like(h), g)
+        return StepOut((h,), h, h, leak, corr, torch.ones_like(h), g)
 
 
 class SharedGate(ConstGate):
@@ -247,13 +300,13 @@ class SharedGate(ConstGate):
         # --orth_init skips this layer)
         self.w_s, self.b_s, self.u_s = _zeros(1, input_size), _full(_logit(const_s), 1), _zeros(1, hidden_size)
 
-    def _input_weights(self):
+    def input_weights(self):
         return [self.W_x, self.w_s]
 
-    def _input_biases(self):
+    def input_biases(self):
         return [self.b_x, self.b_s]
 
-    def _recurrent(self):
+    def recurrent(self):
         return torch.cat([self.W_h, self.u_s], 0)
 
     def _gate_diag(self) -> Tensor:
@@ -262,28 +315,28 @@ class SharedGate(ConstGate):
     def step_jacobian(self, xp: Tensor, z: Tensor) -> Tensor:
         """d h_t / d h_{t-1} in closed form, (B, H, H); the gate rows are u_s (Shared) or U_s (Diag)."""
         H = self.hidden_size
-        hp = z @ self._recurrent().T
+        hp = z @ self.recurrent().T
         pre = xp[:, :H] + hp[:, :H]
         g = self._candidate(pre)
         s = torch.sigmoid(xp[:, H:] + hp[:, H:])  # (B, 1) or (B, H)
-        gate_rows = self._recurrent()[H:]  # (1, H) or (H, H)
+        gate_rows = self.recurrent()[H:]  # (1, H) or (H, H)
         J = self._norm_jacobian(pre, self.W_h, s * (1 - g * g))
         J.addcmul_(((g - z) * s * (1 - s))[:, :, None], gate_rows)
         J.diagonal(dim1=-2, dim2=-1).add_(1 - s)
         return J
 
-    def _step(self, xp, hp, state, trace):
+    def step(self, xp, hp, state, trace):
         H = self.hidden_size
         h_prev = state[0]
         g = self._candidate(xp[:, :H] + hp[:, :H])
         s = torch.sigmoid(xp[:, H:] + hp[:, H:])
         h = h_prev + s * (g - h_prev)
         if not trace:
-            return (h,), (h,)
+            return StepOut((h,), h, h)
         ds = s * (1 - s)
         leak = (1 - s).expand_as(h)
         corr = (g - h_prev) * ds * self._gate_diag() + s * (1 - g * g) * torch.diagonal(self.W_h)
-        return (h,), (h, h, leak, corr, torch.ones_like(h), g)
+        return StepOut((h,), h, h, leak, corr, torch.ones_like(h), g)
 
 
 class DiagGate(SharedGate):
@@ -294,10 +347,10 @@ class DiagGate(SharedGate):
         H = hidden_size  # as SharedGate: the same zero/logit init under both gate inits
         self.W_s, self.b_s, self.U_s = _zeros(H, input_size), _full(_logit(const_s), H), _zeros(H, H)
 
-    def _input_weights(self):
+    def input_weights(self):
         return [self.W_x, self.W_s]
 
-    def _recurrent(self):
+    def recurrent(self):
         return torch.cat([self.W_h, self.U_s], 0)
 
     def recurrent_weights(self):
@@ -310,8 +363,6 @@ class DiagGate(SharedGate):
 class GRU(GatedCell):
     """GRU cell with LN on the candidate; update gate z starts at gru_init_update (docs/method.md §2)."""
 
-    _bptt = "gru"
-
     def __init__(self, input_size, hidden_size, layer_norm=True, gru_init_update=0.05,
                  gate_init="paper", **_):
         super().__init__(input_size, hidden_size, layer_norm)
@@ -320,13 +371,13 @@ class GRU(GatedCell):
         self.W_r, self.U_r, self.b_r = _gate_layer(H, D, H, gate_init, paper=_uniform)
         self.W_h, self.U_h, self.b_h = _candidate_layer(H, D, gate_init)
 
-    def _input_weights(self):
+    def input_weights(self):
         return [self.W_z, self.W_r, self.W_h]
 
-    def _input_biases(self):
+    def input_biases(self):
         return [self.b_z, self.b_r, self.b_h]
 
-    def _recurrent(self):
+    def recurrent(self):
         return torch.cat([self.U_z, self.U_r], 0)
 
     def recurrent_weights(self):
@@ -335,7 +386,7 @@ class GRU(GatedCell):
     def step_jacobian(self, xp: Tensor, z: Tensor) -> Tensor:
         """d h_t / d h_{t-1} in closed form, (B, H, H) (docs/method.md §4b)."""
         H = self.hidden_size
-        hp = z @ self._recurrent().T
+        hp = z @ self.recurrent().T
         u = torch.sigmoid(xp[:, :H] + hp[:, :H])  # update gate
         r = torch.sigmoid(xp[:, H:2 * H] + hp[:, H:])
         pre = xp[:, 2 * H:] + (r * z) @ self.U_h.T
@@ -348,7 +399,12 @@ class GRU(GatedCell):
         J.diagonal(dim1=-2, dim2=-1).add_(1 - u)
         return J
 
-    def _step(self, xp, hp, state, trace):
+    def fast_forward(self, x):
+        hidden = bptt.GRUScan.apply(*bptt.projection(self, x), self.recurrent(), self.U_h,
+                                    *bptt.layer_norm(self.norm))
+        return hidden, hidden
+
+    def step(self, xp, hp, state, trace):
         H = self.hidden_size
         h_prev = state[0]
         z = torch.sigmoid(xp[:, :H] + hp[:, :H])
@@ -356,11 +412,11 @@ class GRU(GatedCell):
         g = torch.tanh(self.norm(xp[:, 2 * H:] + (r * h_prev) @ self.U_h.T))
         h = h_prev + z * (g - h_prev)
         if not trace:
-            return (h,), (h,)
+            return StepOut((h,), h, h)
         corr = (g - h_prev) * z * (1 - z) * torch.diagonal(self.U_z) + z * (1 - g * g) * torch.diagonal(
             self.U_h
         ) * (r + h_prev * r * (1 - r) * torch.diagonal(self.U_r))
-        return (h,), (h, h, 1 - z, corr, torch.ones_like(h), g)
+        return StepOut((h,), h, h, 1 - z, corr, torch.ones_like(h), g)
 
 
 class LSTM(GatedCell):
@@ -370,7 +426,6 @@ class LSTM(GatedCell):
     """
 
     transported_name = "cell"
-    _bptt = "lstm"
 
     def __init__(self, input_size, hidden_size, layer_norm=True, lstm_init_forget=0.5,
                  gate_init="paper", **_):
@@ -381,13 +436,13 @@ class LSTM(GatedCell):
         self.W_o, self.U_o, self.b_o = _gate_layer(H, D, H, gate_init, paper=_uniform)
         self.W_g, self.U_g, self.b_g = _candidate_layer(H, D, gate_init)
 
-    def _input_weights(self):
+    def input_weights(self):
         return [self.W_i, self.W_f, self.W_o, self.W_g]
 
-    def _input_biases(self):
+    def input_biases(self):
         return [self.b_i, self.b_f, self.b_o, self.b_g]
 
-    def _recurrent(self):
+    def recurrent(self):
         return torch.cat([self.U_i, self.U_f, self.U_o, self.U_g], 0)
 
     def recurrent_weights(self):
@@ -401,7 +456,7 @@ class LSTM(GatedCell):
         """
         H = self.hidden_size
         h_prev, c_prev = z[:, :H], z[:, H:]
-        pre = xp + h_prev @ self._recurrent().T
+        pre = xp + h_prev @ self.recurrent().T
         i = torch.sigmoid(pre[:, :H])
         f = torch.sigmoid(pre[:, H:2 * H])
         o = torch.sigmoid(pre[:, 2 * H:3 * H])
@@ -423,11 +478,13 @@ class LSTM(GatedCell):
         J[:, H:, H:].diagonal(dim1=-2, dim2=-1).copy_(f)
         return J
 
-    def _init_state(self, x):
-        zero = x.new_zeros(x.shape[0], self.hidden_size)
-        return (zero, zero, zero)  # h, c, e = o (1 - tanh^2 c) of the previous step
+    def fast_forward(self, x):
+        return bptt.LSTMScan.apply(*bptt.projection(self, x), self.recurrent(), *bptt.layer_norm(self.norm))
 
-    def _step(self, xp, hp, state, trace):
+    def state_of(self, hidden, transported):
+        return (hidden, transported, torch.zeros_like(hidden))  # h, c, e = o (1 - tanh^2 c): trace only
+
+    def step(self, xp, hp, state, trace):
         H = self.hidden_size
         _, c_prev, e_prev = state
         pre = xp + hp
@@ -439,18 +496,110 @@ class LSTM(GatedCell):
         tc = torch.tanh(c)
         h = o * tc
         if not trace:
-            return (h, c, e_prev), (h, c)
+            return StepOut((h, c, e_prev), h, c)
         e = o * (1 - tc * tc)
         corr = (
             c_prev * f * (1 - f) * torch.diagonal(self.U_f)
             + i * (1 - g * g) * torch.diagonal(self.U_g)
             + g * i * (1 - i) * torch.diagonal(self.U_i)
         ) * e_prev
-        return (h, c, e), (h, c, f, corr, e, g)
+        return StepOut((h, c, e), h, c, f, corr, e, g)
 
 
-CELLS = {"const": ConstGate, "shared": SharedGate, "diag": DiagGate, "gru": GRU, "lstm": LSTM}
-#: The model names, in the canonical order of tables and figures (the config schema's enum; tested).
+#: Expected decay classes of the envelope (claim (a)) and growth laws of H_N (claim (b), docs/method.md §8b).
+DECAY_CLASSES = ("exponential", "power-law-like")
+GROWTH_LAWS = ("logarithmic", "power")
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One registry entry: the cell class and what the rest of the package needs to know of it.
+
+    ``gate_blocks``: rows of ``recurrent()`` over H, the arithmetic per step of the cost law
+    (:data:`learnwin.infra.resources.GATES`); ``color``: a matplotlib colour, the model's in every
+    figure (:data:`learnwin.plots.style.MODEL_COLORS`); ``expected_class`` and ``expected_growth``:
+    the paper's expectation for claims (a) and (b) (:mod:`learnwin.stats.claims`), one of
+    :data:`DECAY_CLASSES` and :data:`GROWTH_LAWS`, or None where the paper has none (the claims
+    then report the cell's verdict without scoring it).
+    """
+
+    cls: type[nn.Module]
+    gate_blocks: int
+    color: str
+    expected_class: str | None = None
+    expected_growth: str | None = None
+
+    def __post_init__(self):
+        if not (isinstance(self.cls, type) and issubclass(self.cls, nn.Module)):
+            raise ValueError(f"CellSpec.cls = {self.cls!r} must be an nn.Module subclass")
+        if not isinstance(self.gate_blocks, int) or self.gate_blocks < 0:
+            raise ValueError(f"CellSpec.gate_blocks = {self.gate_blocks!r} must be an integer >= 0")
+        for key, value, allowed in (("expected_class", self.expected_class, DECAY_CLASSES),
+                                    ("expected_growth", self.expected_growth, GROWTH_LAWS)):
+            if value is not None and value not in allowed:
+                raise ValueError(f"CellSpec.{key} = {value!r}; allowed: {', '.join(allowed)} or None")
+
+
+#: The registry: model name -> :class:`CellSpec`, in the canonical order of tables and figures.
+CELLS: dict[str, CellSpec] = {}
+
+
+def register(name: str, spec: CellSpec) -> None:
+    """Add a cell under ``name`` (a config ``models`` entry; lower case, digits, underscores).
+
+    The one place a cell is declared: the config check, the job resources, the figure colours
+    and the claims read the registry. Registering a name again with an equal spec does nothing
+    (a module imported twice); with another spec it raises.
+    """
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(f"cell name {name!r} must match {_NAME.pattern} (it names result folders)")
+    if not isinstance(spec, CellSpec):
+        raise TypeError(f"register({name!r}, ...) takes a CellSpec, not {type(spec).__name__}")
+    if CELLS.get(name, spec) != spec:
+        raise ValueError(f"cell {name!r} is already registered as {CELLS[name].cls.__name__}")
+    CELLS[name] = spec
+
+
+def load_cells(module: str | None) -> None:
+    """Import ``module`` (a dotted module path, or None for none), whose import registers cells.
+
+    The config key ``model.cells_module`` names it; the config check, :func:`build_model` and the
+    jobs that colour or score models call this, so a user's cell reaches every job of the workflow.
+    """
+    if module:
+        importlib.import_module(module)
+
+
+class Column(Mapping):
+    """A live, read-only view model name -> one :class:`CellSpec` field over the registry (cells
+    whose field is None are absent): the per-model tables of the other modules."""
+
+    def __init__(self, field: str):
+        self.field = field
+
+    def __getitem__(self, name: str):
+        value = getattr(CELLS[name], self.field)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __iter__(self):
+        return (name for name, spec in CELLS.items() if getattr(spec, self.field) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+for _name, _spec in {
+    "const": CellSpec(ConstGate, 1, "tab:blue", "exponential", "logarithmic"),
+    "shared": CellSpec(SharedGate, 1, "tab:orange", "exponential", "logarithmic"),
+    "diag": CellSpec(DiagGate, 2, "tab:green", "power-law-like", "power"),
+    "gru": CellSpec(GRU, 3, "tab:red", "power-law-like", "power"),
+    "lstm": CellSpec(LSTM, 4, "tab:purple", "power-law-like", "power"),
+}.items():
+    register(_name, _spec)
+#: The cells registered here (a ``model.cells_module`` adds more to :data:`CELLS`, not to this).
 MODELS = tuple(CELLS)
 
 
@@ -469,10 +618,13 @@ class GatedRNN(nn.Module):
         return (hidden @ self.W_out.T + self.b_out).squeeze(-1)
 
 
-def build_model(cell: str, input_size: int, hidden: int, layer_norm: bool = True, **gates) -> GatedRNN:
-    """Build a :class:`GatedRNN` from the ``model`` config section and the cell name."""
+def build_model(cell: str, input_size: int, hidden: int, layer_norm: bool = True,
+                cells_module: str | None = None, **gates) -> GatedRNN:
+    """Build a :class:`GatedRNN` from the ``model`` config section and the cell name (a registered
+    one, after importing ``cells_module``: see :func:`load_cells`)."""
+    load_cells(cells_module)
     if cell not in CELLS:
-        raise ValueError(f"unknown model {cell!r}; allowed: {', '.join(MODELS)}")
+        raise ValueError(f"unknown model {cell!r}; allowed: {', '.join(CELLS)}")
     if gates.get("gate_init", "paper") not in GATE_INITS:
         raise ValueError(f"model.gate_init = {gates['gate_init']!r}; allowed: {', '.join(GATE_INITS)}")
-    return GatedRNN(CELLS[cell](input_size, hidden, layer_norm, **gates))
+    return GatedRNN(CELLS[cell].cls(input_size, hidden, layer_norm, **gates))

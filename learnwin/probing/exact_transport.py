@@ -10,7 +10,7 @@ with one adjoint stack of shape (B, T_receiving, P, S H) multiplied by the exact
 Jacobian J_k = d z_k / d z_{k-1} at each step k = T-1..1. The J_k of all steps come at once
 (vectorised over sequences and time) from the cell's closed-form ``step_jacobian`` (every gate
 path and the LayerNorm Jacobian; tested against autograd), or, for a cell without one, from one
-batched autograd backward of its ``_step`` over the S H basis rows. A cell with
+batched autograd backward of its ``step`` over the S H basis rows (docs/method.md §2a). A cell with
 ``step_jacobian_blocks`` (the LSTM) is swept in that block form: its c-block is diagonal, so only
 d c_t / d h_{t-1} is stored per step (:class:`CellStateJacobians`). The sweep's loop over time
 steps is the only loop; the forward pass (the trace) is shared with the diagonal path.
@@ -71,20 +71,18 @@ def full_state(cell: torch.nn.Module) -> Callable[[Tensor, Tensor], Tensor]:
 
 
 def _step(cell, u_rec: Tensor, xp: Tensor, z: Tensor) -> Tensor:
-    """z_{t-1} -> z_t through the cell's own step (``trace=False``)."""
+    """z_{t-1} -> z_t through the cell's own ``step`` (``trace=False``), from the state ``state_of`` builds."""
     H = cell.hidden_size
     h = z[..., :H]
-    if state_blocks(cell) == 2:  # LSTM state (h, c, e): e only feeds the trace
-        new, _ = cell._step(xp, h @ u_rec.T, (h, z[..., H:], torch.zeros_like(h)), False)
-        return torch.cat([new[0], new[1]], -1)
-    return cell._step(xp, h @ u_rec.T, (h,), False)[0][0]
+    out = cell.step(xp, h @ u_rec.T, cell.state_of(h, z[..., (state_blocks(cell) - 1) * H:]), False)
+    return full_state(cell)(out.hidden, out.transported)
 
 
 def autograd_jacobian(cell, xp: Tensor, z_prev: Tensor) -> Tensor:
     """J[b, i, j] = d z_t[i] / d z_{t-1}[j] (B, S H, S H) by one batched backward of the S H basis rows."""
     with torch.enable_grad():
         z = z_prev.detach().requires_grad_(True)
-        out = _step(cell, cell._recurrent().detach(), xp, z)
+        out = _step(cell, cell.recurrent().detach(), xp, z)
         n = z.shape[-1]
         basis = torch.eye(n, dtype=z.dtype, device=z.device)[:, None].expand(n, *z.shape)
         rows = torch.autograd.grad(out, z, basis, is_grads_batched=True)[0]  # rows[i, b] = J_b[i]
@@ -99,7 +97,7 @@ def jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> Tensor:
     """
     B, T, n = z.shape
     with torch.no_grad():
-        xp = F.linear(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0))
+        xp = F.linear(x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0))
         z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
         step = getattr(cell, "step_jacobian", None)
         args = (xp.reshape(B * T, -1), z_prev.reshape(B * T, n))

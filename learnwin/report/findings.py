@@ -16,7 +16,7 @@ import os
 import pandas as pd
 
 from learnwin.infra.io import atomic_path
-from learnwin.stats.claims import NOISE_ANY, number, to_markdown
+from learnwin.stats.claims import NO_EXPECTATION, NOISE_ANY, number, to_markdown
 
 TITLES = {"a": "Envelope class", "b": "Growth of H_N in N", "c": "Optimizer (AdamW against plain SGD)",
           "d": "Master law"}
@@ -74,7 +74,8 @@ def _claim_sentence(claim: str, g: pd.DataFrame, several_transports: bool) -> st
         scope = _scope(noise, transport, several_transports)
         if several_functionals:
             scope = scope[:-1] + f", {functional})" if scope else f" ({transport} {functional})"
-        parts.append(f"{int(s['holds'].sum())} of {len(s)} {unit} hold{scope}: {per_verdict}{extra}")
+        scored = s[s["expected"] != NO_EXPECTATION]  # a cell without an expectation: reported, not scored
+        parts.append(f"{int(scored['holds'].sum())} of {len(scored)} {unit} hold{scope}: {per_verdict}{extra}")
     return f"({claim}) {TITLES[claim]}: " + "; ".join(parts) + "." + robustness(g)
 
 

@@ -18,7 +18,9 @@ Per-seed measurements (:func:`measure`, one table per claim):
   Verdict: "logarithmic" or "power" (the smaller SSE; ties to logarithmic), "flat" when H_N is
   constant on the points, and with fewer than 3 points "censored" (when censoring removed
   points) or "too few points". Expected: logarithmic (saturating) for const and shared ("flat"
-  does not count), power for diag, gru and lstm.
+  does not count), power for diag, gru and lstm. The expectations of (a) and (b) are the cell
+  registry's (:class:`learnwin.models.cells.CellSpec`); a cell with none (a user's own) gets
+  ``expected`` "none": its verdict is reported, never held, and :func:`claim_scores` leaves it out.
 - (c) optimizer, AdamW against plain SGD (``sgd``, else ``sgd_momentum``: both have Lambda = lr) with paired seeds: the spread of log tau_q,
   :func:`log_tau_iqr` (IQR over units; tau = inf counts as the largest values, NaN is left out),
   and tau_env = -1 / the OLS slope of log f on l over the lag grid (:func:`decay_length`; the
@@ -51,14 +53,16 @@ import numpy as np
 import pandas as pd
 
 from learnwin.infra import io, layout
+from learnwin.models.cells import Column
 from learnwin.stats.decay import FUNCTIONALS, PRIMARY, ols
 from learnwin.stats.window import with_transport
 
 POWER_FAMILY = ("power", "log", "power_floor", "log_floor")
-EXPECTED_CLASS = {"const": "exponential", "shared": "exponential",
-                  "diag": "power-law-like", "gru": "power-law-like", "lstm": "power-law-like"}
-EXPECTED_GROWTH = {"const": "logarithmic", "shared": "logarithmic",
-                   "diag": "power", "gru": "power", "lstm": "power"}
+#: The paper's expectations per model: live views of the registry (learnwin.models.cells.CellSpec);
+#: a cell without one is absent, and its rows of claims (a) and (b) are reported but not scored.
+EXPECTED_CLASS = Column("expected_class")
+EXPECTED_GROWTH = Column("expected_growth")
+NO_EXPECTATION = "none"  # the ``expected`` of such a row; claim_scores leaves it out
 MIN_GROWTH_POINTS = 3
 NOISE_ANY = "-"  # noise column of claims (a) and (c), which do not depend on the noise definition
 RUN = ["model", "optimizer", "seed"]
@@ -307,7 +311,7 @@ def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
     out = []
     for (m, o, t, fn), g in per_seed["a"].groupby(["model", "optimizer", *SCOPE], sort=False):
         g = g[g["class"] != "no fit"]
-        exp = EXPECTED_CLASS.get(m, "")
+        exp = EXPECTED_CLASS.get(m, NO_EXPECTATION)
         mean, sd = mean_sd(g["w_power"])
         n_pow = int((g["class"] == "power-law-like").sum())
         out.append(_row("a", "envelope class", (m, o, NOISE_ANY, t, fn), exp, _majority(g["class"], "split"),
@@ -315,7 +319,7 @@ def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
                         f"{n_pow} of {len(g)} seeds power-law-like; w_power {number(mean)} ± {number(sd)}, "
                         f"w_tempered {number(g['w_tempered'].mean())}"))
     for (m, o, noise, t, fn), g in per_seed["b"].groupby(["model", "optimizer", "noise", *SCOPE], sort=False):
-        exp = EXPECTED_GROWTH.get(m, "")
+        exp = EXPECTED_GROWTH.get(m, NO_EXPECTATION)
         mean, sd = mean_sd(g["c_power"])
         counts = ", ".join(f"{v} {c}" for v, c in g["growth"].value_counts().items())
         out.append(_row("b", "H_N growth", (m, o, noise, t, fn), exp, _majority(g["growth"], "mixed"),
@@ -359,9 +363,11 @@ def claim_table(files: Mapping[str, str | Sequence[str]], epoch) -> pd.DataFrame
 
 def claim_scores(table: pd.DataFrame) -> dict[str, str]:
     """"holds/of" per claim, split by noise definition where it applies and by transport and
-    functional when the table has more than one (keys "a", "b:per_lag", "a:exact:norm" ...)."""
+    functional when the table has more than one (keys "a", "b:per_lag", "a:exact:norm" ...); rows
+    without an expectation (a cell the paper says nothing of) are not scored."""
     out, split = {}, table[SCOPE].drop_duplicates().shape[0] > 1
-    for (claim, noise, t, fn), g in table.groupby(["claim", "noise", *SCOPE], sort=True):
+    scored = table[table["expected"] != NO_EXPECTATION]
+    for (claim, noise, t, fn), g in scored.groupby(["claim", "noise", *SCOPE], sort=True):
         key = ":".join([claim, *([] if noise == NOISE_ANY else [noise]), *([t, fn] if split else [])])
         out[key] = f"{int(g['holds'].sum())}/{len(g)}"
     return out

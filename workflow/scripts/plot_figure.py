@@ -12,8 +12,10 @@ import pandas as pd
 from learnwin import plots
 from learnwin.infra import runtime
 from learnwin.infra.io import read_table
+from learnwin.models.cells import load_cells
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
+load_cells(snakemake.config["model"]["cells_module"])  # the colours of a user's cells
 logging.getLogger("fontTools").setLevel(logging.WARNING)  # PDF font subsetting chatter
 
 ARTIFACT = {"H_N_agg": "H_N"}

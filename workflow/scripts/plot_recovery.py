@@ -3,9 +3,11 @@
 import logging
 
 from learnwin.infra import io, runtime
+from learnwin.models.cells import load_cells
 from learnwin.plots.recovery import plot_recovery_scores, plot_recovery_window
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
+load_cells(snakemake.config["model"]["cells_module"])  # the colours of a user's cells
 logging.getLogger("fontTools").setLevel(logging.WARNING)  # PDF font subsetting chatter
 inp, out, params = snakemake.input, snakemake.output, snakemake.params
 plot_recovery_window(io.read_table(inp.window, "recovery"), io.read_table(inp.prediction, "recovery"),

@@ -2,10 +2,12 @@
 
 from learnwin.infra import runtime
 from learnwin.infra.io import write_table
+from learnwin.models.cells import load_cells
 from learnwin.report import findings
 from learnwin.stats import claims
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
+load_cells(snakemake.config["model"]["cells_module"])  # the expectations of a user's cells
 
 inp, par, out = snakemake.input, snakemake.params, snakemake.output
 table = claims.claim_table({name: inp[name] for name in claims.INPUTS}, par.epoch)
