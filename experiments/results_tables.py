@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 
 from learnwin.infra import io, layout
+from learnwin.models.cells import CELLS
 from learnwin.report.formatting import SCALE_NAME
 from learnwin.report.summary import budgets
 from learnwin.stats.claims import (
-    EXPECTED_CLASS,
     at_epoch,
     decay_length,
     markdown,
@@ -46,7 +46,7 @@ def _pm(values, digits: int = 2) -> str:
 
 def _ordered(df: pd.DataFrame) -> pd.DataFrame:
     """Rows in the models' canonical order, then by optimizer, noise and seed where present."""
-    rank = {m: i for i, m in enumerate(EXPECTED_CLASS)}
+    rank = {m: i for i, m in enumerate(CELLS)}
     cols = [c for c in ("model", "optimizer", "noise", "seed") if c in df]
     return df.sort_values(cols, key=lambda s: s.map(rank).fillna(len(rank)) if s.name == "model" else s,
                           kind="stable", ignore_index=True)
@@ -152,7 +152,7 @@ def claims_at_a_glance(table: pd.DataFrame) -> pd.DataFrame:
     cell = table["k"].astype(str) + "/" + table["n"].astype(str) + np.where(table["holds"], " ✓", "")
     wide = table.assign(cell=cell).pivot_table(index=["claim", "check", "optimizer", "noise", "transport", "functional"],
                                                columns="model", values="cell", aggfunc="first", sort=False)
-    models = [m for m in EXPECTED_CLASS if m in wide.columns]
+    models = [m for m in CELLS if m in wide.columns]
     return wide[models].reset_index()
 
 

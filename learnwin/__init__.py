@@ -7,6 +7,8 @@ The public face, for use on your own cells and checkpoints:
 
 - :func:`build_model` -- one of the registered cells with its readout (``learnwin.models.cells``);
 - :class:`Trace` -- what a cell's ``trace`` returns to the probe (docs/method.md §4);
+- :class:`GatedCell`, :class:`StepOut`, :class:`CellSpec` and :func:`register` -- a cell of your
+  own on the public interface, registered in one place for the workflow (docs/method.md §2a);
 - :func:`probe` -- envelope, per-unit rates, psi and the total gradient of a cell on data (§4-5);
 - :func:`snapshot_checkpoint` -- the same for a trained checkpoint, as the workflow runs it.
 
@@ -21,6 +23,10 @@ __version__ = "0.1.0"
 _PUBLIC = {
     "build_model": "learnwin.models.cells",
     "Trace": "learnwin.models.cells",
+    "GatedCell": "learnwin.models.cells",
+    "StepOut": "learnwin.models.cells",
+    "CellSpec": "learnwin.models.cells",
+    "register": "learnwin.models.cells",
     "probe": "learnwin.probing.snapshot",
     "snapshot_checkpoint": "learnwin.probing.snapshot",
 }

@@ -123,6 +123,19 @@ def test_growth_verdicts_count_seeds_per_noise():
     assert claim_scores(_verdicts(b=b)) == {"b:per_lag": "1/1", "b:pooled": "0/1"}
 
 
+def test_a_cell_without_expectation_is_reported_not_scored(fresh_registry):
+    """A registered cell with no expected class or growth law (tests/toy_cell.py) gets expected
+    "none": its verdict is in the table, and the scores count the other cells only."""
+    fresh_registry.load_cells("toy_cell")
+    b = pd.DataFrame(dict(model=["const"] * 3 + ["toy"] * 3, optimizer="adamw", seed=[1, 2, 3] * 2,
+                          noise="per_lag", censored=False, c_power=np.nan,
+                          growth=["logarithmic", "logarithmic", "power", "logarithmic", "logarithmic", "power"]))
+    v = verdicts(_per_seed(b=b)).set_index("model")
+    assert (v.loc["toy", "expected"], v.loc["toy", "verdict"], v.loc["toy", "k"]) == ("none", "logarithmic", 0)
+    assert v.loc["const", "holds"] and not v.loc["toy", "holds"]
+    assert claim_scores(v.reset_index()) == {"b:per_lag": "1/1"}  # without the toy's row: 1/2
+
+
 def test_log_tau_iqr_counts_infinite_units():
     tau = np.exp(np.r_[np.arange(7.0), np.inf])
     # order statistics 0..6, inf: q25 = 1.75, q75 = 5.25; dropping the inf unit would give 3.0

@@ -23,8 +23,9 @@ Same numbers as the reference path (equal to rounding; tests/test_bptt.py checks
 every gradient to 1e-10 in float64). The float32 rounding is that of the recorded smoke digest
 (tests/test_smoke_digest.py); it last changed when the input projection moved inside, which
 changed the order of the input weight and bias gradients' sums. First-order only: the backward is not
-differentiable again (double backward raises); :meth:`learnwin.models.cells.GatedCell.forward` uses
-this path only when it is safe (see there).
+differentiable again (double backward raises). Each cell's ``fast_forward`` applies its family's
+Function to :func:`projection` and :func:`layer_norm`; :meth:`learnwin.models.cells.GatedCell.forward`
+takes that path only when it is safe (see there).
 """
 
 from __future__ import annotations
