@@ -130,7 +130,7 @@ def test_a_cell_without_expectation_is_reported_not_scored(fresh_registry):
     b = pd.DataFrame(dict(model=["const"] * 3 + ["toy"] * 3, optimizer="adamw", seed=[1, 2, 3] * 2,
                           noise="per_lag", censored=False, c_power=np.nan,
                           growth=["logarithmic", "logarithmic", "power", "logarithmic", "logarithmic", "power"]))
-    v = verdicts(_per_seed(b=b)).set_index("model")
+    v = _verdicts(b=b).set_index("model")
     assert (v.loc["toy", "expected"], v.loc["toy", "verdict"], v.loc["toy", "k"]) == ("none", "logarithmic", 0)
     assert v.loc["const", "holds"] and not v.loc["toy", "holds"]
     assert claim_scores(v.reset_index()) == {"b:per_lag": "1/1"}  # without the toy's row: 1/2

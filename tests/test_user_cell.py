@@ -12,6 +12,7 @@ import torch
 import yaml
 from workflow_helpers import ROOT, copy_workflow, snakemake
 
+from learnwin.infra import layout
 from learnwin.infra.config import lag_grid
 from learnwin.infra.io import load_checkpoint, read_table
 from learnwin.stats import claims
@@ -46,13 +47,14 @@ def test_registered_toy_cell_runs_through_the_smoke_dag(tmp_path):
     agg = read_table(res / "stats/H_N_agg.parquet", "H_N")
     assert set(agg["model"]) == {"toy", "gru"}
     assert len(list((res / "figures").glob("*.png"))) >= 12
-    # the claims report the toy (no expectation in the paper) and score only the GRU
-    table = claims.claim_table(res, cfg["models"], cfg["optimizers"], cfg["seeds"])
+    # the claims rule reports the toy (no expectation in the paper) and scores only the GRU
+    table = read_table(layout.under(res, layout.CLAIMS["parquet"]), "claims")
     toy = table[(table["model"] == "toy") & table["claim"].isin(["a", "b"])]
     assert len(toy) and (toy["expected"] == claims.NO_EXPECTATION).all() and not toy["holds"].any()
     scored = table[(table["model"] == "gru") & (table["claim"] == "a")]
     assert claims.claim_scores(table)["a"] == f"{int(scored['holds'].sum())}/{len(scored)}"
-
+    findings = layout.under(res, layout.CLAIMS["findings"]).read_text()
+    assert f"{int(scored['holds'].sum())} of {len(scored)} (model, optimizer) rows hold" in findings
 
 def cfg_lr(work):
     """SGD's learning rate as the run resolved it (config/config.yaml under the smoke file)."""

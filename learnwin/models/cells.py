@@ -18,7 +18,8 @@ transported exactly, and registered to run through the workflow):
   h_{t-1} U^T), ``step(xp, hp, state, trace) -> StepOut`` (named fields: ``state``, the cell's
   state tuple with ``state[0]`` = h_t; ``hidden``; ``transported``; with ``trace``, the
   :class:`Trace` fields of the step) and ``state_of(hidden, transported)``, the step state of a
-  full state (the initial state is that of zeros).
+  full state (the initial state is that of zeros); optionally ``step_jacobian(xp, z_prev)``, the
+  one-step Jacobian of the full state in closed form (else autograd of ``step``).
 
 Registry: :func:`register` a :class:`CellSpec` (class, gate blocks of the cost law, figure colour,
 the paper's expected decay class and growth law or None) under a name; the config check, the job
