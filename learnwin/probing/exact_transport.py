@@ -157,7 +157,7 @@ def step_jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> StepJacobians
         return DenseJacobians(jacobians(cell, x, z))
     B, T, n = z.shape
     with torch.no_grad():
-        xp = F.linear(x, torch.cat(cell._input_weights(), 0), torch.cat(cell._input_biases(), 0))
+        xp = F.linear(x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0))
         z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
         C, p, e, f, W = blocks(xp.reshape(B * T, -1), z_prev.reshape(B * T, n))
     H = n // 2
