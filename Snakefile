@@ -1,5 +1,7 @@
 # learnwin: the learnability window of gated RNNs (Livi, arXiv:2512.05790).
 # Thin entry point: config, validation, stage rules, targets. All logic lives in learnwin/.
+import sys
+
 from snakemake.utils import min_version, validate
 
 import learnwin.infra.config as lwconfig
@@ -10,6 +12,10 @@ min_version("9.19")
 configfile: "config/config.yaml"
 
 
+for message in lwconfig.rename_deprecated(
+    config, workflow.config_settings.overwrite_config
+):
+    print(f"Warning: {message}", file=sys.stderr)
 lwconfig.coerce_strings(
     config, f"{workflow.basedir}/workflow/schemas/config.schema.yaml"
 )

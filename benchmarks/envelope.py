@@ -1,25 +1,25 @@
 """Vectorised envelope + psi (prefix sums, all lags at once) against naive loops, in one run.
 
 Run: python benchmarks/envelope.py [--config config/config.yaml] [--model gru]
-         [--T 512 --lag-stop 480 --lag-step 4] [--windows 0]
+         [--T 512 --lag-stop 480 --lag-step 4] [--times-per-lag 0]
 
-Size from the config (T, H, lag grid, windows, snapshot batch, K), 1 thread; --T, --lag-stop,
---lag-step and --windows override it, to show how the ratio grows with the lag range. The
+Size from the config (T, H, lag grid, times_per_lag, snapshot batch, K), 1 thread; --T, --lag-stop,
+--lag-step and --times-per-lag override it, to show how the ratio grows with the lag range. The
 trace and the tangents are computed once and shared, so only the envelope + psi computation
 is timed. All implementations use the same receiving times (learnwin.probing.envelope.receiving_times)
 for the envelope and psi: this compares the kernels. (The package's psi now averages over every t,
-whatever the windows; benchmarks/snapshot.py times the whole snapshot and uses ``vectorised``
+whatever the times_per_lag; benchmarks/snapshot.py times the whole snapshot and uses ``vectorised``
 below as its "before".)
 - naive: a Python loop over lags and receiving times t, each multiplying its l one-step
   factors (the direct transcription of docs/method.md §4-5; vectorised over sequences and units);
 - per-lag: a Python loop over lags only, vectorised over t (a stronger baseline).
 The loops do O(l) work per (lag, t) where the prefix sums do O(1) (about 25 elementwise passes
 over gathered (B, L, W, H) arrays), so the ratio against the naive loop grows with the lag range.
-Measured (GRU, H = 32, batch 128, windows 32, idle 2-core machine): 1.2-1.6x at the default grid
+Measured (GRU, H = 32, batch 128, times_per_lag 32, idle 2-core machine): 1.2-1.6x at the default grid
 (lags 2..60), 9.6x at T = 512 (lags 2..478), 7.8x at the paper's T = 1536 (lags 2..766), where
 the gathers from (B, T, H) arrays larger than the cache slow the vectorised path down.
 The loops run in float64 (the reference); the package path keeps float64 prefix sums and does
-the (B, L, W, H) work in float32 (see learnwin.probing.envelope.Transport).
+the (B, L, W, H) work in float32 (see learnwin.probing.envelope.DiagonalTransport).
 Prints seconds, the speed-up ratios (target >= 20x against naive), the largest relative
 difference between the implementations, and peak memory.
 """
@@ -34,7 +34,14 @@ import yaml
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
 from learnwin.probing.detect import output_error, psi_chunk, random_directions, tangents
-from learnwin.probing.envelope import EnvelopeAccumulator, Transport, base_rate, lag_chunks, receiving_times, take_times
+from learnwin.probing.envelope import (
+    DiagonalTransport,
+    EnvelopeAccumulator,
+    base_rate,
+    lag_chunks,
+    receiving_times,
+    take_times,
+)
 
 
 def _factors(trace):
@@ -43,10 +50,10 @@ def _factors(trace):
     return leak, trace.correction.double() / leak, trace.receive.double()
 
 
-def naive(trace, lam, delta, v, lags, windows):
+def naive(trace, lam, delta, v, lags, times_per_lag):
     """Loop over lags and receiving times; each Gamma re-multiplies its l one-step factors."""
     leak, ratio, receive = _factors(trace)
-    t_all, _, mask = receiving_times(torch.as_tensor(lags), leak.shape[1], windows)
+    t_all, _, mask = receiving_times(torch.as_tensor(lags), leak.shape[1], times_per_lag)
     f, psi = [], []
     for i, lag in enumerate(lags):
         times = t_all[i][mask[i]].tolist()
@@ -68,10 +75,10 @@ def _at(x, idx):
     return x.index_select(1, idx)
 
 
-def per_lag(trace, lam, delta, v, lags, windows):
+def per_lag(trace, lam, delta, v, lags, times_per_lag):
     """Loop over lags only, vectorised over the receiving times of each lag."""
     leak, ratio, receive = _factors(trace)
-    t_all, _, mask = receiving_times(torch.as_tensor(lags), leak.shape[1], windows)
+    t_all, _, mask = receiving_times(torch.as_tensor(lags), leak.shape[1], times_per_lag)
     f, psi = [], []
     for i, lag in enumerate(lags):
         t = t_all[i][mask[i]]
@@ -87,13 +94,13 @@ def per_lag(trace, lam, delta, v, lags, windows):
     return torch.stack(f), torch.stack(psi, 1)
 
 
-def vectorised(trace, lam, delta, v, lags, windows, lr):
+def vectorised(trace, lam, delta, v, lags, times_per_lag, lr):
     """The package's prefix-sum kernel: all lags gathered at once (in cache-sized lag chunks)."""
     lag_t = torch.as_tensor(lags)
     lam, delta, v = lam.float(), delta.float(), v.float()
-    transport = Transport(trace, order=1)
+    transport = DiagonalTransport(trace, order=1)
     acc = EnvelopeAccumulator(lags, lam.shape[-1], lr)
-    t_all, k_all, mask_all = receiving_times(lag_t, lam.shape[1], windows)
+    t_all, k_all, mask_all = receiving_times(lag_t, lam.shape[1], times_per_lag)
     psi, start = [], 0
     for chunk in lag_chunks(lags, lam.shape[0] * t_all.shape[1] * lam.shape[-1]):
         idx = slice(start, start + len(chunk))
@@ -118,7 +125,7 @@ def main():
     ap.add_argument("--T", type=int, help="sequence length (default: the config's)")
     ap.add_argument("--lag-stop", type=int, help="last lag of the grid (default: the config's)")
     ap.add_argument("--lag-step", type=int, help="lag step (default: the config's)")
-    ap.add_argument("--windows", type=int, help="receiving times per lag, 0 = all (default: the config's)")
+    ap.add_argument("--times-per-lag", type=int, help="receiving times per lag, 0 = all (default: the config's)")
     args = ap.parse_args()
     cfg = yaml.safe_load(open(args.config))
     torch.set_num_threads(1)
@@ -126,7 +133,7 @@ def main():
     T, D, H = args.T or cfg["task"]["T"], cfg["task"]["D"], cfg["model"]["hidden"]
     snap = cfg["snapshot"]
     B, K = snap["batch_size"], snap["directions"]
-    windows = snap["windows"] if args.windows is None else args.windows
+    times_per_lag = snap["times_per_lag"] if args.times_per_lag is None else args.times_per_lag
     lags = lag_grid({**snap, "lag_stop": args.lag_stop or snap["lag_stop"],
                      "lag_step": args.lag_step or snap["lag_step"]})
     model = build_model(args.model, D, H)
@@ -136,7 +143,7 @@ def main():
     dirs = {n.removeprefix("cell."): d.mean(0, keepdim=True)
             for n, d in random_directions(model, K, 0).items() if n.startswith("cell.")}
     print(f"model={args.model} T={T} H={H} batch={B} lags={len(lags)} ({lags[0]}..{lags[-1]}) "
-          f"windows={windows} K={K}, 1 thread")
+          f"times_per_lag={times_per_lag} K={K}, 1 thread")
     lr = 1e-3
     trace = model.cell.trace(x)
     lam = base_rate(trace.presynaptic, None, lr)
@@ -144,10 +151,10 @@ def main():
     delta = output_error(y_hat, y, model.W_out.detach()).double()
 
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t_vec, (f_vec, psi_vec) = _timed(vectorised, trace, lam, delta, v, lags, windows, lr)
+    t_vec, (f_vec, psi_vec) = _timed(vectorised, trace, lam, delta, v, lags, times_per_lag, lr)
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t_lag, (f_lag, psi_lag) = _timed(per_lag, trace, lam, delta, v, lags, windows)
-    t_naive, (f_naive, psi_naive) = _timed(naive, trace, lam, delta, v, lags, windows)
+    t_lag, (f_lag, psi_lag) = _timed(per_lag, trace, lam, delta, v, lags, times_per_lag)
+    t_naive, (f_naive, psi_naive) = _timed(naive, trace, lam, delta, v, lags, times_per_lag)
 
     def rel(a, b):
         return float((a - b).abs().max() / b.abs().max())

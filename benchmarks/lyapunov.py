@@ -2,7 +2,7 @@
 
 Run: python benchmarks/lyapunov.py [--config config/config.yaml] [--models const shared diag gru lstm]
 
-Size from the config (T, D, H, n_diag, lag grid, windows, snapshot batch, K, exact_sequences),
+Size from the config (T, D, H, n_diag, lag grid, times_per_lag, snapshot batch, K, exact_sequences),
 1 thread, untrained models (the config's model section) on the seed-2 diag split. Times, per
 cell: the one-step Jacobians of the first ``exact_sequences`` sequences (closed form, as the
 snapshot job computes them), the batched QR sweep over them, and the diagonal probe with psi on
@@ -51,7 +51,7 @@ def main() -> None:
                 with torch.no_grad():
                     yield x, y_all[i:i + bs], model(x)
 
-        common = dict(lr=0.005, windows=snap["windows"], directions=dirs)
+        common = dict(lr=0.005, times_per_lag=snap["times_per_lag"], directions=dirs)
         probe(model.cell, model.W_out.detach(), batches(), lags, **common)  # warm-up (vmap, jvp)
         t0 = time.perf_counter()
         probe(model.cell, model.W_out.detach(), batches(), lags, **common)

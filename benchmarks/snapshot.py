@@ -2,13 +2,13 @@
 
 Run: python benchmarks/snapshot.py [--config config/config.yaml] [--model gru] [--repeat 3]
 
-Two sizes in one run: the config's (T, H, lag grid, windows, snapshot batch, K) and T = 512 with
+Two sizes in one run: the config's (T, H, lag grid, times_per_lag, snapshot batch, K) and T = 512 with
 lags 2..478 step 4 (the long-sequence size of benchmarks/envelope.py). 1 thread, untrained model,
 one diag batch; every variant computes its own trace, Lambda, output error and tangent, so the
 timings are whole snapshot batches:
-- before: the envelope and psi on the same ``windows`` receiving times per lag (the code before
+- before: the envelope and psi on the same ``times_per_lag`` receiving times per lag (the code before
   psi used every t: benchmarks/envelope.py's ``vectorised``);
-- after: ``learnwin.probing.snapshot.probe``: the envelope on its windows, then psi_n(l) at every lag
+- after: ``learnwin.probing.snapshot.probe``: the envelope on its subsampled receiving times, then psi_n(l) at every lag
   0..T-1 over every receiving time (the grid's psi and S_n = sum over l of psi_n(l));
 - envelope only: ``probe`` without directions, to split the after cost into envelope and psi + S.
 Prints the best of ``--repeat`` CPU times per variant (process_time, 1 thread: robust to other
@@ -20,7 +20,7 @@ import time
 
 import torch
 import yaml
-from envelope import vectorised  # benchmarks/envelope.py: envelope + psi on shared windows
+from envelope import vectorised  # benchmarks/envelope.py: envelope + psi on shared receiving times
 
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
@@ -31,21 +31,21 @@ from learnwin.probing.snapshot import probe
 LR = 1e-3
 
 
-def before(cell, w_out, x, y, y_hat, lags, windows, dirs):
+def before(cell, w_out, x, y, y_hat, lags, times_per_lag, dirs):
     """Envelope and psi on the same subsampled receiving times (the old snapshot)."""
     trace = cell.trace(x)
     lam = base_rate(trace.presynaptic, None, LR)
     delta = output_error(y_hat, y, w_out)
     v = tangents(cell, x, dirs)[0]
-    return vectorised(trace, lam, delta, v, lags, windows, LR)
+    return vectorised(trace, lam, delta, v, lags, times_per_lag, LR)
 
 
-def after(cell, w_out, x, y, y_hat, lags, windows, dirs):
-    return probe(cell, w_out, [(x, y, y_hat)], lags, lr=LR, windows=windows, directions=dirs)
+def after(cell, w_out, x, y, y_hat, lags, times_per_lag, dirs):
+    return probe(cell, w_out, [(x, y, y_hat)], lags, lr=LR, times_per_lag=times_per_lag, directions=dirs)
 
 
-def envelope_only(cell, w_out, x, y, y_hat, lags, windows, dirs):
-    return probe(cell, w_out, [(x, y, y_hat)], lags, lr=LR, windows=windows)
+def envelope_only(cell, w_out, x, y, y_hat, lags, times_per_lag, dirs):
+    return probe(cell, w_out, [(x, y, y_hat)], lags, lr=LR, times_per_lag=times_per_lag)
 
 
 def _best(fn, args, repeat):
@@ -60,7 +60,7 @@ def _best(fn, args, repeat):
 def run(cfg, model_name, T, lags, repeat):
     D, H = cfg["task"]["D"], cfg["model"]["hidden"]
     snap = cfg["snapshot"]
-    B, K, windows = snap["batch_size"], snap["directions"], snap["windows"]
+    B, K, times_per_lag = snap["batch_size"], snap["directions"], snap["times_per_lag"]
     n_batches = -(-cfg["task"]["n_diag"] // B)
     torch.manual_seed(0)
     model = build_model(model_name, D, H)
@@ -69,13 +69,13 @@ def run(cfg, model_name, T, lags, repeat):
         y_hat = model(x)
     dirs = {n.removeprefix("cell."): d.mean(0, keepdim=True)
             for n, d in random_directions(model, K, 0).items() if n.startswith("cell.")}
-    args = (model.cell, model.W_out.detach(), x, y, y_hat, lags, windows, dirs)
+    args = (model.cell, model.W_out.detach(), x, y, y_hat, lags, times_per_lag, dirs)
     print(f"model={model_name} T={T} H={H} batch={B} lags={len(lags)} ({lags[0]}..{lags[-1]}) "
-          f"windows={windows} K={K}; {n_batches} batches per snapshot (n_diag {cfg['task']['n_diag']})")
+          f"times_per_lag={times_per_lag} K={K}; {n_batches} batches per snapshot (n_diag {cfg['task']['n_diag']})")
     t_old = _best(before, args, repeat)
     t_new = _best(after, args, repeat)
     t_env = _best(envelope_only, args, repeat)
-    for label, sec in [("before: envelope + psi on the windows", t_old),
+    for label, sec in [("before: envelope + psi on the subsampled times", t_old),
                        ("after: envelope + psi every t + S  ", t_new),
                        ("  of which envelope               ", t_env),
                        ("  of which psi + S (all lags)     ", t_new - t_env)]:

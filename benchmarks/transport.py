@@ -3,7 +3,7 @@
 Run: python benchmarks/transport.py [--config config/config.yaml] [--models const shared diag gru lstm]
                                    [--rounds 3] [--before REV]
 
-Size from the config (T, D, H, n_diag, lag grid, windows, snapshot batch, K, exact_sequences,
+Size from the config (T, D, H, n_diag, lag grid, times_per_lag, snapshot batch, K, exact_sequences,
 memory_sequences), 1 thread, untrained models on the seed-2 diag split. Times the snapshot probe
 with psi for ``transport: diagonal``, ``exact`` (closed-form Jacobians, psi, S and the signal
 envelope on every sequence, the secondary functionals on ``exact_sequences``) and both in one
@@ -69,7 +69,7 @@ def main() -> None:
                             task["coefs"], task["noise_std"])
     x_all, y_all = torch.from_numpy(x_np), torch.from_numpy(y_np)
     lags, bs = lag_grid(snap), snap["batch_size"]
-    print(f"T {task['T']}, H {H}, n_diag {task['n_diag']}, {len(lags)} lags, windows {snap['windows']}, "
+    print(f"T {task['T']}, H {H}, n_diag {task['n_diag']}, {len(lags)} lags, times_per_lag {snap['times_per_lag']}, "
           f"K {snap['directions']}, exact_sequences {snap['exact_sequences']}, 1 thread, "
           f"min over {args.rounds} interleaved rounds")
     for name in args.models:
@@ -85,7 +85,7 @@ def main() -> None:
                 with torch.no_grad():
                     yield x, y_all[i:i + bs], model(x)
 
-        common = dict(lr=0.005, windows=snap["windows"], directions=dirs,
+        common = dict(lr=0.005, times_per_lag=snap["times_per_lag"], directions=dirs,
                       exact_sequences=snap["exact_sequences"])
         variants = {t: (lambda t=t, cell=model.cell, w_out=w_out, common=common:
                         probe(cell, w_out, batches(), lags, transport=t, **common))

@@ -205,3 +205,48 @@ def test_snapshot_transport_takes_a_string_or_a_list(value, names):
     cfg = copy.deepcopy(DEFAULT)
     del cfg["snapshot"]["transport"]
     assert resolve(cfg)["snapshot"]["transport"] == ["diagonal", "exact"] == DEFAULT["snapshot"]["transport"]
+
+
+def test_old_snapshot_windows_key_reads_as_times_per_lag_with_a_message():
+    from learnwin.infra.config import rename_deprecated
+
+    new = copy.deepcopy(DEFAULT)
+    new["snapshot"]["times_per_lag"] = 8
+    old = copy.deepcopy(DEFAULT)
+    del old["snapshot"]["times_per_lag"]
+    old["snapshot"]["windows"] = 8
+    assert rename_deprecated(old) == ["config key snapshot.windows is deprecated: use snapshot.times_per_lag "
+                                      "(same meaning)"]
+    assert resolve(old) == resolve(new) and "windows" not in old["snapshot"]
+    assert rename_deprecated(new) == []
+    # merged over config/config.yaml (which holds the new key) as Snakemake does: the user's old key wins
+    merged = copy.deepcopy(DEFAULT)
+    merged["snapshot"]["windows"] = 8
+    assert "snapshot.times_per_lag" in rename_deprecated(merged, given={"snapshot": {"windows": 8}})[0]
+    assert resolve(merged) == resolve(copy.deepcopy(new))
+
+
+def test_old_and_new_snapshot_key_both_given_is_an_error():
+    from learnwin.infra.config import rename_deprecated
+
+    both = copy.deepcopy(DEFAULT)
+    both["snapshot"]["windows"] = 8
+    with pytest.raises(ConfigError, match=r"snapshot.windows and snapshot.times_per_lag are both given"):
+        rename_deprecated(both)
+
+
+def test_snakemake_reads_the_old_key_and_names_the_new_one(tmp_path):
+    old = tmp_path / "old.yaml"
+    old.write_text(yaml.safe_dump({"seeds": [2], "models": ["gru"], "optimizers": ["adamw"],
+                                   "snapshot": {"windows": 8}}))
+    args = [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--configfile", str(old),
+            "--directory", str(tmp_path)]
+    out = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "snapshot.windows is deprecated: use snapshot.times_per_lag" in out.stderr
+    both = tmp_path / "both.yaml"
+    both.write_text(yaml.safe_dump({"snapshot": {"windows": 8, "times_per_lag": 8}}))
+    out = subprocess.run([*args[:-4], "--configfile", str(both), "--directory", str(tmp_path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    assert "snapshot.windows and snapshot.times_per_lag are both given" in out.stdout + out.stderr

@@ -9,7 +9,7 @@ from scipy.stats import spearmanr
 
 from learnwin.models.cells import MODELS, build_model
 from learnwin.probing.detect import random_directions, tangents
-from learnwin.probing.envelope import Transport, base_rate, rate_matrix, receiving_times, unit_timescales
+from learnwin.probing.envelope import DiagonalTransport, base_rate, rate_matrix, receiving_times, unit_timescales
 from learnwin.probing.snapshot import probe
 
 F64 = torch.float64
@@ -47,7 +47,7 @@ def test_vectorised_gamma_equals_naive_product_loop(name):
     trace = model.cell.trace(x)
     lags = torch.arange(1, 9)
     t, k, mask = receiving_times(lags, 9)
-    g0, g1 = Transport(trace, order=1, dtype=F64).gamma(t, k, mask)
+    g0, g1 = DiagonalTransport(trace, order=1, dtype=F64).gamma(t, k, mask)
     leak = trace.leak.clamp(1e-12, 1.0)
     for i, lag in enumerate(lags.tolist()):
         for tt in range(lag, 9):
@@ -101,7 +101,7 @@ def test_first_order_gamma_tracks_exact_jacobian(name, seed):
     trace = model.cell.trace(x)
     exact = _exact_jacobian_diagonals(model.cell, x)[1:]  # lags 1..15 from k = 0
     t = torch.arange(1, 16)[None, :]
-    g0, g1 = Transport(trace, order=1, dtype=F64).gamma(t, torch.zeros_like(t), torch.ones_like(t, dtype=torch.bool))
+    g0, g1 = DiagonalTransport(trace, order=1, dtype=F64).gamma(t, torch.zeros_like(t), torch.ones_like(t, dtype=torch.bool))
     g0, g1 = g0[0, 0], g1[0, 0]  # (lags, H)
     for q in range(3):
         assert spearmanr(g1[:, q].numpy(), exact[:, q].numpy()).statistic >= 0.99
@@ -193,8 +193,8 @@ def test_psi_zero_when_output_error_zero_and_linear_in_error():
     np.testing.assert_allclose(mean, psi1.sort_values(["lag", "sequence"])["psi"], rtol=1e-5)
 
 
-def test_windows_subsample_receiving_times():
-    t, k, mask = receiving_times(torch.tensor([2, 8]), T=10, windows=4)
+def test_times_per_lag_subsample_receiving_times():
+    t, k, mask = receiving_times(torch.tensor([2, 8]), T=10, times_per_lag=4)
     assert t[0][mask[0]].tolist() == [2, 4, 6, 8]
     assert t[1][mask[1]].tolist() == [8, 9]  # only T - l = 2 receiving times exist
     assert torch.equal(k, t - torch.tensor([[2], [8]]))

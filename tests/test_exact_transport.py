@@ -13,7 +13,7 @@ from learnwin.models.cells import build_model
 from learnwin.models.data import targets
 from learnwin.probing import exact_transport as et
 from learnwin.probing.detect import output_error, random_directions, tangents
-from learnwin.probing.envelope import Transport, base_rate, receiving_times
+from learnwin.probing.envelope import DiagonalTransport, base_rate, receiving_times
 from learnwin.probing.snapshot import probe
 
 F64 = torch.float64
@@ -127,26 +127,26 @@ def test_adjoints_equal_brute_force_jacobian_products(name):
     # report: the diagonal first-order Gamma against the exact diagonal (never asserted equal)
     lags = torch.arange(1, T)
     t, k, mask = receiving_times(lags, T)
-    _, gamma = Transport(cell.trace(x), order=1, dtype=F64).gamma(t, k, mask)
+    _, gamma = DiagonalTransport(cell.trace(x), order=1, dtype=F64).gamma(t, k, mask)
     ex = exact[:, t, k] * mask[None, :, :, None]
     ratio = gamma.abs().sum((0, 2, 3)) / ex.abs().sum((0, 2, 3))
     print(f"{name}: sum|Gamma1| / sum|exact diag| by lag 1..{T - 1}:", np.round(ratio.numpy(), 3))
 
 
-def _exact_envelope(cell, x, lam, delta, windows=0):
-    acc = et.ExactAccumulator(list(range(1, T)), T, H, windows=windows)
+def _exact_envelope(cell, x, lam, delta, times_per_lag=0):
+    acc = et.ExactAccumulator(list(range(1, T)), T, H, times_per_lag=times_per_lag)
     et.add_batch(acc, cell, x, et.full_state(cell)(*cell(x)), lam, delta, None, x.shape[0])
     return acc.tables()
 
 
 @pytest.mark.parametrize("name", ["gru", "lstm"])
-def test_secondary_functionals_on_the_window_receiving_times_equal_brute_force(name):
-    """f_diag_entries and f_norm read only the windowed receiving times of each lag (the sweep's
+def test_secondary_functionals_on_the_subsampled_receiving_times_equal_brute_force(name):
+    """f_diag_entries and f_norm read only the subsampled receiving times of each lag (the sweep's
     visit skips the others) and equal the brute-force jacrev products there to 1e-10."""
     cell = _trained(name, seed=2)[0].cell
     x = torch.randn(3, T, D, dtype=F64)
     lam = 0.01 + 0.01 * torch.rand(3, T, H, dtype=F64)
-    env, _ = _exact_envelope(cell, x, lam, torch.randn(3, T, H, dtype=F64), windows=3)
+    env, _ = _exact_envelope(cell, x, lam, torch.randn(3, T, H, dtype=F64), times_per_lag=3)
     S = et.state_blocks(cell)
     M = _brute_force_M(cell, x)[..., :H, (S - 1) * H:S * H]
     lags = torch.arange(1, T)
@@ -158,7 +158,7 @@ def test_secondary_functionals_on_the_window_receiving_times_equal_brute_force(n
         norm = block.pow(2).sum((-2, -1)).sqrt().mean() * math.sqrt(H)
         np.testing.assert_allclose(env["f_diag_entries"][i], entries.item(), rtol=1e-10)
         np.testing.assert_allclose(env["f_norm"][i], norm.item(), rtol=1e-10)
-    assert mask.sum(-1).min() < mask.sum(-1).max() <= 3 < T - 1  # windows bind on short lags only
+    assert mask.sum(-1).min() < mask.sum(-1).max() <= 3 < T - 1  # times_per_lag binds on short lags only
 
 
 def test_constgate_without_recurrence_is_exactly_a_leak_power():
@@ -196,7 +196,7 @@ def test_signal_envelope_equals_its_diagonal_analogue_when_M_is_diagonal():
     env, _ = _exact_envelope(cell, x, lam, delta)
     lags = torch.arange(1, T)
     t, k, mask = receiving_times(lags, T)
-    _, gamma = Transport(cell.trace(x), order=1, dtype=F64).gamma(t, k, mask)  # (B, L, W, H)
+    _, gamma = DiagonalTransport(cell.trace(x), order=1, dtype=F64).gamma(t, k, mask)  # (B, L, W, H)
     lam_k, d_t = lam[:, k], delta[:, t]
     m = mask[None].double()
     n = m.sum((0, 2)) * B
@@ -221,7 +221,7 @@ def test_constgate_recurrence_couples_units_off_the_diagonal():
     basis = torch.eye(H, dtype=F64).expand(2, T, H, H)
     diag = torch.diagonal(_sweep(model.cell, x, basis), dim1=-2, dim2=-1)[:, 6, 2]
     t, k = torch.tensor([[6]]), torch.tensor([[2]])
-    _, gamma = Transport(model.cell.trace(x), order=1, dtype=F64).gamma(t, k, torch.ones(1, 1, dtype=torch.bool))
+    _, gamma = DiagonalTransport(model.cell.trace(x), order=1, dtype=F64).gamma(t, k, torch.ones(1, 1, dtype=torch.bool))
     assert (diag - gamma[:, 0, 0]).abs().max() > 1e-4
 
 

@@ -32,7 +32,7 @@ def _snapshot(tmp_path, model, seed):
               train_config=dict(epochs=8, batch_size=16, grad_clip=1.0, r2_subset=32), snapshot_epochs=[8])
     keys = dict(model=model, optimizer="adamw", seed=seed, epoch="8")
     env, units, _, _ = snapshot_checkpoint(checkpoint=out / "epoch8.pt", data_dir=data, lags=LAGS, order=1,
-                                        windows=0, directions=1, batch_size=64, keep_directions=False,
+                                        times_per_lag=0, directions=1, batch_size=64, keep_directions=False,
                                         keys=keys)
     return env, units
 

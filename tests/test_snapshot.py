@@ -38,7 +38,7 @@ def _setup(name, T=12, B=3, H=4, D=3, K=3, seed=0):
     return model, x, y, y_hat, dirs, rates
 
 
-def naive_psi(model, x, y, y_hat, dirs, rates, lags, windows=0):
+def naive_psi(model, x, y, y_hat, dirs, rates, lags, times_per_lag=0):
     """psi_n(l) (B, L) by loops over lags and receiving times, in float64 (docs/method.md §4-5)."""
     cell = model.cell
     trace = cell.trace(x)
@@ -50,7 +50,7 @@ def naive_psi(model, x, y, y_hat, dirs, rates, lags, windows=0):
     delta = output_error(y_hat, y, model.W_out.detach())
     v = tangents(cell, x, dirs)  # (K, B, T, H), every direction
     T = x.shape[1]
-    t_all, _, mask = receiving_times(torch.as_tensor(lags), T, windows)
+    t_all, _, mask = receiving_times(torch.as_tensor(lags), T, times_per_lag)
     out = torch.zeros(x.shape[0], len(lags), dtype=F64)
     for i, lag in enumerate(lags):
         times = t_all[i][mask[i]].tolist()
@@ -63,9 +63,9 @@ def naive_psi(model, x, y, y_hat, dirs, rates, lags, windows=0):
     return out.numpy()
 
 
-def _probe(model, x, y, y_hat, dirs, rates, lags, windows, keep=False):
+def _probe(model, x, y, y_hat, dirs, rates, lags, times_per_lag, keep=False):
     return probe(model.cell, model.W_out.detach(), [(x, y, y_hat)], lags, lr=1e-3, rates=rates,
-                 windows=windows, directions=dirs, keep_directions=keep)
+                 times_per_lag=times_per_lag, directions=dirs, keep_directions=keep)
 
 
 def _wide(psi, lags):
@@ -77,16 +77,16 @@ def test_psi_averages_every_receiving_time_and_S_sums_every_lag(name):
     model, x, y, y_hat, dirs, rates = _setup(name)
     T, lags = x.shape[1], [1, 3, 6, 9]
     ref = naive_psi(model, x, y, y_hat, dirs, rates, lags)
-    env, _, psi, total = _probe(model, x, y, y_hat, dirs, rates, lags, windows=3)
+    env, _, psi, total = _probe(model, x, y, y_hat, dirs, rates, lags, times_per_lag=3)
     got = _wide(psi, lags)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6 * np.abs(ref).max())
-    # the envelope's 3 windows do not reach psi: the windowed mean is a different number
-    sub = naive_psi(model, x, y, y_hat, dirs, rates, lags, windows=3)
+    # the envelope's 3 receiving times per lag do not reach psi: their mean is a different number
+    sub = naive_psi(model, x, y, y_hat, dirs, rates, lags, times_per_lag=3)
     assert np.abs(got - sub).max() > 1e-2 * np.abs(ref).max()
-    env0, _, psi0, total0 = _probe(model, x, y, y_hat, dirs, rates, lags, windows=0)
+    env0, _, psi0, total0 = _probe(model, x, y, y_hat, dirs, rates, lags, times_per_lag=0)
     np.testing.assert_array_equal(psi0["psi"], psi["psi"])
     np.testing.assert_array_equal(total0["S"], total["S"])
-    assert not np.allclose(env0["f"], env["f"], rtol=1e-3)  # windows do reach the envelope
+    assert not np.allclose(env0["f"], env["f"], rtol=1e-3)  # the subsampled times do reach the envelope
     # S_n: every lag 0..T-1, the instantaneous lag 0 included
     every = naive_psi(model, x, y, y_hat, dirs, rates, list(range(T)))
     assert total["sequence"].tolist() == list(range(x.shape[0]))
@@ -94,7 +94,7 @@ def test_psi_averages_every_receiving_time_and_S_sums_every_lag(name):
     np.testing.assert_allclose(total["S"], every.sum(1), rtol=1e-5, atol=1e-6 * scale.max())
     assert not np.allclose(total["S"], every[:, 1:].sum(1), rtol=1e-5, atol=1e-6 * scale.max())  # lag 0 counts
     # per direction: S is the direction mean of the per-direction sums, psi's average
-    _, _, per_dir, total_k = _probe(model, x, y, y_hat, dirs, rates, lags, windows=3, keep=True)
+    _, _, per_dir, total_k = _probe(model, x, y, y_hat, dirs, rates, lags, times_per_lag=3, keep=True)
     np.testing.assert_allclose(per_dir.groupby(["sequence", "lag"])["psi"].mean().to_numpy(),
                                got.ravel(), rtol=1e-5, atol=1e-6 * np.abs(ref).max())
     np.testing.assert_allclose(total_k["S"], total["S"], rtol=1e-5, atol=1e-6 * scale.max())
@@ -112,7 +112,7 @@ def test_constgate_without_recurrence_closed_form():
     y = torch.randn(4, T, dtype=F64)
     dirs = {n.removeprefix("cell."): d.double() for n, d in random_directions(model, 2, 1).items()
             if n.startswith("cell.")}
-    _, _, psi, total = probe(model.cell, model.W_out.detach(), [(x, y, y_hat)], lags, lr=lr, windows=2,
+    _, _, psi, total = probe(model.cell, model.W_out.detach(), [(x, y, y_hat)], lags, lr=lr, times_per_lag=2,
                              directions=dirs)
     delta = output_error(y_hat, y, model.W_out.detach()).numpy()
     v = tangents(model.cell, x, dirs).mean(0).numpy()
@@ -129,14 +129,14 @@ def test_diverged_checkpoint_gives_nan_total_of_the_same_shape(tmp_path):
     io.save_checkpoint({"diverged": "loss became nan", "model_config": {"hidden": 3}}, tmp_path / "best.pt")
     keys = dict(model="gru", optimizer="sgd", seed=1, epoch="best")
     env, units, psi, total = snapshot_checkpoint(
-        checkpoint=tmp_path / "best.pt", data_dir=tmp_path / "data", lags=[1, 2], order=1, windows=0,
+        checkpoint=tmp_path / "best.pt", data_dir=tmp_path / "data", lags=[1, 2], order=1, times_per_lag=0,
         directions=2, batch_size=8, keep_directions=False, keys=keys)
     assert list(total.columns) == ["model", "optimizer", "seed", "epoch", "transport", "sequence", "S"]
     assert total["sequence"].tolist() == list(range(5)) and total["S"].isna().all()
     assert len(psi) == 2 * 5 and psi["psi"].isna().all()
     for transport, extra in (("diagonal", "f_gates"), ("exact", "f_norm")):
         env_t = snapshot_checkpoint(
-            checkpoint=tmp_path / "best.pt", data_dir=tmp_path / "data", lags=[1, 2], order=1, windows=0,
+            checkpoint=tmp_path / "best.pt", data_dir=tmp_path / "data", lags=[1, 2], order=1, times_per_lag=0,
             directions=2, batch_size=8, keep_directions=False, keys=keys, transport=transport)[0]
         assert set(env_t["transport"]) == {transport} and env_t[[extra, "f_diagonal"]].isna().all().all()
     io.write_table(total, tmp_path / "total.parquet", "total")
@@ -158,7 +158,7 @@ def test_transport_list_keeps_each_transports_rows_as_computed_alone(tmp_path):
                         "model": model.state_dict(), "optimizer_name": "sgd", "optimizer": {},
                         "hparams": {"lr": 0.1}}, tmp_path / "best.pt")
     kw = dict(checkpoint=tmp_path / "best.pt", data_dir=tmp_path / "data", lags=[1, 2, 4], order=1,
-              windows=0, directions=2, batch_size=4, keep_directions=False,
+              times_per_lag=0, directions=2, batch_size=4, keep_directions=False,
               keys=dict(model="gru", optimizer="sgd", seed=1, epoch="best"), exact_sequences=6)
     both = snapshot_checkpoint(**kw, transport=["exact", "diagonal"])
     for name in ("diagonal", "exact"):

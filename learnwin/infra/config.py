@@ -14,6 +14,9 @@ from typing import Any
 
 import yaml
 
+#: Renamed keys still read under their old name: (section, old key, new key).
+RENAMED = (("snapshot", "windows", "times_per_lag"),)
+
 
 class ConfigError(ValueError):
     """A config value is invalid; the message names the key and what is allowed."""
@@ -71,8 +74,32 @@ def transports_of(transport: str | Sequence[str]) -> tuple[str, ...]:
     names = (transport,) if isinstance(transport, str) else tuple(transport)
     bad = [n for n in names if n not in TRANSPORTS]
     if not names or bad:
-        raise ValueError(f"snapshot.transport = {transport!r}; allowed: {', '.join(TRANSPORTS)} or a list of them")
+        raise ConfigError(f"snapshot.transport = {transport!r}; allowed: {', '.join(TRANSPORTS)} or a list of them")
     return tuple(n for n in TRANSPORTS if n in names)
+
+
+def rename_deprecated(config: dict, given: Mapping | None = None) -> list[str]:
+    """Move each renamed key of :data:`RENAMED` found in ``config`` to its new name and return
+    one deprecation message per key moved, naming the new key (the Snakefile prints them:
+    Snakemake does not show Python warnings raised while it parses). Runs before validation.
+
+    ``given`` is the part of ``config`` the user gave (the Snakefile passes the ``--configfile``
+    and ``--config`` values, which Snakemake merges over config/config.yaml, where the new key
+    always stands); the old key given there replaces the new key's value, and both given there
+    raise :class:`ConfigError`. ``given`` None: ``config`` itself.
+    """
+    given = config if given is None else given
+    messages = []
+    for section, old, new in RENAMED:
+        node, user = config.get(section), given.get(section)
+        if not isinstance(node, dict) or old not in node:
+            continue
+        if isinstance(user, Mapping) and old in user and new in user:
+            raise ConfigError(f"{section}.{old} and {section}.{new} are both given: {section}.{old} is "
+                              f"the deprecated name of {section}.{new}; keep only {section}.{new}")
+        messages.append(f"config key {section}.{old} is deprecated: use {section}.{new} (same meaning)")
+        node[new] = node.pop(old)
+    return messages
 
 
 def lag_grid(snapshot: Mapping) -> list[int]:

@@ -11,7 +11,7 @@ mean direction gives it exactly (K times cheaper). Then
 
 averaged over EVERY receiving time t = l..T-1 (no subsampling: the spread of this mean sets
 sigma) and over the K directions (psi is linear in v, so the direction mean is taken on v
-first) gives one sample psi_n(l) per diag sequence and lag. :func:`psi_all_lags` computes it at
+first) gives one sample psi_n(l) per diag sequence and lag. :func:`psi_diagonal` computes it at
 every lag l = 0..T-1 in one pass over lag chunks; the diagnostic grid is a subset of those lags,
 and their sum over l is the lag-independent total S_n of docs/method.md §7b (pooled noise).
 """
@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from torch.func import functional_call, jvp, vmap
 
-from learnwin.probing.envelope import Transport, lag_chunks, receiving_times, take_times
+from learnwin.probing.envelope import DiagonalTransport, lag_chunks, receiving_times, take_times
 
 
 def random_directions(model: torch.nn.Module, K: int, seed: int) -> dict[str, Tensor]:
@@ -81,7 +81,7 @@ def psi_chunk(mu: Tensor, delta: Tensor, v: Tensor, t: Tensor, k: Tensor, mask: 
     return total / mask.sum(-1).clamp_min(1)
 
 
-def psi_all_lags(transport: Transport, lam: Tensor, delta: Tensor, v: Tensor) -> Tensor:
+def psi_diagonal(transport: DiagonalTransport, lam: Tensor, delta: Tensor, v: Tensor) -> Tensor:
     """psi_n(l) at every lag l = 0..T-1, each the mean over every t = l..T-1: (..., B, T) float64.
 
     ``lam`` (B, T, H) is Lambda at each perturbation time, ``delta`` (B, T, H) the output error

@@ -14,9 +14,9 @@ Rejected alternative (measured, benchmarks/envelope.py): Gamma0 factorises throu
 time, so sums over units of a_t Gamma c_k are bilinear and one matrix product per time block
 gives them at every (t, k) pair; |mu| then needs a direct pass over the (sequence, unit) pairs
 whose first-order factor changes sign (41 % of them in a trained LSTM). With every receiving
-time it ran 4.8x faster than this path on an untrained GRU, but with the default 32 windows the
+time it ran 4.8x faster than this path on an untrained GRU, but with the default 32 receiving times per lag the
 snapshot jobs got slower (DiagGate 1.37 s vs 1.02 s), and at the paper's size it would compute
-T^2 = 2.4M pairs per sequence where the grid needs 192 lags x 32 windows (384x fewer).
+T^2 = 2.4M pairs per sequence where the grid needs 192 lags x 32 receiving times (384x fewer).
 
 The adaptive base rate Lambda^(q)(n, k) is the Rayleigh quotient of the per-parameter rate
 matrix (averaged over the cell's H x H recurrent matrices) at the pre-synaptic state h_{k-1};
@@ -80,8 +80,9 @@ def base_rate(presynaptic: Tensor, rates: Tensor | None, lr: float) -> Tensor:
     return torch.where(norm > 0, quotient, rates.mean(1).expand_as(quotient))
 
 
-class Transport:
-    """Prefix sums of one trace, from which Gamma at any set of lags is gathered.
+class DiagonalTransport:
+    """The diagonal transport (docs/method.md §4): prefix sums of one trace, from which Gamma at
+    any set of lags is gathered (the exact one is learnwin.probing.exact_transport, §4b).
 
     The prefix sums are float64. With ``dtype=float32`` (the snapshot path) each prefix sum is
     split into a float32 head and the float32 remainder, and the lag differences are taken on
@@ -129,21 +130,21 @@ def take_times(x: Tensor, idx: Tensor) -> Tensor:
     return out.view(*x.shape[:-2], *idx.shape, x.shape[-1])
 
 
-def receiving_times(lags: Tensor, T: int, windows: int = 0) -> tuple[Tensor, Tensor, Tensor]:
+def receiving_times(lags: Tensor, T: int, times_per_lag: int = 0) -> tuple[Tensor, Tensor, Tensor]:
     """Receiving times t, perturbation times k = t - l and a validity mask, each (L, W).
 
-    ``windows = 0`` uses every t = l..T-1 (W = T). Otherwise each lag uses ``min(windows, T - l)``
-    evenly spaced receiving times in [l, T-1] (W = windows): the "windows t" of docs/method.md §4, which
-    bound the cost of the envelope at long sequences (psi always uses every t, docs/method.md §5).
+    ``times_per_lag = 0`` uses every t = l..T-1 (W = T). Otherwise each lag uses
+    ``min(times_per_lag, T - l)`` evenly spaced receiving times in [l, T-1] (W = times_per_lag,
+    config ``snapshot.times_per_lag``, docs/method.md §4), which bound the cost of the envelope at long sequences (psi always uses every t, docs/method.md §5).
     """
     lags = lags.long()
     n_valid = T - lags  # receiving times available per lag
-    if windows <= 0:
+    if times_per_lag <= 0:
         t = torch.arange(T, device=lags.device)[None, :].expand(len(lags), T)
         mask = t >= lags[:, None]
     else:
-        n = torch.clamp(n_valid, max=windows)
-        i = torch.arange(windows, device=lags.device)[None, :]
+        n = torch.clamp(n_valid, max=times_per_lag)
+        i = torch.arange(times_per_lag, device=lags.device)[None, :]
         t = lags[:, None] + torch.div(i * n_valid[:, None], n[:, None], rounding_mode="floor")
         mask = i < n[:, None]
     t = torch.where(mask, t, lags[:, None])  # masked slots point at a valid index

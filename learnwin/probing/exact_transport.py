@@ -32,7 +32,7 @@ path of :mod:`learnwin.probing.envelope` and :mod:`learnwin.probing.detect`):
   the rows of d h_t / d z_{t-l}; its H x H block on the transported components is called M):
   f_diag_entries(l) = mean sum_q Lambda^q |M_qq| (the quantity the diagonal Gamma approximates)
   and f_norm(l) = mean sqrt(H) ||M diag(Lambda)||_F, on the first ``snapshot.exact_sequences``
-  diag sequences and, per lag, the ``snapshot.windows`` receiving times of the diagonal envelope
+  diag sequences and, per lag, the ``snapshot.times_per_lag`` receiving times of the diagonal envelope
   (:func:`learnwin.probing.envelope.receiving_times`).
 
 Choices (docs/method.md §4b silent):
@@ -189,10 +189,10 @@ def _h_block(values: Tensor, S: int) -> Tensor:
 class ExactAccumulator:
     """Streams batches into the signal envelope and the secondary functionals (docs/method.md §4b)."""
 
-    def __init__(self, lags: Sequence[int], T: int, hidden: int, windows: int):
+    def __init__(self, lags: Sequence[int], T: int, hidden: int, times_per_lag: int):
         self.lags = np.asarray(lags, dtype=np.int64)
         self.T, self.H = T, hidden
-        t, _, mask = receiving_times(torch.as_tensor(self.lags), T, windows)
+        t, _, mask = receiving_times(torch.as_tensor(self.lags), T, times_per_lag)
         sel = torch.zeros(T, T, dtype=torch.float64)  # sel[t, l]: t is a receiving time of lag l
         sel[t[mask], torch.as_tensor(self.lags)[:, None].expand_as(t)[mask]] = 1.0
         # rows[k]: the lags l = t - k (stack rows) of the grid whose receiving times include t

@@ -21,10 +21,10 @@ from learnwin.infra import io
 from learnwin.infra.config import TRANSPORTS, transports_of
 from learnwin.models.cells import build_model
 from learnwin.models.data import load_split
-from learnwin.probing.detect import output_error, psi_all_lags, psi_frame, random_directions, tangents
+from learnwin.probing.detect import output_error, psi_diagonal, psi_frame, random_directions, tangents
 from learnwin.probing.envelope import (
     EnvelopeAccumulator,
-    Transport,
+    DiagonalTransport,
     base_rate,
     lag_chunks,
     rate_matrix,
@@ -43,7 +43,7 @@ def probe(
     lr: float,
     rates: Tensor | None = None,
     order: int = 1,
-    windows: int = 0,
+    times_per_lag: int = 0,
     directions: dict[str, Tensor] | None = None,
     keep_directions: bool = False,
     transport: str | Sequence[str] = "diagonal",
@@ -52,7 +52,7 @@ def probe(
     """Envelope (per lag), units (per unit and lag), psi (per lag and sequence) and total tables.
 
     ``batches`` yields (x (B, T, D), y (B, T), y_hat (B, T)); ``rates`` is the H x H
-    per-parameter rate matrix of an adaptive optimizer (None: Lambda = lr); ``windows`` is
+    per-parameter rate matrix of an adaptive optimizer (None: Lambda = lr); ``times_per_lag`` is
     the number of receiving times per lag of the envelope and per-unit rates (0: all; docs/method.md
     §4); psi always averages over every receiving time (docs/method.md §5). ``directions`` maps cell
     parameter names to (K, *shape) tangent directions (None: empty psi and total). The total
@@ -80,8 +80,8 @@ def probe(
             v = v if keep_directions else v[0]
         psi = {}
         if "diagonal" in names:
-            transport_d = Transport(trace, order)
-            t_all, k_all, mask_all = receiving_times(lag_t.to(x.device), T, windows)
+            transport_d = DiagonalTransport(trace, order)
+            t_all, k_all, mask_all = receiving_times(lag_t.to(x.device), T, times_per_lag)
             start = 0
             for chunk in lag_chunks(lags, B * t_all.shape[1] * H):
                 idx = slice(start, start + len(chunk))
@@ -90,10 +90,10 @@ def probe(
                 g0, g = transport_d.gamma(t, k, mask)
                 diag.add(idx, g0, g, take_times(lam.float(), k), mask, order)
             if v is not None:
-                psi["diagonal"] = psi_all_lags(transport_d, lam.float(), delta.float(), v[..., -H:].float())
+                psi["diagonal"] = psi_diagonal(transport_d, lam.float(), delta.float(), v[..., -H:].float())
         if "exact" in names:
             if exact is None:
-                exact = ExactAccumulator(lags, T, H, windows)
+                exact = ExactAccumulator(lags, T, H, times_per_lag)
             z = full_state(cell)(trace.hidden, trace.transported)
             n_matrix = min(B, max(0, exact_sequences - offset))
             psi_x = add_batch(exact, cell, x, z, lam.to(x.dtype), delta.to(x.dtype),
@@ -138,7 +138,7 @@ def snapshot_checkpoint(
     data_dir: str | Path,
     lags: Sequence[int],
     order: int,
-    windows: int,
+    times_per_lag: int,
     directions: int,
     batch_size: int,
     keep_directions: bool,
@@ -179,7 +179,7 @@ def snapshot_checkpoint(
 
     lr, w_out = state["hparams"]["lr"], model.W_out.detach()
     env, units, psi, total = probe(cell, w_out, batches(), lags, lr=lr, rates=rates, order=order,
-                                   windows=windows, directions=cell_dirs, keep_directions=keep_directions,
+                                   times_per_lag=times_per_lag, directions=cell_dirs, keep_directions=keep_directions,
                                    transport=TRANSPORTS if "exact" in names else names,
                                    exact_sequences=exact_sequences)
     return _with_keys(_listed((env, units, psi, total), names), keys)
@@ -230,7 +230,7 @@ def _nan_tables(lags: Sequence[int], hidden: int, n_seq: int, names: tuple[str, 
         if name == "diagonal":
             env, units = EnvelopeAccumulator(lags, hidden, lr=1.0).tables(order=1)
         else:
-            env, units = ExactAccumulator(lags, max(lags) + 1, hidden, windows=0).tables()
+            env, units = ExactAccumulator(lags, max(lags) + 1, hidden, times_per_lag=0).tables()
         env[env.columns.drop("lag")] = np.nan
         units[["mu_abs", "tau"]] = np.nan
         psi = psi_frame(np.full((n_seq, len(lags)), np.nan), lags, 0)
