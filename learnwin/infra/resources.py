@@ -1,4 +1,4 @@
-"""Memory and wall-time requests of the workflow's jobs, as functions of the config size.
+"""RAM (``mem_mb``) and wall-time requests of the workflow's jobs, as functions of the config size.
 
 Snakemake passes them to SLURM (``mem_mb``, ``runtime`` in minutes); a local run ignores them.
 Each takes the resolved config (schema defaults applied).
@@ -111,9 +111,9 @@ def snapshot_mem_mb(cfg: Mapping) -> int:
     t, s, h = cfg["task"], cfg["snapshot"], cfg["model"]["hidden"]
     batch = min(s["batch_size"], t["n_diag"])
     tangents = (s["directions"] + 2) * batch * t["T"] * h * 4
-    memory_batch = min(batch, s["memory_sequences"])
-    memory_curve = min(memory_curve_bytes(memory_batch, t["T"], h, t["T"]), MEMORY_CURVE_BYTES)
-    return _mb(max(tangents + 8 * 8 * (1 << 22), memory_curve), base=1200)
+    curve_batch = min(batch, s["memory_sequences"])
+    curve = min(memory_curve_bytes(curve_batch, t["T"], h, t["T"]), MEMORY_CURVE_BYTES)
+    return _mb(max(tangents + 8 * 8 * (1 << 22), curve), base=1200)
 
 
 def recovery_arms(cfg: Mapping) -> dict[str, dict]:

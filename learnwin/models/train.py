@@ -69,7 +69,7 @@ def r2_score(mse: float, y_var: float) -> float:
     return 1.0 - mse / y_var if y_var > 0 else float("nan")
 
 
-EVAL_BATCH = 256  # sequences per evaluation forward pass: bounds memory (evaluation alone runs 3x
+EVAL_BATCH = 256  # sequences per evaluation forward pass: bounds RAM (evaluation alone runs 3x
 # faster than at batch 32; whole epochs of the default run did not change measurably)
 
 

@@ -87,7 +87,7 @@ def psi_diagonal(transport: DiagonalTransport, lam: Tensor, delta: Tensor, v: Te
     ``lam`` (B, T, H) is Lambda at each perturbation time, ``delta`` (B, T, H) the output error
     and ``v`` (..., B, T, H) the tangents, all in the transport's dtype (docs/method.md §5). Lag 0 is
     the instantaneous term mu_{t,0} = Lambda(n, t) e_t. Lags come in chunks of contiguous lags
-    [a, b) that share the receiving times t = a..T-1, sized by :func:`lag_chunks` to bound memory.
+    [a, b) that share the receiving times t = a..T-1, sized by :func:`lag_chunks` to bound RAM.
     """
     B, T, H = lam.shape
     lags = torch.arange(T, device=lam.device)

@@ -8,7 +8,7 @@ The transport factor over the steps j = k+1..k+l is
 (order 0: Gamma0 alone; e = 1 except for the LSTM's receiving end). Every lag comes from
 one pass: prefix sums over time of log lambda (float64, lambda clamped to [1e-12, 1]) and of
 r / lambda, so Gamma_{t-l,l} for all lags is a difference of two gathered prefix sums. Lags are
-processed in chunks only to bound memory; there is no loop over single lags or time steps.
+processed in chunks only to bound RAM; there is no loop over single lags or time steps.
 
 Rejected alternative (measured, benchmarks/envelope.py): Gamma0 factorises through a reference
 time, so sums over units of a_t Gamma c_k are bilinear and one matrix product per time block

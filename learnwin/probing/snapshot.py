@@ -4,7 +4,7 @@
 (``trace``, ``forward -> (hidden, transported)``, ``hidden_size``) plus a readout weight, so a
 user's own gated cell can be measured without the workflow. :func:`snapshot_checkpoint` is the
 workflow stage: it rebuilds a trained model and its optimizer state from a checkpoint and
-streams the diag split through :func:`probe` in batches, so memory is bounded by the batch.
+streams the diag split through :func:`probe` in batches, so RAM is bounded by the batch.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Two estimators, one selection rule:
   order statistics of n uniform draws of the indices 0..n-1 are floor(n U_(k)) with
   U_(k) = S_k / S_(n+1), S the partial sums of n + 1 standard exponentials (so the needed ones
   come from one (B, m) gamma draw of the spacings). This has the distribution of the (B, n)
-  index-draw bootstrap at O(B) memory and time instead of O(B n) (400 MB at n = 1e5, B = 500).
+  index-draw bootstrap at O(B) RAM and time instead of O(B n) (400 MB at n = 1e5, B = 500).
 
 Selection (docs/method.md §6): ECF when it succeeded and the sample is reliable; else the McCulloch
 bootstrap median when its CI width < ``ci_width_max``; else alpha = 2 (method ``default``,

@@ -40,7 +40,7 @@ Choices where docs/method.md is silent:
   per_lag, of S for pooled): the fitted sigma is ECF's, too slow to refit B x L times, and at a
   fixed alpha the stable scale is proportional to the IQR (McCulloch's sigma = IQR / (2
   q75(alpha))). Resamples whose y is not finite at every lag are dropped. Vectorised over
-  resamples and lags (chunks of resamples bound the memory).
+  resamples and lags (chunks of resamples bound the RAM).
 * Transports (docs/method.md §4b): psi, alpha, envelope and total of both transports in one
   snapshot give each its own block of rows (column ``transport``, before ``noise``), with the same
   bootstrap seeds; a table without the column is one diagonal snapshot.
