@@ -45,7 +45,7 @@ TIMING_COLUMNS = {"seconds"}
 SMOKE_SLICE = {"models": ["gru"], "optimizers": ["adamw"]}
 # Rules that must never reach SLURM (the workflow declares them `localrules`).
 LOCAL_RULE_PATTERN = re.compile(
-    r"^(plot_\w+|aggregate_window|fit_decay|write_summary|write_provenance|check_training)$")
+    r"^(plot_\w+|aggregate_stats|fit_decay|write_summary|write_provenance|check_training)$")
 
 
 def _has_slurm_plugin() -> bool:
@@ -146,7 +146,7 @@ def expected_job_counts(config: dict) -> dict[str, int]:
         "fit_alpha": runs * epochs,
         "compute_window": runs * epochs,
         "fit_decay": optimizers * models * epochs,  # decay/{optimizer}/{model}/epoch{E}
-        "aggregate_window": 1,  # stats/*
+        "aggregate_stats": 1,  # stats/*
         "write_summary": 1,
         "write_provenance": 1,
     }

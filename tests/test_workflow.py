@@ -85,9 +85,9 @@ def test_two_runs_give_identical_parquet(smoke_run, tmp_path):
 
 
 @pytest.mark.parametrize("section, change, allowed", [
-    ("alpha", {"bootstrap": 60}, {"fit_alpha", "compute_window", "aggregate_window"}),
+    ("alpha", {"bootstrap": 60}, {"fit_alpha", "compute_window", "aggregate_stats"}),
     ("optim", {"sgd": {"lr": 0.02}}, {"train_model", "check_training", "take_snapshot",
-                                      "fit_alpha", "compute_window", "fit_decay", "aggregate_window"}),
+                                      "fit_alpha", "compute_window", "fit_decay", "aggregate_stats"}),
 ])
 def test_changing_a_section_reruns_only_what_depends_on_it(smoke_run, section, change, allowed):
     cfg = yaml.safe_load((smoke_run / "config" / "smoke.yaml").read_text())

@@ -5,7 +5,7 @@
 
 localrules:
     fit_decay,
-    aggregate_window,
+    aggregate_stats,
 
 
 rule fit_alpha:
@@ -81,7 +81,7 @@ rule fit_decay:
 DECAY_TARGETS = expand(DECAY, optimizer=OPTIMIZERS, model=MODELS, epoch=SNAPSHOT_EPOCHS)
 
 
-rule aggregate_window:
+rule aggregate_stats:
     input:
         H_N=snapshots("H_N.parquet"),
         window=snapshots("window.parquet"),
@@ -91,9 +91,9 @@ rule aggregate_window:
     output:
         **STATS,
     log:
-        f"{LOGS}/aggregate_window/aggregate_window.log",
+        f"{LOGS}/aggregate_stats/aggregate_stats.log",
     benchmark:
-        f"{BENCH}/aggregate_window/aggregate_window.tsv"
+        f"{BENCH}/aggregate_stats/aggregate_stats.tsv"
     conda:
         ENV
     threads: 1
@@ -103,7 +103,7 @@ rule aggregate_window:
     params:
         window=section("window"),
     script:
-        "../scripts/aggregate_window.py"
+        "../scripts/aggregate_stats.py"
 
 
 ALPHA_TARGETS = snapshots("alpha.parquet")
