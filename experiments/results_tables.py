@@ -33,7 +33,6 @@ from learnwin.stats.claims import (
     markdown,
     mean_sd,
     number,
-    with_noise,
 )
 
 KEYS = ["model", "optimizer"]
@@ -183,7 +182,7 @@ def tables(results: str | Path, epoch: str = "best") -> str:
     runs = run_keys(results)[0]
 
     def in_run(table):
-        return _ordered(with_noise(at_epoch(table, epoch)).merge(runs[KEYS].drop_duplicates()))
+        return _ordered(at_epoch(table, epoch).merge(runs[KEYS].drop_duplicates()))
 
     H_agg = in_run(io.read_table(layout.under(results, layout.STATS["H_N_agg"]), "H_N"))
     master = in_run(io.read_table(layout.under(results, layout.STATS["master"]), "master").merge(runs[[*KEYS, "seed"]]))

@@ -341,7 +341,7 @@ def test_window_seed_from_the_run_seed_as_the_workflow(tmp_path):
     for artifact, table in zip(ARTIFACTS, lib):
         write_table(table, tmp_path / f"lib_{artifact}.parquet", artifact)
         assert pq.read_table(out[artifact]).equals(pq.read_table(tmp_path / f"lib_{artifact}.parquet")), artifact
-    assert W.run_seed(psi) == 2 + W.SEED_OFFSET
+    assert W.bootstrap_seed(psi) == 2 + W.SEED_OFFSET
     pd.testing.assert_frame_equal(lib[2], W.window_table(psi, alpha_df, env, **cfg, seed=2 + 7000)[2])
     other = W.window_table(psi, alpha_df, env, **cfg, seed=0)[2]
     assert other["slope_lo"].iloc[0] != lib[2]["slope_lo"].iloc[0]

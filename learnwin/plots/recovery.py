@@ -18,8 +18,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from learnwin.plots.style import MODEL_COLORS, PANEL_H, draw_band, no_data, saved, seed_band
+from learnwin.stats.window import PER_LAG, POOLED
 
-NOISE_STYLE = {"per_lag": "--", "pooled": ":"}
+NOISE_STYLE = {PER_LAG: "--", POOLED: ":"}
 
 
 def _panels(models, height=PANEL_H):

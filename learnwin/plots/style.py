@@ -86,9 +86,13 @@ def subplots(nrows: int, ncols: int, height: float = PANEL_H) -> tuple[Figure, n
 
 def noise_rows(df: pd.DataFrame, optimizers: Sequence[str]) -> list[tuple[str, str]]:
     """One panel row per (optimizer, noise definition) found in ``df`` (docs/method.md §7b); the
-    definitions in the order of :data:`learnwin.stats.window.NOISES`, per_lag alone when none."""
-    found = set(df["noise"].astype(str)) if "noise" in df and len(df) else set()
-    noises = [n for n in NOISES if n in found] or ["per_lag"]
+    definitions in the order of :data:`learnwin.stats.window.NOISES`. A table without rows gets
+    one row per optimizer (its first definition, drawn as "no data"); one without a ``noise``
+    column is an error."""
+    if "noise" not in df:
+        raise ValueError(f"no 'noise' column (one of {list(NOISES)}) in a table of columns {list(df.columns)}")
+    found = set(df["noise"].astype(str))
+    noises = [n for n in NOISES if n in found] or list(NOISES[:1])
     return [(opt, noise) for opt in optimizers for noise in noises]
 
 

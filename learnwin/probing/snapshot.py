@@ -23,8 +23,8 @@ from learnwin.models.cells import build_model
 from learnwin.models.data import load_split
 from learnwin.probing.detect import output_error, psi_diagonal, psi_frame, random_directions, tangents
 from learnwin.probing.envelope import (
-    EnvelopeAccumulator,
     DiagonalTransport,
+    EnvelopeAccumulator,
     base_rate,
     lag_chunks,
     rate_matrix,

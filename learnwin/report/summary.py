@@ -24,7 +24,7 @@ from learnwin.infra.config import TRANSPORTS
 from learnwin.infra.io import atomic_path, write_table
 from learnwin.report.formatting import SCALE_NAME, fmt
 from learnwin.stats.decay import primary
-from learnwin.stats.window import with_transport
+from learnwin.stats.window import NOISES, with_transport
 
 KEYS = ["model", "optimizer", "seed"]
 ROW = [*KEYS, "transport"]  # one summary row per run and transport (docs/method.md §4b)
@@ -131,8 +131,8 @@ def build_summary(
 
 
 def _noise_order(noise: str) -> tuple:
-    """per_lag first, pooled second, anything else after (docs/method.md §7b)."""
-    return (("per_lag", "pooled").index(noise) if noise in ("per_lag", "pooled") else 2, noise)
+    """The order of :data:`learnwin.stats.window.NOISES`, anything else after (docs/method.md §7b)."""
+    return (NOISES.index(noise) if noise in NOISES else len(NOISES), noise)
 
 
 def reading(

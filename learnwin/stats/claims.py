@@ -29,7 +29,7 @@ Per-seed measurements (:func:`measure`, one table per claim):
 - (d) master law: the per-seed slope and its 95 % CI (master.parquet); holds when the CI covers 1.
 
 H_N and the master law are measured per noise definition (column ``noise`` of H_N.parquet and
-master.parquet, docs/method.md §7b; a table without it is ``per_lag``). :func:`claim_table` gives one
+master.parquet, docs/method.md §7b; a table without it is an error). :func:`claim_table` gives one
 verdict per (claim, check, model, optimizer, noise, transport, functional) from the files
 :func:`inputs` lists (the claims rule reads exactly those). ``transport`` and ``functional`` name
 the envelope measured (learnwin.stats.decay.FUNCTIONALS; docs/method.md §4b): (a) and (c)'s
@@ -55,7 +55,7 @@ import pandas as pd
 from learnwin.infra import io, layout
 from learnwin.models.cells import Column
 from learnwin.stats.decay import FUNCTIONALS, PRIMARY, ols
-from learnwin.stats.window import with_transport
+from learnwin.stats.window import NOISES, with_transport
 
 POWER_FAMILY = ("power", "log", "power_floor", "log_floor")
 #: The paper's expectations per model: live views of the registry (learnwin.models.cells.CellSpec);
@@ -141,7 +141,7 @@ def growth_law(N, H, lag_max: float) -> dict:
 def window_growth(H_N: pd.DataFrame, lag_max: float) -> pd.DataFrame:
     """(b) :func:`growth_law` per (model, optimizer, seed, noise, transport, functional) of an
     H_N.parquet table."""
-    H_N = with_functional(with_noise(H_N))
+    H_N = with_functional(require_noise(H_N, "H_N table"))
     keys = [*RUN, "noise", *SCOPE]
     rows = [{**dict(zip(keys, key)), **growth_law(g["N"], g["H_N"], lag_max)}
             for key, g in H_N.sort_values("N").groupby(keys)]
@@ -176,9 +176,13 @@ def decay_length(lag, f) -> float:
     return -1.0 / slope if slope < 0 else float("inf")
 
 
-def with_noise(table: pd.DataFrame) -> pd.DataFrame:
-    """The table with a ``noise`` column (``per_lag`` when the artifact predates docs/method.md §7b)."""
-    return table if "noise" in table.columns else table.assign(noise="per_lag")
+def require_noise(table: pd.DataFrame, name: str) -> pd.DataFrame:
+    """``table`` itself; a :class:`ValueError` naming it when it has no ``noise`` column (one of
+    :data:`learnwin.stats.window.NOISES`, docs/method.md §7b). Artifacts read with io.read_table
+    have it: their schema version postdates the noise definitions."""
+    if "noise" not in table.columns:
+        raise ValueError(f"{name}: no 'noise' column (one of {list(NOISES)}, docs/method.md §7b)")
+    return table
 
 
 def with_functional(table: pd.DataFrame) -> pd.DataFrame:
@@ -266,7 +270,7 @@ def measure(tables: Mapping[str, pd.DataFrame], epoch="best") -> dict[str, pd.Da
                           tau_env=decay_length(g["lag"], g[column]), val_r2=float(val_r2.get((m, o, s), np.nan)))
                      for (m, o, s), g in e.groupby(RUN, sort=False)]
     H_N = with_functional(at_epoch(tables["H_N"], epoch).merge(runs))
-    master = with_functional(with_noise(at_epoch(tables["master"], epoch).merge(runs)))
+    master = with_functional(require_noise(at_epoch(tables["master"], epoch).merge(runs), "master table"))
     return dict(a=envelope_weights(tables["decay"]), b=window_growth(H_N, float(env["lag"].max())),
                 c=pd.DataFrame(rows, columns=[*RUN, *SCOPE, "log_tau_iqr", "tau_env", "val_r2"]),
                 d=master[[*RUN, "noise", *SCOPE, "slope", "slope_lo", "slope_hi"]].reset_index(drop=True))

@@ -23,7 +23,7 @@ import pandas as pd
 from scipy import stats
 
 from learnwin.stats.decay import predict_window, primary
-from learnwin.stats.window import with_transport
+from learnwin.stats.window import PER_LAG, POOLED, with_transport
 
 EPS_GRID = np.geomspace(1e-2, 1e4, 241)
 
@@ -123,7 +123,7 @@ def holm(p) -> np.ndarray:
 
 
 #: The variants (transport, noise) named primary before the comparison (docs/method.md §10).
-PRIMARY = (("diagonal", "per_lag"), ("exact", "pooled"))
+PRIMARY = (("diagonal", PER_LAG), ("exact", POOLED))
 
 
 def variant_inputs(h_n_agg: pd.DataFrame, decay: pd.DataFrame, *, optimizer: str, epoch: str) -> pd.DataFrame:

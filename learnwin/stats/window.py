@@ -66,15 +66,17 @@ from learnwin.stats.decay import ols, predict_window, primary
 
 RUN_KEYS = ("model", "optimizer", "seed", "epoch")
 AGG_KEYS = ["model", "optimizer", "epoch"]
-NOISES = ("per_lag", "pooled")
+PER_LAG, POOLED = "per_lag", "pooled"
+#: The noise definitions of docs/method.md §7b (values of ``window.noise`` and of the ``noise`` columns).
+NOISES = (PER_LAG, POOLED)
 SIGNIFICANCE_SE = 2.0  # |mean| > 2 standard errors
 CHUNK_ELEMENTS = 4_000_000  # resampled values held at once in the bootstrap
 SEED_OFFSET = 7_000  # sequence-bootstrap seed of a snapshot = run seed + SEED_OFFSET
 
 
-def run_seed(psi: pd.DataFrame) -> int:
-    """The workflow's bootstrap seed of one snapshot: its run seed (psi's ``seed`` column) +
-    :data:`SEED_OFFSET`."""
+def bootstrap_seed(psi: pd.DataFrame) -> int:
+    """The workflow's sequence-bootstrap seed of one snapshot (docs/method.md §7): its run seed
+    (psi's ``seed`` column) + :data:`SEED_OFFSET`."""
     runs = psi["seed"].unique() if "seed" in psi.columns else []
     if len(runs) != 1:
         raise ValueError(f"window_table: psi holds run seeds {list(runs)}; give one run or pass seed=")
@@ -205,14 +207,84 @@ def exponents(log_f, log_m, log_sigma, *, boot_log_m, boot_log_sigma) -> dict:
     return out
 
 
+def check_noise(noise: Sequence[str], total, alpha_fit) -> None:
+    """Reject an unknown or empty ``window.noise``, and pooled without its inputs (docs/method.md §7b)."""
+    bad = sorted(set(noise) - set(NOISES))
+    if bad or not len(noise):
+        raise ValueError(f"window.noise = {list(noise)}: allowed values {list(NOISES)}, at least one")
+    if POOLED in noise and (total is None or alpha_fit is None):
+        raise ValueError(f"window.noise has {POOLED!r} but no total.parquet (S_n) or no alpha section was given")
+
+
+def lag_inputs(psi: pd.DataFrame, alpha: pd.DataFrame, envelope: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per lag (sorted): sigma, alpha, reliable (alpha.parquet), f (envelope), m = |mean_n psi_n(l)|
+    and ``significant``; and psi as a (lag x sequence) frame in that lag order (docs/method.md §7)."""
+    wide = per_sequence(psi).pivot(index="lag", columns="sequence", values="psi").sort_index()
+    P = wide.to_numpy(float)  # (lags, sequences)
+    lags = (
+        alpha[["lag", "sigma", "alpha", "reliable"]]
+        .merge(envelope[["lag", "f"]], on="lag")
+        .merge(pd.DataFrame({"lag": wide.index, "m": np.abs(P.mean(axis=1)),
+                             "significant": significant(P)}), on="lag")
+        .sort_values("lag", ignore_index=True)
+    )
+    return lags, wide.loc[lags["lag"]]
+
+
+def resample(P: np.ndarray, S: np.ndarray | None, bootstrap: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sequence bootstrap of docs/method.md §7 (choices above): |m| per (resample, lag) and the
+    IQR ratios per (resample, lag [, S]), one draw of sequence ids for psi and S, from
+    ``default_rng([seed, 0])``."""
+    X = P if S is None else np.vstack([P, S[None, :]])
+    boot_m, ratio = bootstrap_sequences(X, int(bootstrap), np.random.default_rng([int(seed), 0]))
+    return np.abs(boot_m[:, : len(P)]), ratio
+
+
 def _noise_inputs(noise, lags, S, alpha_fit, seed, ratio, L):
-    """(sigma, alpha, reliable) per lag and sigma per (resample, lag) of one noise definition."""
-    if noise == "per_lag":
+    """(sigma, alpha, reliable) per lag and sigma per (resample, lag) of one noise definition
+    (docs/method.md §7b)."""
+    if noise == PER_LAG:
         sigma = lags["sigma"].to_numpy(float)
         return sigma, lags["alpha"].to_numpy(float), lags["reliable"].to_numpy(bool), sigma * ratio[:, :L]
     fit = fit_sample(S, **alpha_fit, seed=[int(seed), 1])
     sigma = np.full(L, fit.sigma)
     return sigma, np.full(L, fit.alpha), np.full(L, fit.reliable), fit.sigma * ratio[:, L:L + 1] * np.ones(L)
+
+
+def noise_tables(name: str, lags: pd.DataFrame, inputs: tuple, boot_m: np.ndarray, *, eps: float,
+                 N: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame, dict, dict]:
+    """window rows, H_N rows, the master-law row and the exponents row of one noise definition
+    (docs/method.md §7, §7b); ``inputs`` = (sigma, alpha, reliable, boot_sigma) of :func:`_noise_inputs`."""
+    sigma, a, reliable, boot_sigma = inputs
+    L, G = len(lags), N.size
+    f, m, sig_lag = (lags[c].to_numpy(t) for c, t in (("f", float), ("m", float), ("significant", bool)))
+    kap = kappa_of(a)
+    sc = sample_complexity(f, m, sigma, a, eps=eps, N_grid=N)
+    window = pd.DataFrame(
+        {
+            "noise": name,
+            "lag": np.repeat(lags["lag"].to_numpy(), G),
+            "N": np.tile(N, L),
+            **{k: np.repeat(v, G) for k, v in dict(
+                f=f, m=m, sigma=sigma, alpha=a, kappa=kap, reliable=reliable, significant=sig_lag).items()},
+            "snr": sc["snr"].ravel(),
+            "N_hat": np.repeat(sc["N_hat"], G),
+            "N_star": np.repeat(sc["N_star"], G),
+            "detected": sc["detected"].ravel(),
+            "eps_th": sc["eps_th"].ravel(),
+        }
+    )
+    h_n = pd.DataFrame({"noise": name, "N": N, "H_N": learnability_window(lags["lag"], sc["N_hat"], N)})
+    x, y, ok = master_points(f, kap, sc["N_star"], significant=sig_lag, reliable=reliable)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot_y = np.log(n_star(boot_m, boot_sigma, a, eps))
+        log_f, boot_log_m, boot_log_s = np.log(f[ok]), np.log(boot_m[:, ok]), np.log(boot_sigma[:, ok])
+        log_m, log_s = np.log(m[ok]), np.log(sigma[ok])
+    counts = dict(n_significant=int(sig_lag.sum()))
+    master = {"noise": name, **master_law(x[ok], y[ok], boot_y=boot_y[:, ok]), **counts}
+    expo = {"noise": name, **exponents(log_f, log_m, log_s, boot_log_m=boot_log_m, boot_log_sigma=boot_log_s),
+            **counts}
+    return window, h_n, master, expo
 
 
 def window_table(
@@ -234,15 +306,10 @@ def window_table(
     (total.parquet) and ``alpha_fit`` (the alpha config section, keywords of
     :func:`learnwin.stats.alpha.fit_sample`, for the S fit) are needed for ``pooled``. The sequence
     bootstrap draws from ``default_rng([seed, 0])``, the S fit is seeded [seed, 1], under every
-    transport; ``seed`` None (the workflow's call) = the run seed of psi's ``seed`` column +
-    :data:`SEED_OFFSET`."""
-    bad = sorted(set(noise) - set(NOISES))
-    if bad or not len(noise):
-        raise ValueError(f"window.noise = {list(noise)}: allowed values {list(NOISES)}, at least one")
-    if "pooled" in noise and (total is None or alpha_fit is None):
-        raise ValueError("window.noise has 'pooled' but no total.parquet (S_n) or no alpha section was given")
+    transport; ``seed`` None (the workflow's call) = :func:`bootstrap_seed` of psi."""
+    check_noise(noise, total, alpha_fit)
     if seed is None:
-        seed = run_seed(psi)
+        seed = bootstrap_seed(psi)
     kw = dict(eps=eps, N_grid=N_grid, noise=noise, bootstrap=bootstrap, seed=seed, alpha_fit=alpha_fit)
     if "transport" not in psi.columns:
         return _window_one(psi, alpha, envelope, total, **kw)
@@ -261,59 +328,20 @@ def _with_transport(df: pd.DataFrame, name: str) -> pd.DataFrame:
 
 
 def _window_one(psi, alpha, envelope, total, *, eps, N_grid, noise, bootstrap, seed, alpha_fit):
-    """:func:`window_table` of one transport's rows."""
-    psi = per_sequence(psi)
+    """:func:`window_table` of one transport's rows: its steps in order."""
     keys = {c: psi[c].iloc[0] for c in RUN_KEYS if c in psi.columns and len(psi)}
-    wide = psi.pivot(index="lag", columns="sequence", values="psi").sort_index()
-    P = wide.to_numpy(float)  # (lags, sequences)
-    lags = (
-        alpha[["lag", "sigma", "alpha", "reliable"]]
-        .merge(envelope[["lag", "f"]], on="lag")
-        .merge(pd.DataFrame({"lag": wide.index, "m": np.abs(P.mean(axis=1)),
-                             "significant": significant(P)}), on="lag")
-        .sort_values("lag", ignore_index=True)
-    )
-    P = wide.loc[lags["lag"]].to_numpy(float)
-    S = None
-    X = P
-    if "pooled" in noise:
-        S = total.set_index("sequence")["S"].reindex(wide.columns).to_numpy(float)
-        X = np.vstack([P, S[None, :]])
-    boot_m, ratio = bootstrap_sequences(X, int(bootstrap), np.random.default_rng([int(seed), 0]))
-    boot_m = np.abs(boot_m[:, : len(lags)])
+    lags, wide = lag_inputs(psi, alpha, envelope)
+    S = total.set_index("sequence")["S"].reindex(wide.columns).to_numpy(float) if POOLED in noise else None
+    boot_m, ratio = resample(wide.to_numpy(float), S, bootstrap, seed)
     N = np.asarray(N_grid, dtype=np.int64)
-    L, G = len(lags), N.size
-    f, m, sig_lag = (lags[c].to_numpy(t) for c, t in (("f", float), ("m", float), ("significant", bool)))
-    windows, h_ns, masters, exps = [], [], [], []
-    for name in noise:
-        sigma, a, reliable, boot_sigma = _noise_inputs(name, lags, S, alpha_fit, seed, ratio, L)
-        kap = kappa_of(a)
-        sc = sample_complexity(f, m, sigma, a, eps=eps, N_grid=N)
-        window = pd.DataFrame(
-            {
-                "noise": name,
-                "lag": np.repeat(lags["lag"].to_numpy(), G),
-                "N": np.tile(N, L),
-                **{k: np.repeat(v, G) for k, v in dict(
-                    f=f, m=m, sigma=sigma, alpha=a, kappa=kap, reliable=reliable, significant=sig_lag).items()},
-                "snr": sc["snr"].ravel(),
-                "N_hat": np.repeat(sc["N_hat"], G),
-                "N_star": np.repeat(sc["N_star"], G),
-                "detected": sc["detected"].ravel(),
-                "eps_th": sc["eps_th"].ravel(),
-            }
-        )
-        windows.append(window)
-        h_ns.append(pd.DataFrame({"noise": name, "N": N, "H_N": learnability_window(lags["lag"], sc["N_hat"], N)}))
-        x, y, ok = master_points(f, kap, sc["N_star"], significant=sig_lag, reliable=reliable)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            boot_y = np.log(n_star(boot_m, boot_sigma, a, eps))
-            log_f, boot_log_m, boot_log_s = np.log(f[ok]), np.log(boot_m[:, ok]), np.log(boot_sigma[:, ok])
-            log_m, log_s = np.log(m[ok]), np.log(sigma[ok])
-        counts = dict(n_significant=int(sig_lag.sum()))
-        masters.append({"noise": name, **master_law(x[ok], y[ok], boot_y=boot_y[:, ok]), **counts})
-        exps.append({"noise": name, **exponents(log_f, log_m, log_s, boot_log_m=boot_log_m,
-                                                 boot_log_sigma=boot_log_s), **counts})
+    blocks = [noise_tables(name, lags, _noise_inputs(name, lags, S, alpha_fit, seed, ratio, len(lags)), boot_m,
+                           eps=eps, N=N) for name in noise]
+    return _snapshot_frames(*(list(b) for b in zip(*blocks)), keys)
+
+
+def _snapshot_frames(windows, h_ns, masters, exps, keys: dict):
+    """The four tables of one snapshot: run-key columns first, fixed column order and dtypes
+    (docs/artifacts.md)."""
     frames = []
     for df in (pd.concat(windows, ignore_index=True), pd.concat(h_ns, ignore_index=True),
                pd.DataFrame(masters), pd.DataFrame(exps)):
