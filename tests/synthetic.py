@@ -196,8 +196,9 @@ def _decay(opt: str, model: str, epoch: str) -> pd.DataFrame:
                     scale=tau if law == "exp" else 1.0,
                     scale_lo=0.9 * tau if law == "exp" else 0.8,
                     scale_hi=1.1 * tau if law == "exp" else 1.2,
-                    extra=np.nan,
+                    l_c=np.nan,
                     k=np.nan,
+                    floor=np.nan,
                 )
             )
     return pd.DataFrame(rows)

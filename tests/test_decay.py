@@ -43,18 +43,23 @@ def test_recovery_confusion():
 
 
 @pytest.mark.parametrize(
-    "law, scale, extra",
+    "law, scale, floor",
     [("exp", 12.0, np.nan), ("power", 1.5, np.nan), ("log", 3.0, np.nan), ("power_floor", 2.0, 5e-4)],
 )
-def test_exact_curve_parameters(law, scale, extra):
+def test_exact_curve_parameters(law, scale, floor):
     fit = D.fit_curve(LAG, TRUE[law](LAG), **(DECAY | {"bootstrap": 50}), seed=0).set_index("law")
     row = fit.loc[law]
     assert row["selected"] and not row["ambiguous"] and row["weight"] > 0.99
     assert row["A"] == pytest.approx(1.0, rel=1e-6) and row["scale"] == pytest.approx(scale, rel=1e-6)
     assert row["r2"] == pytest.approx(1.0, abs=1e-9)
     assert row["lag_min"] == 4 and row["lag_max"] == 64
-    if np.isfinite(extra):
-        assert row["extra"] == pytest.approx(extra, rel=1e-4)
+    if np.isfinite(floor):
+        assert row["floor"] == pytest.approx(floor, rel=1e-4)
+    # each law's own columns: l_c and k for tempered, floor for the floor laws, NaN elsewhere
+    assert fit.loc["tempered", ["l_c", "k"]].notna().all() and np.isnan(fit.loc["tempered", "floor"])
+    floors = fit.index.str.endswith("_floor")
+    assert fit.loc[floors, "floor"].notna().all() and fit.loc[~floors & (fit.index != "tempered"), "floor"].isna().all()
+    assert fit.loc[fit.index != "tempered", ["l_c", "k"]].isna().all().all()
 
 
 def test_block_bootstrap_ci_covers_truth():
@@ -72,8 +77,8 @@ def test_window_and_trim():
     assert not short["selected"].any() and short["flag"].str.contains("min_points").all()
 
 
-def row(law, A=1.0, scale=1.0, extra=np.nan, k=np.nan, lag_min=1.0, lag_max=64.0):
-    return pd.Series(dict(law=law, A=A, scale=scale, extra=extra, k=k, lag_min=lag_min, lag_max=lag_max))
+def row(law, A=1.0, scale=1.0, l_c=np.nan, k=np.nan, floor=np.nan, lag_min=1.0, lag_max=64.0):
+    return pd.Series(dict(law=law, A=A, scale=scale, l_c=l_c, k=k, floor=floor, lag_min=lag_min, lag_max=lag_max))
 
 
 def test_predict_window_closed_forms():
@@ -87,9 +92,9 @@ def test_predict_window_closed_forms():
     np.testing.assert_allclose(
         D.predict_window(row("log", scale=2.0), alpha, sigma, c, eps, N), np.exp(theta ** (-1 / 2.0)) - 1
     )
-    floor = D.predict_window(row("exp_floor", scale=10.0, extra=theta[1]), alpha, sigma, c, eps, N)
+    floor = D.predict_window(row("exp_floor", scale=10.0, floor=theta[1]), alpha, sigma, c, eps, N)
     assert floor[0] == pytest.approx(10 * -np.log(theta[0] - theta[1])) and np.isinf(floor[1:]).all()
-    tempered = row("tempered", scale=0.5, extra=30.0, k=1.0)
+    tempered = row("tempered", scale=0.5, l_c=30.0, k=1.0)
     got = D.predict_window(tempered, alpha, sigma, c, eps, N)
     np.testing.assert_allclose(D.law_f(tempered, got), theta, rtol=2e-3)
     # theta above f at the first lag -> 0; alpha = 1 (kappa = inf) -> theta constant in N.

@@ -85,7 +85,7 @@ def test_degenerate_window():
 def decay_rows(tau):
     return pd.DataFrame(
         [dict(model="diag", optimizer="adamw", epoch="0", scope="mean", law="exp", selected=True,
-              A=1.0, scale=tau, extra=np.nan, k=np.nan, lag_min=4.0, lag_max=64.0)]
+              A=1.0, scale=tau, l_c=np.nan, k=np.nan, floor=np.nan, lag_min=4.0, lag_max=64.0)]
     )
 
 

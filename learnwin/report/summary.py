@@ -29,7 +29,7 @@ from learnwin.stats.window import NOISES, with_transport
 KEYS = ["model", "optimizer", "seed"]
 ROW = [*KEYS, "transport"]  # one summary row per run and transport (docs/method.md §4b)
 #: Columns of the selected decay law copied into the summary, as ``decay_<column>``.
-DECAY_COLUMNS = ["law", "A", "scale", "scale_lo", "scale_hi", "extra", "k", "r2", "ambiguous"]
+DECAY_COLUMNS = ["law", "A", "scale", "scale_lo", "scale_hi", "l_c", "k", "floor", "r2", "ambiguous"]
 
 
 def _at(df: pd.DataFrame, epoch) -> pd.DataFrame:

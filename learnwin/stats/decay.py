@@ -5,8 +5,11 @@ Candidate laws (``T`` is the transformed lag, every law is y = a + b T(l) [+ flo
 - exp:          f = A exp(-l / tau),                T = l,               scale = tau = -1 / b
 - power:        f = A l^(-beta),                    T = log l,           scale = beta = -b
 - log:          f = A (log(1 + l))^(-gamma),        T = log log(1 + l),  scale = gamma = -b
-- tempered:     f = A l^(-beta) exp(-(l / l_c)^k),  T = log l,           scale = beta, extra = l_c, k
-- exp_floor, power_floor, log_floor: the plain law + F (F >= 0), same T and scale, extra = F
+- tempered:     f = A l^(-beta) exp(-(l / l_c)^k),  T = log l,           scale = beta, columns l_c, k
+- exp_floor, power_floor, log_floor: the plain law + F (F >= 0), same T and scale, column floor = F
+
+The table :data:`LAW_SPECS` holds, per law, its axis (T, its inverse and how the scale reads the
+slope b) and its parameter count and fit; :func:`fit_curve` runs every law the same way.
 
 Choices where docs/method.md §8 says "choose":
 
@@ -17,7 +20,7 @@ Choices where docs/method.md §8 says "choose":
 * Fit window: lags > 0 with finite f > 0, sorted, then ``trim`` points dropped at each end; fewer
   than ``min_points`` left -> every row of that scope is flagged and not selected. Points near a
   noise floor are not dropped: the floor variants model them instead (cutting the range damages
-  slow decays, see notes/alpha-and-decay-anchors.md §7.3).
+  slow decays, see docs/method-notes.md, decay classes).
 * The two-parameter laws are ordinary least squares on y = log f. The tempered law is profiled
   over a grid, k in {0.5, 1, 1.5, 2} x 25 log-spaced l_c in [lag_min, lag_max] (a cut-off inside
   the window; beyond it the law is a plain power law), with (a, beta) by least squares at every
@@ -26,7 +29,7 @@ Choices where docs/method.md §8 says "choose":
   and the plain law fitted to log(f - min f / 2) with F = min f / 2); 3 parameters.
 * Floor detection: a floor law takes part in the selection (column ``candidate``) only when its
   fitted floor is at least half the smallest f in the window (the floor makes up >= 1/3 of the
-  tail). With 10 % (the anchors note's "tail within 10x of the floor") noise alone made the floor
+  tail). With 10 % (a tail within 10x of the floor) noise alone made the floor
   laws win on 10-12 % of clean exp/power/log curves of 16 points. Otherwise it is reported but not a candidate (weight 0), because a floor law with
   F -> 0 is its plain law plus a free parameter and would only blur the weights.
 * Selection: AICc (AIC with the small-sample correction 2k(k+1)/(n-k-1): the window holds 8-30
@@ -55,11 +58,12 @@ exp -> tempered (1-3/50).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-LAWS = ("exp", "power", "log", "tempered", "exp_floor", "power_floor", "log_floor")
-N_PARAMS = {"exp": 2, "power": 2, "log": 2, "tempered": 4}
 TEMPERED_K = (0.5, 1.0, 1.5, 2.0)
 #: The envelope functionals fitted per transport (docs/method.md §4, §4b): name -> envelope column.
 #: diagonal: ``gamma``, the first-order Gamma envelope f of §4; exact: ``signal``, the signal
@@ -75,58 +79,122 @@ AMBIGUOUS_WEIGHT = 0.9
 SEED = 8_000  # base seed of the bootstrap generators of fit_envelopes (scopes add their own key)
 
 
-def _base(law: str) -> str:
-    return law.removesuffix("_floor")
+def _tau_from_slope(b) -> np.ndarray:
+    b = np.asarray(b, dtype=float)
+    with np.errstate(divide="ignore"):
+        return np.where(b < 0, -1.0 / b, np.inf)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """The regression axis T(l) of a law family, its inverse, and the scale read from the slope b
+    of y = a + b T (and back); docs/method.md §8."""
+
+    transform: Callable[[np.ndarray], np.ndarray]
+    inverse: Callable[[np.ndarray], np.ndarray]
+    scale_from_slope: Callable[[np.ndarray], np.ndarray]
+    slope_from_scale: Callable[[float], float]
+
+
+AXES = {
+    "exp": Axis(lambda lag: lag, lambda T: T, _tau_from_slope,
+                lambda scale: -1.0 / scale if scale != 0 else -np.inf),  # scale = tau = -1 / b
+    "power": Axis(np.log, np.exp, lambda b: -np.asarray(b, dtype=float), lambda scale: -scale),  # beta = -b
+    "log": Axis(lambda lag: np.log(np.log1p(lag)), lambda T: np.expm1(np.exp(T)),
+                lambda b: -np.asarray(b, dtype=float), lambda scale: -scale),  # gamma = -b
+}
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One law fitted to y = log f: intercept a, slope b on T, rss, the law's own columns (l_c and
+    k, or floor), whether it is a selection candidate, and the bootstrap slopes (None: no CI)."""
+
+    a: float
+    b: float
+    rss: float
+    columns: dict
+    candidate: bool
+    slopes: np.ndarray | None
+
+
+def _fit_linear(lag, T, y, f, boot) -> Fit:
+    """Ordinary least squares on y = log f (the plain laws)."""
+    a, b, rss = ols(T, y)
+    yhat = a + b * T
+    return Fit(a, b, rss, {}, True, ols(T, boot(yhat))[1])
+
+
+def _fit_tempered_law(lag, T, y, f, boot) -> Fit:
+    """The tempered law profiled over the (k, l_c) grid; its slope b = -beta."""
+    a, beta, lc, k, rss = (v[0] for v in _fit_tempered(lag, y[:, None]))
+    yhat = a - beta * T - (lag / lc) ** k
+    return Fit(a, -beta, rss, dict(l_c=lc, k=k), True, -_fit_tempered(lag, boot(yhat))[1])
+
+
+def _fit_floor_law(lag, T, y, f, boot) -> Fit:
+    """A plain law plus a floor F >= 0; a candidate (and bootstrapped) only when F is at least
+    :data:`FLOOR_FRACTION` of the smallest f."""
+    a, b, F, rss = _fit_floor(T, y)
+    candidate = bool(F >= FLOOR_FRACTION * f.min())
+    slopes = None
+    if candidate:
+        yhat = np.log(np.exp(a + b * T) + F)
+        slopes = _refit_floor(T, boot(yhat).T, np.array([a, b, F]))[:, 1]
+    return Fit(a, b, rss, dict(floor=F), candidate, slopes)
+
+
+@dataclass(frozen=True)
+class LawSpec:
+    """A candidate law: its axis family (:data:`AXES`), parameter count and fit."""
+
+    axis: str
+    n_params: int
+    fit: Callable[..., Fit]
+
+    @property
+    def has_floor(self) -> bool:
+        return self.fit is _fit_floor_law
+
+
+LAW_SPECS = {
+    "exp": LawSpec("exp", 2, _fit_linear),
+    "power": LawSpec("power", 2, _fit_linear),
+    "log": LawSpec("log", 2, _fit_linear),
+    "tempered": LawSpec("power", 4, _fit_tempered_law),
+    "exp_floor": LawSpec("exp", 3, _fit_floor_law),
+    "power_floor": LawSpec("power", 3, _fit_floor_law),
+    "log_floor": LawSpec("log", 3, _fit_floor_law),
+}
+LAWS = tuple(LAW_SPECS)
+
+
+def _axis(law: str) -> Axis:
+    return AXES[LAW_SPECS[law].axis]
 
 
 def transform(law: str, lag) -> np.ndarray:
     """T(l) of a law (see the module table)."""
-    lag = np.asarray(lag, dtype=float)
-    base = _base(law)
-    if base == "exp":
-        return lag
-    if base in ("power", "tempered"):
-        return np.log(lag)
-    return np.log(np.log1p(lag))
+    return _axis(law).transform(np.asarray(lag, dtype=float))
 
 
 def inverse_transform(law: str, T) -> np.ndarray:
     """l from T(l) (overflows to inf)."""
-    T = np.asarray(T, dtype=float)
-    base = _base(law)
     with np.errstate(over="ignore"):
-        if base == "exp":
-            return T
-        if base in ("power", "tempered"):
-            return np.exp(T)
-        return np.expm1(np.exp(T))
+        return _axis(law).inverse(np.asarray(T, dtype=float))
 
 
 def law_f(row, lag) -> np.ndarray:
-    """f(l) of a fitted decay row (law, A, scale, extra, k)."""
+    """f(l) of a fitted decay row (law, A, scale, l_c, k, floor)."""
     law = row["law"]
     lag = np.asarray(lag, dtype=float)
     A, scale = float(row["A"]), float(row["scale"])
     if law == "tempered":
-        return A * lag ** (-scale) * np.exp(-((lag / float(row["extra"])) ** float(row["k"])))
-    b = _slope_from_scale(law, scale)
-    floor = float(row["extra"]) if law.endswith("_floor") else 0.0
+        return A * lag ** (-scale) * np.exp(-((lag / float(row["l_c"])) ** float(row["k"])))
+    b = _axis(law).slope_from_scale(scale)
+    floor = float(row["floor"]) if LAW_SPECS[law].has_floor else 0.0
     with np.errstate(over="ignore"):
         return A * np.exp(b * transform(law, lag)) + floor
-
-
-def _slope_from_scale(law: str, scale: float) -> float:
-    if _base(law) == "exp":
-        return -1.0 / scale if scale != 0 else -np.inf
-    return -scale
-
-
-def _scale_from_slope(law: str, b) -> np.ndarray:
-    b = np.asarray(b, dtype=float)
-    if _base(law) == "exp":
-        with np.errstate(divide="ignore"):
-            return np.where(b < 0, -1.0 / b, np.inf)
-    return -b
 
 
 def ols(T: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -156,11 +224,10 @@ def _fit_tempered(lag: np.ndarray, Y: np.ndarray):
     return a[pick, best], -b[pick, best], lc[best], k[best], rss[pick, best]
 
 
-def _fit_floor(law: str, lag: np.ndarray, y: np.ndarray):
+def _fit_floor(T: np.ndarray, y: np.ndarray):
     """least_squares fit of log(exp(a + b T) + F) to y -> (a, b, F, rss)."""
     from scipy.optimize import least_squares  # imported here: ~1 s start-up the window stage skips
 
-    T = transform(law, lag)
     f = np.exp(y)
 
     def resid(p):
@@ -270,51 +337,32 @@ def fit_curve(
         return _finish(rows, n, lag)
     y = np.log(f)
     tss = float(np.sum((y - y.mean()) ** 2))
-    for i, law in enumerate(LAWS):
+    for i, (law, spec) in enumerate(LAW_SPECS.items()):
         rng = np.random.default_rng([*np.atleast_1d(seed).tolist(), i])
+
+        def boot(yhat, rng=rng):  # refit targets: yhat + moving-block resampled residuals
+            return yhat[:, None] + _block_residuals(y - yhat, bootstrap, block, rng)
+
+        fit = spec.fit(lag, transform(law, lag), y, f, boot)
+        scale_from_slope = AXES[spec.axis].scale_from_slope
         row = rows[law]
-        row["n_params"] = N_PARAMS.get(law, 3)
-        T = transform(law, lag)
-        if law == "tempered":
-            a, beta, lc, k, rss = (v[0] for v in _fit_tempered(lag, y[:, None]))
-            yhat = a - beta * T - (lag / lc) ** k
-            row.update(A=np.exp(a), scale=beta, extra=lc, k=k)
-            Yb = yhat[:, None] + _block_residuals(y - yhat, bootstrap, block, rng)
-            slopes = -_fit_tempered(lag, Yb)[1]
-        elif law.endswith("_floor"):
-            a, b, F, rss = _fit_floor(law, lag, y)
-            yhat = np.log(np.exp(a + b * T) + F)
-            row.update(A=np.exp(a), scale=float(_scale_from_slope(law, b)), extra=F)
-            row["candidate"] = bool(F >= FLOOR_FRACTION * f.min())
-            slopes = None
-            if row["candidate"]:
-                Yb = yhat[:, None] + _block_residuals(y - yhat, bootstrap, block, rng)
-                slopes = _refit_floor(T, Yb.T, np.array([a, b, F]))[:, 1]
-        else:
-            a, b, rss = ols(T, y)
-            yhat = a + b * T
-            row.update(A=np.exp(a), scale=float(_scale_from_slope(law, b)))
-            Yb = yhat[:, None] + _block_residuals(y - yhat, bootstrap, block, rng)
-            slopes = ols(T, Yb)[1]
-        if slopes is not None:
-            lo, hi = np.quantile(slopes, [0.025, 0.975])
-            if law == "tempered":  # slopes hold -beta
-                lo, hi = -hi, -lo
-                row.update(scale_lo=lo, scale_hi=hi)
-            else:
-                s_lo, s_hi = sorted(_scale_from_slope(law, [lo, hi]).tolist())
-                row.update(scale_lo=s_lo, scale_hi=s_hi)
-        aic, aicc, bic = _scores(float(rss), n, row["n_params"])
-        row.update(aic=aic, aicc=aicc, bic=bic, r2=1.0 - float(rss) / tss if tss > 0 else np.nan)
+        row.update(A=np.exp(fit.a), scale=float(scale_from_slope(fit.b)), candidate=fit.candidate, **fit.columns)
+        if fit.slopes is not None:
+            lo, hi = np.quantile(fit.slopes, [0.025, 0.975])
+            s_lo, s_hi = sorted(scale_from_slope([lo, hi]).tolist())
+            row.update(scale_lo=s_lo, scale_hi=s_hi)
+        aic, aicc, bic = _scores(float(fit.rss), n, spec.n_params)
+        row.update(aic=aic, aicc=aicc, bic=bic, r2=1.0 - float(fit.rss) / tss if tss > 0 else np.nan)
     return _finish(rows, n, lag)
 
 
 def _empty_row(law: str) -> dict:
     nan = np.nan
+    spec = LAW_SPECS[law]
     return dict(
-        law=law, n_params=N_PARAMS.get(law, 3), aic=nan, aicc=nan, bic=nan, r2=nan, weight=0.0,
-        selected=False, ambiguous=False, candidate=not law.endswith("_floor"), lag_min=nan,
-        lag_max=nan, A=nan, scale=nan, scale_lo=nan, scale_hi=nan, extra=nan, k=nan, flag="",
+        law=law, n_params=spec.n_params, aic=nan, aicc=nan, bic=nan, r2=nan, weight=0.0,
+        selected=False, ambiguous=False, candidate=not spec.has_floor, lag_min=nan,
+        lag_max=nan, A=nan, scale=nan, scale_lo=nan, scale_hi=nan, l_c=nan, k=nan, floor=nan, flag="",
     )
 
 
@@ -337,7 +385,7 @@ def _finish(rows: dict, n: int, lag: np.ndarray) -> pd.DataFrame:
         if not ci and not r["flag"]:
             r["flag"] = (
                 f"floor < {FLOOR_FRACTION:g} x min f: not a candidate"
-                if r["law"].endswith("_floor")
+                if LAW_SPECS[r["law"]].has_floor
                 else "AICc undefined (n <= k + 1): not a candidate"
             )
     return pd.DataFrame(rows)
@@ -412,8 +460,8 @@ def predict_window(decay_row, alpha: float, sigma: float, c: float, eps: float, 
         last = grid.size - 1 - np.argmax(above[::-1], axis=0)
         out = np.where(above[-1], np.inf, grid[last])
     else:
-        b = _slope_from_scale(law, float(decay_row["scale"]))
-        F = float(decay_row["extra"]) if law.endswith("_floor") else 0.0
+        b = _axis(law).slope_from_scale(float(decay_row["scale"]))
+        F = float(decay_row["floor"]) if LAW_SPECS[law].has_floor else 0.0
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             T = (np.log(theta - F) - np.log(float(decay_row["A"]))) / b
             out = inverse_transform(law, T)
