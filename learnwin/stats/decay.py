@@ -20,7 +20,7 @@ Choices where docs/method.md §8 says "choose":
 * Fit window: lags > 0 with finite f > 0, sorted, then ``trim`` points dropped at each end; fewer
   than ``min_points`` left -> every row of that scope is flagged and not selected. Points near a
   noise floor are not dropped: the floor variants model them instead (cutting the range damages
-  slow decays, see docs/method-notes.md, decay classes).
+  slow decays: docs/method-notes.md, "Decay class (§8)").
 * The two-parameter laws are ordinary least squares on y = log f. The tempered law is profiled
   over a grid, k in {0.5, 1, 1.5, 2} x 25 log-spaced l_c in [lag_min, lag_max] (a cut-off inside
   the window; beyond it the law is a plain power law), with (a, beta) by least squares at every
