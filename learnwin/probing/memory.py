@@ -4,7 +4,7 @@ An independent check of both transports (docs/method.md §4b): it uses only the 
 autograd, no trace, no Gamma, no adjoint sweep. For a batch, one backward pass per receiving
 time t, all batched (``is_grads_batched``), gives d y_hat_t / d x_k for every (t, k); its
 projection on the task vector u is gathered at k = t - l for the lag grid. Choice (docs/method.md
-silent): every receiving time t = l..T-1 enters the mean (no windows), over the first
+silent): every receiving time t = l..T-1 enters the mean (no subsampling), over the first
 ``snapshot.memory_sequences`` diag sequences (the batched backward costs about 20 ms per sequence
 at the default size on one core); the mean of |.| over the same (sequence, t) pairs is also kept.
 """
