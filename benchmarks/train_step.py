@@ -1,12 +1,15 @@
-"""ms per training step (forward + backward + AdamW step) of the five cells and of torch.nn.LSTM/GRU.
+"""ms per training step (forward + backward + AdamW step) of the cells and of torch.nn.LSTM/GRU.
 
 Every model steps with the workflow's optimizer (learnwin.models.train.make_optimizer: multi-tensor AdamW).
 
-Run: python benchmarks/train_step.py [--config config/config.yaml] [--repeats 10] [--rounds 5] [--sizes default,medium]
-                                     [--before BPTT_FILE]
-Two sizes: the default experiment's (T, D, H, batch from the config) and a medium one
-(T 256, H 128, batch 64); 1 thread. Each cell runs twice in the same process: the training
-fast path (hand-written BPTT, learnwin.models.bptt) and the step-by-step autograd reference path
+Run: python benchmarks/train_step.py [--config config/config.yaml] [--repeats 10] [--rounds 5]
+                                     [--sizes default,medium,long] [--before BPTT_FILE]
+Three sizes: the default experiment's (T, D, H, batch from the config), a medium one
+(T 256, H 128, batch 64), both with every cell, and a long one, the paper's T = 1536 with H 64 and
+batch 32, with the diagonal linear cells of docs/method.md §2b only (S6 with its default N = 16);
+1 thread. Each cell runs twice in the same process: the training fast path (hand-written BPTT,
+learnwin.models.bptt, for the gated cells; the chunked parallel scan, learnwin.models.scan, for
+the diagonal linear cells) and the step-by-step autograd reference path
 (``reference=True``); every implementation is timed once per round, interleaved, and the
 minimum over rounds is printed (the machine is shared). The ratio to nn.LSTM is what we
 track (target <= 2.5x, fast path).
@@ -31,7 +34,7 @@ import torch
 import yaml
 
 from learnwin.models import bptt, cells
-from learnwin.models.cells import MODELS, build_model
+from learnwin.models.cells import CELLS, MODELS, GatedCell, build_model
 from learnwin.models.train import make_optimizer
 
 
@@ -83,7 +86,10 @@ def stepper(model, x, y, onednn=True, **kw):
     return step
 
 
-def table(T, D, H, B, repeats, rounds, before=None):
+LINEAR = [m for m in MODELS if not issubclass(CELLS[m].cls, GatedCell)]
+
+
+def table(T, D, H, B, repeats, rounds, before=None, models=MODELS):
     """ms per step, the minimum over ``rounds`` interleaved rounds (the machine is shared)."""
     torch.manual_seed(0)
     x, y = torch.randn(B, T, D), torch.randn(B, T)
@@ -92,11 +98,11 @@ def table(T, D, H, B, repeats, rounds, before=None):
     lstm = TorchRNN("LSTM", D, H)
     steps = {"nn.LSTM": stepper(lstm, x, y), "nn.LSTM no oneDNN": stepper(lstm, x, y, onednn=False),
              "nn.GRU": stepper(TorchRNN("GRU", D, H), x, y)}
-    for m in MODELS:
+    for m in models:
         model = build_model(m, D, H)
         steps[m] = stepper(model, x, y)
         steps[m + " ref"] = stepper(model, x, y, reference=True)
-        if before is not None:
+        if before is not None and m not in LINEAR:
             steps[m + " before"] = stepper(Before(model, before), x, y)
     best = dict.fromkeys(steps, float("inf"))
     for _ in range(rounds):
@@ -110,9 +116,11 @@ def table(T, D, H, B, repeats, rounds, before=None):
     print(f"{'cell':17s} {'fast ms':>9s} {'x nn.LSTM':>10s} {'ref ms':>9s} {'x nn.LSTM':>10s}{extra}")
     for name in ("nn.LSTM", "nn.LSTM no oneDNN", "nn.GRU"):
         print(f"{name:17s} {best[name]:9.2f} {best[name] / ref:10.2f}")
-    for m in MODELS:
+    for m in models:
         fast, slow = best[m], best[m + " ref"]
-        extra = f" {best[m + ' before']:10.2f} {fast / best[m + ' before']:13.2f}" if before is not None else ""
+        extra = ""
+        if before is not None and m not in LINEAR:
+            extra = f" {best[m + ' before']:10.2f} {fast / best[m + ' before']:13.2f}"
         print(f"{m:17s} {fast:9.2f} {fast / ref:10.2f} {slow:9.2f} {slow / ref:10.2f}{extra}")
 
 
@@ -121,7 +129,7 @@ def main():
     ap.add_argument("--config", default="config/config.yaml")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--sizes", default="default,medium", help="comma-separated: default, medium")
+    ap.add_argument("--sizes", default="default,medium,long", help="comma-separated: default, medium, long")
     ap.add_argument("--before", help="an earlier learnwin/models/bptt.py to time beside the current one")
     args = ap.parse_args()
     before = load_module(args.before) if args.before else None
@@ -135,6 +143,8 @@ def main():
               before)
     if "medium" in sizes:
         table(256, D, 128, 64, max(args.repeats // 5, 1), args.rounds, before)
+    if "long" in sizes:
+        table(1536, D, 64, 32, max(args.repeats // 10, 1), args.rounds, models=LINEAR)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ import pytest
 import torch
 
 from learnwin.models import bptt
-from learnwin.models.cells import MODELS, build_model
+from learnwin.models.cells import CELLS, MODELS, GatedCell, build_model
+
+GATED = [m for m in MODELS if issubclass(CELLS[m].cls, GatedCell)]  # the diagonal linear cells: test_linear_cells.py
 
 
 def _random_model(name, layer_norm, D=3, H=5):
@@ -28,7 +30,7 @@ def _loss_and_grads(model, x, y, reference):
 
 
 @pytest.mark.parametrize("layer_norm", [True, False])
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", GATED)
 def test_fast_path_equals_reference(name, layer_norm):
     model = _random_model(name, layer_norm)
     gen = torch.Generator().manual_seed(2)
@@ -44,7 +46,7 @@ def test_fast_path_equals_reference(name, layer_norm):
 
 
 @pytest.mark.parametrize("hidden_too", [True, False])
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", GATED)
 def test_gradients_of_both_states_and_input(name, hidden_too):
     """Loss on the transported state (and the hidden one); gradient w.r.t. the input x too."""
     model = _random_model(name, True)
@@ -89,7 +91,7 @@ def test_double_backward_through_fast_path_raises():
 
 
 @pytest.mark.parametrize("shape", [(1, 6), (5, 1), (1, 1)])
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", GATED)
 def test_single_sequence_and_single_step(name, shape):
     """Batch 1 or T = 1 (views of size-1 dimensions): still the reference."""
     model = _random_model(name, True)
@@ -103,7 +105,7 @@ def test_single_sequence_and_single_step(name, shape):
         torch.testing.assert_close(grads[n], g, rtol=0, atol=1e-10, msg=n)
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", GATED)
 def test_inputs_untouched_and_results_are_ordinary_tensors(name):
     """The loops run in inference mode: nothing they return may be an inference tensor (an
     optimizer or gradient clipping writes grads in place), and they never write their inputs."""
@@ -126,7 +128,7 @@ def test_inputs_untouched_and_results_are_ordinary_tensors(name):
     assert torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params])) <= 1e-3 + 1e-12
 
 
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", GATED)
 def test_backward_twice_with_retained_graph(name):
     """The backward reads its saved buffers and never overwrites them."""
     model = _random_model(name, True)
@@ -152,7 +154,7 @@ WIDTH = {"const": 1.0, "shared": 1.2, "diag": 2.0, "gru": 2.0, "lstm": 4.0}  # w
 
 
 @pytest.mark.parametrize("steps", [1, 4])
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", GATED)
 def test_time_blocks_give_the_same_bits(name, steps, monkeypatch):
     """The backward's factors block by block (one step, or uneven blocks of 4 of 9): the same
     bits as one block, so the block size is a speed choice only."""

@@ -57,23 +57,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from learnwin.models import bptt
-
-
-@dataclass
-class Trace:
-    """Per-step internals of one pass, each (B, T, H) (docs/method.md §4)."""
-
-    hidden: Tensor  # h_t
-    transported: Tensor  # h_t, or c_t for the LSTM
-    leak: Tensor  # lambda_t
-    correction: Tensor  # r_t
-    receive: Tensor  # factor at the receiving end of Gamma0 (e_t for the LSTM, else 1)
-    candidate: Tensor  # candidate g~_t (post-tanh)
-
-    @property
-    def presynaptic(self) -> Tensor:
-        """h_{t-1} (zeros at t = 0): the state the recurrent weights act on at step t."""
-        return F.pad(self.hidden, (0, 0, 1, 0))[:, :-1]
+from learnwin.models.linear_cells import LRU, RGLRU, S6, MinGRU, MinLSTM
+from learnwin.models.trace import Trace
 
 
 def _logit(p: float) -> float:
@@ -598,6 +583,13 @@ for _name, _spec in {
     "diag": CellSpec(DiagGate, 2, "tab:green", "power-law-like", "power"),
     "gru": CellSpec(GRU, 3, "tab:red", "power-law-like", "power"),
     "lstm": CellSpec(LSTM, 4, "tab:purple", "power-law-like", "power"),
+    # docs/method.md §2b: no recurrent matrix (RG-LRU's two H x H gate layers act on its input),
+    # and no expectation in the paper: their claims are reported, not scored
+    "mingru": CellSpec(MinGRU, 0, "tab:brown"),
+    "minlstm": CellSpec(MinLSTM, 0, "tab:pink"),
+    "rglru": CellSpec(RGLRU, 2, "tab:gray"),
+    "lru": CellSpec(LRU, 0, "tab:olive"),
+    "s6": CellSpec(S6, 0, "tab:cyan"),
 }.items():
     register(_name, _spec)
 #: The cells registered here (a ``model.cells_module`` adds more to :data:`CELLS`, not to this).

@@ -77,7 +77,8 @@ def psi_chunk(mu: Tensor, delta: Tensor, v: Tensor, t: Tensor, k: Tensor, mask: 
     """
     weighted = mu * take_times(delta, t)  # (B, L, W, H)
     shifted = take_times(v, k)  # (..., B, L, W, H)
-    total = (weighted * shifted).sum(-1).double().sum(-1)
+    total = (weighted * shifted).sum(-1)
+    total = (total.real if total.is_complex() else total).double().sum(-1)
     return total / mask.sum(-1).clamp_min(1)
 
 
@@ -85,13 +86,18 @@ def psi_diagonal(transport: DiagonalTransport, lam: Tensor, delta: Tensor, v: Te
     """psi_n(l) at every lag l = 0..T-1, each the mean over every t = l..T-1: (..., B, T) float64.
 
     ``lam`` (B, T, H) is Lambda at each perturbation time, ``delta`` (B, T, H) the output error
-    and ``v`` (..., B, T, H) the tangents, all in the transport's dtype (docs/method.md §5). Lag 0 is
+    and ``v`` (..., B, T, P) the tangents, all in the transport's dtype (docs/method.md §5); with
+    P = H M transported components (docs/method.md §2b) psi is Re sum over components of
+    Lambda delta Gamma v, Gamma including the receiving factor. Lag 0 is
     the instantaneous term mu_{t,0} = Lambda(n, t) e_t. Lags come in chunks of contiguous lags
     [a, b) that share the receiving times t = a..T-1, sized by :func:`lag_chunks` to bound RAM.
     """
     B, T, H = lam.shape
+    P = v.shape[-1]
+    if P != H:  # unit q's Lambda and error reach each of its P / H transported components
+        lam, delta = lam.repeat_interleave(P // H, -1), delta.repeat_interleave(P // H, -1)
     lags = torch.arange(T, device=lam.device)
-    per_lag = B * T * H * (v.shape[0] if v.dim() == 4 else 1)
+    per_lag = B * T * P * (v.shape[0] if v.dim() == 4 else 1)
     out = []
     for chunk in lag_chunks(range(T), per_lag):
         first = chunk[0]

@@ -37,7 +37,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from learnwin.models.cells import Trace
+from learnwin.models.trace import Trace
 
 LEAK_FLOOR = 1e-12
 _TINY = 1e-300
@@ -70,10 +70,12 @@ def rate_matrix(model: torch.nn.Module, recurrent: Sequence[str], optimizer: str
     return torch.stack(rates).mean(0)
 
 
-def base_rate(presynaptic: Tensor, rates: Tensor | None, lr: float) -> Tensor:
-    """Lambda^(q)(n, k) (B, T, H): Rayleigh quotient of ``rates`` at h_{k-1} (docs/method.md §4)."""
+def base_rate(presynaptic: Tensor, rates: Tensor | None, lr: float, units: int | None = None) -> Tensor:
+    """Lambda^(q)(n, k) (B, T, H): Rayleigh quotient of ``rates`` (H x D_pre) at the pre-synaptic
+    vector of step k, h_{k-1} or x_k (docs/method.md §4); ``units`` = H when the rates are None."""
     if rates is None:
-        return torch.full_like(presynaptic, lr, dtype=torch.float64)
+        shape = (*presynaptic.shape[:-1], units or presynaptic.shape[-1])
+        return torch.full(shape, lr, dtype=torch.float64, device=presynaptic.device)
     h2 = presynaptic.double() ** 2
     norm = h2.sum(-1, keepdim=True)
     quotient = (h2 @ rates.T) / norm.clamp_min(_TINY)
@@ -89,21 +91,29 @@ class DiagonalTransport:
     both parts: this keeps the difference of two large sums accurate to float32 of the
     *difference*, while the (B, L, W, H) work arrays are float32, which on CPU gathers and
     multiplies 10-50x faster than float64. ``dtype=float64`` gathers the sums directly.
+    A complex leak (the LRU, docs/method.md §2b) has its modulus clamped and its phase summed, and
+    Gamma is complex (dtype's complex counterpart).
     """
 
     def __init__(self, trace: Trace, order: int = 1, dtype: torch.dtype = torch.float32):
-        leak = trace.leak.double().clamp(LEAK_FLOOR, 1.0)
+        if trace.leak.is_complex():
+            leak = trace.leak.to(torch.complex128)
+            log_leak = torch.complex(torch.log(leak.abs().clamp(LEAK_FLOOR, 1.0)), leak.angle())
+            dtype = torch.complex64 if dtype == torch.float32 else torch.complex128
+        else:
+            leak = trace.leak.double().clamp(LEAK_FLOOR, 1.0)
+            log_leak = torch.log(leak)
         self.dtype = dtype
-        self.log_leak = self._split(torch.cumsum(torch.log(leak), 1))  # (B, T, H) parts
+        self.log_leak = self._split(torch.cumsum(log_leak, 1))  # (B, T, P) parts
         ratio = torch.cumsum(trace.correction.double() / leak, 1) if order >= 1 else None
         self.ratio = self._split(ratio) if ratio is not None else None
         self.receive = trace.receive.to(dtype)
 
     def _split(self, prefix: Tensor) -> tuple[Tensor, ...]:
-        if self.dtype == torch.float64:
+        if self.dtype in (torch.float64, torch.complex128):
             return (prefix,)
         head = prefix.to(self.dtype)
-        return head, (prefix - head.double()).to(self.dtype)
+        return head, (prefix - head.to(prefix.dtype)).to(self.dtype)
 
     def _diff(self, parts: tuple[Tensor, ...], t: Tensor, k: Tensor) -> Tensor:
         return sum(take_times(p, t) - take_times(p, k) for p in parts)
@@ -112,13 +122,22 @@ class DiagonalTransport:
         """Gamma0 and Gamma (order 0 or 1) at receiving times ``t`` and perturbation times ``k``.
 
         ``t``, ``k`` and ``mask`` are (L, W) index tensors from :func:`receiving_times`;
-        results are (B, L, W, H) and zero where ``mask`` is False.
+        results are (B, L, W, P) and zero where ``mask`` is False.
         """
         g0 = torch.exp(self._diff(self.log_leak, t, k)) * take_times(self.receive, t)
         g0 = g0 * mask[None, :, :, None]
         if self.ratio is None:
             return g0, g0
         return g0, g0 * (1 + self._diff(self.ratio, t, k))
+
+
+def unit_magnitude(gamma: Tensor, units: int) -> Tensor:
+    """|Gamma| per hidden unit (..., H) from (..., P): the Euclidean norm over the unit's P / H
+    transported components (the modulus of a complex one), docs/method.md §2b. With one real
+    component per unit it is the identity (Gamma keeps its sign)."""
+    if gamma.shape[-1] == units and not gamma.is_complex():
+        return gamma
+    return torch.linalg.vector_norm(gamma.unflatten(-1, (units, -1)), dim=-1)
 
 
 def take_times(x: Tensor, idx: Tensor) -> Tensor:

@@ -58,13 +58,34 @@ from learnwin.probing.envelope import receiving_times, unit_timescales
 _TINY = 1e-300
 
 
+def linear_state(cell: torch.nn.Module) -> bool:
+    """True for a diagonal linear cell (docs/method.md §2b): the full state z is the real view of
+    its transported state, and ``hidden`` is a readout of it."""
+    return getattr(cell, "transported_name", "hidden") == "state"
+
+
+def real_view(state: Tensor) -> Tensor:
+    """A complex state (..., P) as reals (..., 2 P), (Re, Im) per component; a real one unchanged."""
+    return torch.view_as_real(state.resolve_conj()).flatten(-2) if state.is_complex() else state
+
+
 def state_blocks(cell: torch.nn.Module) -> int:
     """S: the full state is h (S = 1) or (h, c) for a cell transported along its cell state."""
     return 2 if getattr(cell, "transported_name", "hidden") == "cell" else 1
 
 
+def state_size(cell: torch.nn.Module) -> int:
+    """Width n of the full state z: S H, or a diagonal linear cell's real transported state."""
+    if linear_state(cell):
+        return cell.hidden_size * cell.components * (2 if cell.complex_state else 1)
+    return state_blocks(cell) * cell.hidden_size
+
+
 def full_state(cell: torch.nn.Module) -> Callable[[Tensor, Tensor], Tensor]:
-    """Map the cell's outputs (hidden, transported) to the full state z (B, T, S H)."""
+    """Map the cell's outputs (hidden, transported) to the full state z (B, T, S H), or the real
+    view of the transported state of a diagonal linear cell (docs/method.md §2b)."""
+    if linear_state(cell):
+        return lambda hidden, moved: real_view(moved)
     if state_blocks(cell) == 2:
         return lambda hidden, moved: torch.cat([hidden, moved], -1)
     return lambda hidden, moved: hidden
@@ -78,11 +99,30 @@ def _step(cell, u_rec: Tensor, xp: Tensor, z: Tensor) -> Tensor:
     return full_state(cell)(out.hidden, out.transported)
 
 
+def transported_tangent(cell: torch.nn.Module, v: Tensor) -> Tensor:
+    """The tangent of the transported state (..., P) from that of the full state (:func:`full_state`)."""
+    if not linear_state(cell):
+        return v[..., -cell.hidden_size:]
+    return torch.view_as_complex(v.unflatten(-1, (-1, 2)).contiguous()) if cell.complex_state else v
+
+
+def _linear_step(cell, x_t: Tensor, z: Tensor, complex_state: bool) -> Tensor:
+    """z_{t-1} -> z_t of a diagonal linear cell on the real view, through its own ``_step``."""
+    h = torch.view_as_complex(z.unflatten(-1, (-1, 2))) if complex_state else z
+    return real_view(cell._step(x_t, h))
+
+
 def autograd_jacobian(cell, xp: Tensor, z_prev: Tensor) -> Tensor:
-    """J[b, i, j] = d z_t[i] / d z_{t-1}[j] (B, S H, S H) by one batched backward of the S H basis rows."""
+    """J[b, i, j] = d z_t[i] / d z_{t-1}[j] (B, S H, S H) by one batched backward of the S H basis rows.
+
+    For a diagonal linear cell ``xp`` is the input x_t itself.
+    """
     with torch.enable_grad():
         z = z_prev.detach().requires_grad_(True)
-        out = _step(cell, cell.recurrent().detach(), xp, z)
+        if linear_state(cell):
+            out = _linear_step(cell, xp, z, cell.complex_state)
+        else:
+            out = _step(cell, cell.recurrent().detach(), xp, z)
         n = z.shape[-1]
         basis = torch.eye(n, dtype=z.dtype, device=z.device)[:, None].expand(n, *z.shape)
         rows = torch.autograd.grad(out, z, basis, is_grads_batched=True)[0]  # rows[i, b] = J_b[i]
@@ -93,11 +133,15 @@ def jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> Tensor:
     """One-step Jacobians J[:, k] = d z_k / d z_{k-1} (B, T, S H, S H) of every step at once.
 
     ``z`` (B, T, S H) is the full state of the forward pass (from the trace). The cell's
-    closed-form ``step_jacobian(xp, z_prev)`` when it has one, else :func:`autograd_jacobian`.
+    closed-form ``step_jacobian(xp, z_prev)`` when it has one, else :func:`autograd_jacobian`
+    (diagonal linear cells: of their ``_step`` on the input x_t, docs/method.md §2b).
     """
     B, T, n = z.shape
     with torch.no_grad():
-        xp = F.linear(x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0))
+        if linear_state(cell):
+            xp = x
+        else:
+            xp = F.linear(x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0))
         z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
         step = getattr(cell, "step_jacobian", None)
         args = (xp.reshape(B * T, -1), z_prev.reshape(B * T, n))
@@ -186,6 +230,41 @@ def _h_block(values: Tensor, S: int) -> Tensor:
     return F.pad(values, (0, values.shape[-1] * (S - 1)))
 
 
+class StateLayout:
+    """Where hidden units sit in the full state z (n components), docs/method.md §4b and §2b.
+
+    Gated cells: unit q's transported component is z[col + q] (col = 0, or H for the LSTM's c),
+    sources go on the h block and Lambda^q weights each block. Diagonal linear cells: unit q owns
+    the m = n / H components z[q m:(q + 1) m] (its P / H states, Re and Im for a complex one),
+    and the source of per-unit values d is the real view of conj(R_t) d (R_t = ``receive``).
+    """
+
+    def __init__(self, cell: torch.nn.Module, n: int, receive: Tensor | None = None):
+        H = cell.hidden_size
+        self.H, self.linear = H, linear_state(cell)
+        self.S = state_blocks(cell)
+        self.col, self.m = (0, n // H) if self.linear else ((self.S - 1) * H, 1)
+        self.receive = receive
+
+    def source(self, values: Tensor) -> Tensor:
+        """Sources (B, T, [P,] n) of per-unit values (B, T, H), or of the basis (H, H)."""
+        if not self.linear:
+            return _h_block(values, self.S)
+        R = self.receive.conj()
+        if values.dim() == 2:  # basis rows: (B, T, H, P)
+            R = R[:, :, None]
+        return real_view(R * values.repeat_interleave(R.shape[-1] // self.H, -1))
+
+    def lam_components(self, lam: Tensor) -> Tensor:
+        """Lambda^q on every component of the full state (B, T, n)."""
+        return lam.repeat_interleave(self.m, -1) if self.linear else lam.repeat(1, 1, self.S)
+
+    def per_unit(self, A: Tensor) -> Tensor:
+        """|a^q| (..., H) from adjoints (..., n): the norm over unit q's transported components."""
+        block = A[..., self.col:self.col + self.H * self.m]
+        return block.abs() if self.m == 1 else torch.linalg.vector_norm(block.unflatten(-1, (self.H, self.m)), dim=-1)
+
+
 class ExactAccumulator:
     """Streams batches into the signal envelope and the secondary functionals (docs/method.md §4b)."""
 
@@ -202,16 +281,15 @@ class ExactAccumulator:
         self.units = z(T, hidden)
         self.count_m, self.diag, self.norm = z(T), z(T), z(T)
 
-    def signal_visit(self, lam: Tensor, delta: Tensor, S: int) -> Callable[[int, Tensor], None]:
+    def signal_visit(self, lam: Tensor, delta: Tensor, layout: StateLayout) -> Callable[[int, Tensor], None]:
         """A visitor of the delta sweep adding Lambda^q |a^q| at every (n, t) to the signal envelope."""
         B, T, H = delta.shape
-        col = (S - 1) * H  # unit q's transported component: h^q or c^q
         dmean = delta.abs().double().mean(-1)  # (B, T)
         # dbar numerator per lag l: sum over n and t >= l of mean_q |delta^q_t|
         self.dbar += dmean.sum(0).flip(0).cumsum(0).flip(0)
 
         def visit(k: int, A: Tensor) -> None:
-            mu = (lam[:, k, None, :] * A[:, :, 0, col:col + H].abs()).double()  # (B, T - k, H)
+            mu = (lam[:, k, None, :] * layout.per_unit(A[:, :, 0])).double()  # (B, T - k, H)
             per = mu.sum(-1)
             self.count[:T - k] += B
             self.signal[:T - k] += per.sum(0)
@@ -220,27 +298,31 @@ class ExactAccumulator:
 
         return visit
 
-    def matrix_batch(self, J: StepJacobians, lam: Tensor, S: int) -> None:
+    def matrix_batch(self, J: StepJacobians, lam: Tensor, layout: StateLayout) -> None:
         """Add f_diag_entries and f_norm from the H basis adjoints; lam (B, T, H) = Lambda(n, k).
 
         At perturbation time k only the receiving times t of the lag grid with lag t - k are read.
+        M_qq of a diagonal linear cell is the norm over unit q's components (docs/method.md §2b).
         """
         B, T, H = lam.shape
-        basis = _h_block(torch.eye(H, dtype=lam.dtype, device=lam.device), S)  # (H, S H)
-        col = (S - 1) * H
+        basis = layout.source(torch.eye(H, dtype=lam.dtype, device=lam.device))
+        n = basis.shape[-1]
+        lam_c = layout.lam_components(lam)
+        col, width = layout.col, H * layout.m
 
         def visit(k: int, A: Tensor) -> None:
             i = self.rows[k]  # stack rows (receiving times k + i) read at k
             if not len(i):
                 return
-            M = A.index_select(1, i)[..., col:col + H] * lam[:, k, None, None, :]  # M diag(Lambda)
-            diag = torch.diagonal(M, dim1=-2, dim2=-1).abs().sum(-1).double()  # (B, len(i))
+            scaled = A.index_select(1, i) * lam_c[:, k, None, None, :]  # rows of M diag(Lambda)
+            M = scaled[..., col:col + width]
+            diag = torch.diagonal(layout.per_unit(scaled), dim1=-2, dim2=-1).sum(-1).double()  # (B, len(i))
             frob = M.pow(2).sum((-2, -1)).double().sqrt() * H ** 0.5
             self.count_m.index_add_(0, i, torch.full((len(i),), float(B), dtype=torch.float64))
             self.diag.index_add_(0, i, diag.sum(0))
             self.norm.index_add_(0, i, frob.sum(0))
 
-        adjoint_sweep(J, basis.expand(B, T, H, S * H), visit)
+        adjoint_sweep(J, basis.expand(B, T, H, n), visit)
 
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(lag, f, f_geo, f_diag_entries, f_norm) rows and (unit, lag, mu_abs, tau) rows on the lag grid."""
@@ -265,17 +347,21 @@ class ExactAccumulator:
 
 
 def psi_exact(J: StepJacobians, delta: Tensor, lam: Tensor, v: Tensor,
-              visit_signal: Callable[[int, Tensor], None] | None = None) -> Tensor:
+              visit_signal: Callable[[int, Tensor], None] | None = None,
+              layout: StateLayout | None = None) -> Tensor:
     """psi_n(l) for every lag l = 0..T-1, shape (..., B, T) (docs/method.md §4b, §5).
 
     ``J`` are the one-step Jacobians (:func:`step_jacobians`), ``delta`` (B, T, H) the
     output error, ``lam`` (B, T, H) the base rate Lambda(n, k) and ``v`` (..., B, T, S H) the tangent
     of the full state (a leading direction axis is kept). ``visit_signal``
     (:meth:`ExactAccumulator.signal_visit`) reads the same adjoints for the signal envelope.
+    ``layout`` (:class:`StateLayout`; None: h, or (h, c)) places sources and Lambda on the state.
     """
     B, T, H = delta.shape
     S = v.shape[-1] // H
-    weight = v * lam.repeat(1, 1, S)  # Lambda^q weights both components of unit q
+    src = _h_block(delta, S) if layout is None else layout.source(delta)
+    lam_c = lam.repeat(1, 1, S) if layout is None else layout.lam_components(lam)
+    weight = v * lam_c  # Lambda^q weights every component of unit q
     total = torch.zeros(*v.shape[:-2], T, dtype=torch.float64, device=v.device)  # (..., B, T)
 
     def visit(k: int, A: Tensor) -> None:
@@ -284,23 +370,25 @@ def psi_exact(J: StepJacobians, delta: Tensor, lam: Tensor, v: Tensor,
         if visit_signal is not None:
             visit_signal(k, A)
 
-    adjoint_sweep(J, _h_block(delta, S)[:, :, None], visit)
+    adjoint_sweep(J, src[:, :, None], visit)
     return total / torch.arange(T, 0, -1, dtype=torch.float64, device=total.device)
 
 
 def add_batch(acc: ExactAccumulator, cell: torch.nn.Module, x: Tensor, z: Tensor, lam: Tensor,
-              delta: Tensor, v: Tensor | None, n_matrix: int) -> Tensor | None:
+              delta: Tensor, v: Tensor | None, n_matrix: int, receive: Tensor | None = None) -> Tensor | None:
     """One batch of the exact path; psi (..., B, T) when the tangents ``v`` are given, else None.
 
     ``z`` (B, T, S H) is the full state of the shared forward pass, ``lam`` and ``delta`` (B, T, H) in
-    x's dtype; the secondary functionals use the first ``n_matrix`` sequences.
+    x's dtype; the secondary functionals use the first ``n_matrix`` sequences. ``receive`` is the
+    trace's R_t, needed by a diagonal linear cell (docs/method.md §2b).
     """
     J = step_jacobians(cell, x, z)
-    S = state_blocks(cell)
+    layout = StateLayout(cell, z.shape[-1], receive)
     if n_matrix:
-        acc.matrix_batch(J.head(n_matrix), lam[:n_matrix], S)
-    visit = acc.signal_visit(lam, delta, S)
+        sub = StateLayout(cell, z.shape[-1], None if receive is None else receive[:n_matrix])
+        acc.matrix_batch(J.head(n_matrix), lam[:n_matrix], sub)
+    visit = acc.signal_visit(lam, delta, layout)
     if v is None:
-        adjoint_sweep(J, _h_block(delta, S)[:, :, None], visit)
+        adjoint_sweep(J, layout.source(delta)[:, :, None], visit)
         return None
-    return psi_exact(J, delta, lam, v, visit)
+    return psi_exact(J, delta, lam, v, visit, layout)

@@ -38,7 +38,7 @@ from torch import Tensor
 from learnwin.infra import io
 from learnwin.models.cells import build_model
 from learnwin.models.data import load_split
-from learnwin.probing.exact_transport import full_state, jacobians, state_blocks
+from learnwin.probing.exact_transport import full_state, jacobians, state_size
 
 _TINY = 1e-300
 
@@ -86,7 +86,7 @@ def lyapunov_checkpoint(*, checkpoint: str | Path, data_dir: str | Path, sequenc
     state = io.load_checkpoint(checkpoint, map_location=device)
     model = build_model(state["cell"], **state["model_config"]).to(device)
     H = model.cell.hidden_size
-    n = state_blocks(model.cell) * H
+    n = state_size(model.cell)
     if state.get("diverged"):
         table = spectrum_table(np.full(n, np.nan), H)
     else:

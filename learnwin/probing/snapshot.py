@@ -30,8 +30,9 @@ from learnwin.probing.envelope import (
     rate_matrix,
     receiving_times,
     take_times,
+    unit_magnitude,
 )
-from learnwin.probing.exact_transport import ExactAccumulator, add_batch, full_state
+from learnwin.probing.exact_transport import ExactAccumulator, add_batch, full_state, transported_tangent
 
 
 def probe(
@@ -71,8 +72,9 @@ def probe(
     offset = 0
     for x, y, y_hat in batches:
         trace = cell.trace(x)
-        lam = base_rate(trace.presynaptic, rates, lr)
+        lam = base_rate(trace.presynaptic, rates, lr, cell.hidden_size)
         B, T, H = lam.shape
+        work = torch.float64 if x.dtype == torch.float64 else torch.float32  # float64 models: tests
         delta = output_error(y_hat, y, w_out)
         v = None
         if directions is not None:  # tangents of the full state; the transported state is its last block
@@ -80,24 +82,26 @@ def probe(
             v = v if keep_directions else v[0]
         psi = {}
         if "diagonal" in names:
-            transport_d = DiagonalTransport(trace, order)
+            transport_d = DiagonalTransport(trace, order, work)
             t_all, k_all, mask_all = receiving_times(lag_t.to(x.device), T, times_per_lag)
             start = 0
-            for chunk in lag_chunks(lags, B * t_all.shape[1] * H):
+            for chunk in lag_chunks(lags, B * t_all.shape[1] * trace.leak.shape[-1]):
                 idx = slice(start, start + len(chunk))
                 start += len(chunk)
                 t, k, mask = t_all[idx], k_all[idx], mask_all[idx]
-                g0, g = transport_d.gamma(t, k, mask)
-                diag.add(idx, g0, g, take_times(lam.float(), k), mask, order)
+                g0, g = (unit_magnitude(gamma, H) for gamma in transport_d.gamma(t, k, mask))
+                diag.add(idx, g0, g, take_times(lam.to(work), k), mask, order)
             if v is not None:
-                psi["diagonal"] = psi_diagonal(transport_d, lam.float(), delta.float(), v[..., -H:].float())
+                v_moved = transported_tangent(cell, v)
+                v_moved = v_moved.to(transport_d.dtype if v_moved.is_complex() else work)
+                psi["diagonal"] = psi_diagonal(transport_d, lam.to(work), delta.to(work), v_moved)
         if "exact" in names:
             if exact is None:
                 exact = ExactAccumulator(lags, T, H, times_per_lag)
             z = full_state(cell)(trace.hidden, trace.transported)
             n_matrix = min(B, max(0, exact_sequences - offset))
             psi_x = add_batch(exact, cell, x, z, lam.to(x.dtype), delta.to(x.dtype),
-                              None if v is None else v.to(x.dtype), n_matrix)
+                              None if v is None else v.to(x.dtype), n_matrix, trace.receive)
             if psi_x is not None:
                 psi["exact"] = psi_x
         for name, p in psi.items():  # p: (..., B, T) at every lag
