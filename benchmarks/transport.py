@@ -14,11 +14,14 @@ and the minimum over ``--rounds`` rounds is printed, with the exact / diagonal r
 Before and after a change of the exact path, in one run: ``--before REV`` names an earlier
 commit; its learnwin/probing/exact_transport.py and learnwin/models/cells.py (``git show``) are
 imported beside the current ones and its exact snapshot is timed in the same rounds, on a copy
-of the same model; the table gains its seconds and ratio to the diagonal.
+of the same model; the table gains its seconds, its ratio to the diagonal and the largest
+difference of the current exact tables from its (relative to each column's scale, in the model's
+float32).
 """
 
 import argparse
 import importlib.util
+import inspect
 import subprocess
 import sys
 import tempfile
@@ -26,6 +29,7 @@ import time
 from pathlib import Path
 from unittest import mock
 
+import numpy as np
 import torch
 import yaml
 
@@ -52,6 +56,18 @@ def load_before(rev: str):
         spec.loader.exec_module(module)
         mods.append(module)
     return tuple(mods)
+
+
+def table_difference(tables, reference) -> float:
+    """max over the float columns of the probe's tables of max |a - b| / max |b| (relative to the column's scale)."""
+    worst = 0.0
+    for a, b in zip(tables, reference):
+        for col in a.columns:
+            if a[col].dtype.kind == "f":
+                x, y = a[col].to_numpy(), b[col].to_numpy()
+                ok = np.isfinite(y)
+                worst = max(worst, float(np.abs(x[ok] - y[ok]).max(initial=0) / max(np.abs(y[ok]).max(initial=0), 1e-300)))
+    return worst
 
 
 def main() -> None:
@@ -95,14 +111,17 @@ def main() -> None:
             old = cells_before.build_model(name, task["D"], H)
             old.load_state_dict(model.state_dict())
 
-            def run_before(old=old, exact_before=exact_before, w_out=w_out, common=common):
-                with mock.patch.object(snapshot, "add_batch", exact_before.add_batch), \
+            def add_batch_before(*args, exact_before=exact_before):
+                """REV's add_batch, given only the leading arguments it takes (the trace's R_t came later)."""
+                return exact_before.add_batch(*args[:len(inspect.signature(exact_before.add_batch).parameters)])
+
+            def run_before(old=old, exact_before=exact_before, w_out=w_out, common=common, add=add_batch_before):
+                with mock.patch.object(snapshot, "add_batch", add), \
                         mock.patch.object(snapshot, "ExactAccumulator", exact_before.ExactAccumulator):
                     return probe(old.cell, w_out, batches(), lags, transport="exact", **common)
 
             variants["before"] = run_before
-        for run in variants.values():  # warm-up
-            run()
+        outputs = {key: run() for key, run in variants.items()}  # warm-up
         seconds = dict.fromkeys(variants, float("inf"))
         for _ in range(args.rounds):
             for key, run in variants.items():
@@ -118,7 +137,8 @@ def main() -> None:
         t5 = time.perf_counter()
         diagonal, exact, both = seconds["diagonal"], seconds["exact"], seconds[("diagonal", "exact")]
         extra = (f"; before ({args.before}) exact {seconds['before']:.2f} s, exact / diagonal = "
-                 f"{seconds['before'] / diagonal:.2f}x" if before is not None else "")
+                 f"{seconds['before'] / diagonal:.2f}x, tables differ by {table_difference(outputs['exact'], outputs['before']):.1e}"
+                 if before is not None else "")
         print(f"{name}: diagonal {diagonal:.2f} s; exact {exact:.2f} s; exact / diagonal = "
               f"{exact / diagonal:.2f}x; both in one probe {both:.2f} s; memory curve ({n_mem} "
               f"sequences) {t5 - t4:.2f} s{extra}", flush=True)

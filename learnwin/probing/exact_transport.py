@@ -6,8 +6,9 @@ backward (adjoint) sweep through the recurrence gives, for every receiving time 
 
     a_{t,k} = M_{t,t-k}^T src_t   for every k <= t   (a_{t,t} = src_t),
 
-with one adjoint stack of shape (B, T_receiving, P, S H) multiplied by the exact one-step
-Jacobian J_k = d z_k / d z_{k-1} at each step k = T-1..1. The J_k of all steps come at once
+with one adjoint stack per block of the state (the whole state, or h and c for the LSTM), each
+(B, T, P, n_s), allocated once and multiplied in place by the exact one-step Jacobian
+J_k = d z_k / d z_{k-1} at each step k = T-1..1 (rows t >= k only). The J_k of all steps come at once
 (vectorised over sequences and time) from the cell's closed-form ``step_jacobian`` (every gate
 path and the LayerNorm Jacobian; tested against autograd), or, for a cell without one, from one
 batched autograd backward of its ``step`` over the S H basis rows (docs/method.md §2a). A cell with
@@ -154,37 +155,43 @@ class DenseJacobians:
 
     def __init__(self, J: Tensor):
         self.J = J
+        self.widths = (J.shape[-1],)  # the stack's blocks: the whole state
 
     def head(self, n: int) -> DenseJacobians:
         """The first ``n`` sequences."""
         return DenseJacobians(self.J[:n])
 
-    def left(self, A: Tensor, k: int) -> Tensor:
-        """A J_k for row adjoints A (B, R, n)."""
-        return torch.bmm(A, self.J[:, k])
+    def left_(self, A: Sequence[Tensor], k: int, scratch: Tensor) -> None:
+        """A <- A J_k in place for row adjoints A[0] (B, R, n); ``scratch`` flat, >= B R n."""
+        a = A[0]
+        a.copy_(torch.bmm(a, self.J[:, k], out=scratch[:a.numel()].view(a.shape)))
 
 
 class CellStateJacobians:
     """One-step Jacobians of an (h, c) state in the block form of ``step_jacobian_blocks``
     (docs/method.md §4b): J = [[diag(p) W + diag(e) C, diag(e f)], [C, diag(f)]], C (B, T, H, H)
     dense, p, e, f (B, T, H) and W (H, H) shared. A J costs one H x H product per row with C and
-    one shared matmul with W: half the work of the dense 2H x 2H product, a quarter of its storage.
+    one with the shared W: half the work of the dense 2H x 2H product, a quarter of its storage.
     """
 
     def __init__(self, C: Tensor, p: Tensor, e: Tensor, f: Tensor, W: Tensor):
         self.C, self.p, self.e, self.f, self.W = C, p, e, f, W
+        self.widths = (W.shape[0], W.shape[0])  # the stack's blocks: h and c
 
     def head(self, n: int) -> CellStateJacobians:
         """The first ``n`` sequences."""
         return CellStateJacobians(self.C[:n], self.p[:n], self.e[:n], self.f[:n], self.W)
 
-    def left(self, A: Tensor, k: int) -> Tensor:
-        """A J_k for row adjoints A (B, R, 2H) = (a_h, a_c): (a_h p) W + u C and u f, u = a_h e + a_c."""
-        H = self.W.shape[0]
-        a_h, a_c = A[..., :H], A[..., H:]
-        u = torch.addcmul(a_c, a_h, self.e[:, k, None])
-        new_h = torch.baddbmm((a_h * self.p[:, k, None]) @ self.W, u, self.C[:, k])
-        return torch.cat([new_h, u * self.f[:, k, None]], -1)
+    def left_(self, A: Sequence[Tensor], k: int, scratch: Tensor) -> None:
+        """(a_h, a_c) <- ((a_h p) W + u C, u f) in place, u = a_h e + a_c, for row adjoints a_h, a_c
+        (B, R, H); ``scratch`` flat, >= B R H."""
+        a_h, a_c = A
+        B, R, H = a_h.shape
+        a_c.addcmul_(a_h, self.e[:, k, None])  # u
+        a_h.mul_(self.p[:, k, None])
+        new_h = torch.bmm(a_h, self.W.expand(B, H, H), out=scratch[:B * R * H].view(B, R, H))
+        a_h.copy_(new_h.baddbmm_(a_c, self.C[:, k]))
+        a_c.mul_(self.f[:, k, None])
 
 
 StepJacobians = DenseJacobians | CellStateJacobians
@@ -209,20 +216,23 @@ def step_jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> StepJacobians
                               W.detach())
 
 
-def adjoint_sweep(J: StepJacobians, src: Tensor, visit: Callable[[int, Tensor], None]) -> None:
-    """Propagate the adjoints ``src`` (B, T, P, S H), injected at their receiving times, backward.
+def adjoint_sweep(J: StepJacobians, src: Tensor, visit: Callable[[int, tuple[Tensor, ...]], None]) -> None:
+    """Propagate the adjoints ``src`` (B, T, P, n), injected at their receiving times, backward.
 
-    ``J`` holds the one-step Jacobians (:func:`step_jacobians`). At step k,
-    ``visit(k, A)`` sees A (B, T - k, P, S H) with A[:, i] = a_{k+i,k} = M_{k+i,k}^T src_{k+i}:
-    the adjoints of every receiving time t >= k at perturbation time k.
+    ``J`` holds the one-step Jacobians (:func:`step_jacobians`). At step k, ``visit(k, A)`` sees the
+    stack: one buffer A[s] (B, T, P, n_s) per block of the state in ``J.widths`` (the whole state, or
+    h and c for the LSTM; the last block holds the transported components), allocated once, whose
+    rows t >= k hold the adjoints of every receiving time t at perturbation time k,
+    A[s][:, t] = block s of a_{t,k} = M_{t,k}^T src_t (rows t < k still hold src_t). The rows are
+    updated in place after the call.
     """
     B, T, P, n = src.shape
-    A = src.new_zeros(B, 0, P, n)
+    stack = tuple(block.clone() for block in src.split(J.widths, -1))
+    scratch = src.new_empty(B * T * P * n)
     for k in range(T - 1, -1, -1):
-        A = torch.cat([src[:, k:k + 1], A], 1)  # a_{k,k} = src_k joins the stack
-        visit(k, A)
-        if k > 0:
-            A = J.left(A.reshape(B, -1, n), k).view(A.shape)
+        visit(k, stack)
+        if k > 0:  # a_{t,k-1} = a_{t,k} J_k on the rows t >= k
+            J.left_([s[:, k:].view(B, -1, s.shape[-1]) for s in stack], k, scratch)
 
 
 def _h_block(values: Tensor, S: int) -> Tensor:
@@ -237,13 +247,15 @@ class StateLayout:
     sources go on the h block and Lambda^q weights each block. Diagonal linear cells: unit q owns
     the m = n / H components z[q m:(q + 1) m] (its P / H states, Re and Im for a complex one),
     and the source of per-unit values d is the real view of conj(R_t) d (R_t = ``receive``).
+    In every cell the transported components are the last H m of z, so they are also the last
+    H m of the sweep's last block (:func:`adjoint_sweep`).
     """
 
     def __init__(self, cell: torch.nn.Module, n: int, receive: Tensor | None = None):
         H = cell.hidden_size
         self.H, self.linear = H, linear_state(cell)
         self.S = state_blocks(cell)
-        self.col, self.m = (0, n // H) if self.linear else ((self.S - 1) * H, 1)
+        self.m = n // H if self.linear else 1
         self.receive = receive
 
     def source(self, values: Tensor) -> Tensor:
@@ -260,8 +272,9 @@ class StateLayout:
         return lam.repeat_interleave(self.m, -1) if self.linear else lam.repeat(1, 1, self.S)
 
     def per_unit(self, A: Tensor) -> Tensor:
-        """|a^q| (..., H) from adjoints (..., n): the norm over unit q's transported components."""
-        block = A[..., self.col:self.col + self.H * self.m]
+        """|a^q| (..., H) from adjoints (..., n) or their last block: the norm over unit q's
+        transported components (the last H m)."""
+        block = A[..., -self.H * self.m:]
         return block.abs() if self.m == 1 else torch.linalg.vector_norm(block.unflatten(-1, (self.H, self.m)), dim=-1)
 
 
@@ -274,22 +287,22 @@ class ExactAccumulator:
         t, _, mask = receiving_times(torch.as_tensor(self.lags), T, times_per_lag)
         sel = torch.zeros(T, T, dtype=torch.float64)  # sel[t, l]: t is a receiving time of lag l
         sel[t[mask], torch.as_tensor(self.lags)[:, None].expand_as(t)[mask]] = 1.0
-        # rows[k]: the lags l = t - k (stack rows) of the grid whose receiving times include t
+        # rows[k]: the lags l of the grid whose receiving times include t = k + l
         self.rows = [sel.diagonal(-k).nonzero()[:, 0] for k in range(T)]
         z = lambda *s: torch.zeros(*s, dtype=torch.float64)  # noqa: E731
         self.count, self.signal, self.logsignal, self.dbar = z(T), z(T), z(T), z(T)
         self.units = z(T, hidden)
         self.count_m, self.diag, self.norm = z(T), z(T), z(T)
 
-    def signal_visit(self, lam: Tensor, delta: Tensor, layout: StateLayout) -> Callable[[int, Tensor], None]:
+    def signal_visit(self, lam: Tensor, delta: Tensor, layout: StateLayout) -> Callable[[int, tuple[Tensor, ...]], None]:
         """A visitor of the delta sweep adding Lambda^q |a^q| at every (n, t) to the signal envelope."""
         B, T, H = delta.shape
         dmean = delta.abs().double().mean(-1)  # (B, T)
         # dbar numerator per lag l: sum over n and t >= l of mean_q |delta^q_t|
         self.dbar += dmean.sum(0).flip(0).cumsum(0).flip(0)
 
-        def visit(k: int, A: Tensor) -> None:
-            mu = (lam[:, k, None, :] * layout.per_unit(A[:, :, 0])).double()  # (B, T - k, H)
+        def visit(k: int, A: tuple[Tensor, ...]) -> None:
+            mu = (lam[:, k, None, :] * layout.per_unit(A[-1][:, k:, 0])).double()  # (B, T - k, H)
             per = mu.sum(-1)
             self.count[:T - k] += B
             self.signal[:T - k] += per.sum(0)
@@ -307,16 +320,15 @@ class ExactAccumulator:
         B, T, H = lam.shape
         basis = layout.source(torch.eye(H, dtype=lam.dtype, device=lam.device))
         n = basis.shape[-1]
-        lam_c = layout.lam_components(lam)
-        col, width = layout.col, H * layout.m
+        width = H * layout.m  # the transported components: the last of the state and of its last block
+        lam_c = layout.lam_components(lam)[..., -width:]
 
-        def visit(k: int, A: Tensor) -> None:
-            i = self.rows[k]  # stack rows (receiving times k + i) read at k
+        def visit(k: int, A: tuple[Tensor, ...]) -> None:
+            i = self.rows[k]  # the lags i (receiving times k + i) read at k
             if not len(i):
                 return
-            scaled = A.index_select(1, i) * lam_c[:, k, None, None, :]  # rows of M diag(Lambda)
-            M = scaled[..., col:col + width]
-            diag = torch.diagonal(layout.per_unit(scaled), dim1=-2, dim2=-1).sum(-1).double()  # (B, len(i))
+            M = A[-1][..., -width:].index_select(1, i + k) * lam_c[:, k, None, None, :]  # rows of M diag(Lambda)
+            diag = torch.diagonal(layout.per_unit(M), dim1=-2, dim2=-1).sum(-1).double()  # (B, len(i))
             frob = M.pow(2).sum((-2, -1)).double().sqrt() * H ** 0.5
             self.count_m.index_add_(0, i, torch.full((len(i),), float(B), dtype=torch.float64))
             self.diag.index_add_(0, i, diag.sum(0))
@@ -347,7 +359,7 @@ class ExactAccumulator:
 
 
 def psi_exact(J: StepJacobians, delta: Tensor, lam: Tensor, v: Tensor,
-              visit_signal: Callable[[int, Tensor], None] | None = None,
+              visit_signal: Callable[[int, tuple[Tensor, ...]], None] | None = None,
               layout: StateLayout | None = None) -> Tensor:
     """psi_n(l) for every lag l = 0..T-1, shape (..., B, T) (docs/method.md §4b, §5).
 
@@ -361,12 +373,14 @@ def psi_exact(J: StepJacobians, delta: Tensor, lam: Tensor, v: Tensor,
     S = v.shape[-1] // H
     src = _h_block(delta, S) if layout is None else layout.source(delta)
     lam_c = lam.repeat(1, 1, S) if layout is None else layout.lam_components(lam)
-    weight = v * lam_c  # Lambda^q weights every component of unit q
+    weight = (v * lam_c).split(J.widths, -1)  # Lambda^q weights every component of unit q
     total = torch.zeros(*v.shape[:-2], T, dtype=torch.float64, device=v.device)  # (..., B, T)
 
-    def visit(k: int, A: Tensor) -> None:
-        contrib = (A[:, :, 0] * weight[..., k, None, :]).sum(-1)  # (..., B, T - k)
-        total[..., :T - k] += contrib.double()
+    def visit(k: int, A: tuple[Tensor, ...]) -> None:
+        prod = A[0][:, k:, 0] * weight[0][..., k, None, :]  # (..., B, T - k, n_0)
+        for a, w in zip(A[1:], weight[1:]):  # the c block of the LSTM
+            prod.addcmul_(a[:, k:, 0], w[..., k, None, :])
+        total[..., :T - k] += prod.sum(-1).double()
         if visit_signal is not None:
             visit_signal(k, A)
 
