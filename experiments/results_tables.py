@@ -27,6 +27,7 @@ from learnwin.infra import io, layout
 from learnwin.models.cells import CELLS
 from learnwin.report.formatting import SCALE_NAME
 from learnwin.report.summary import budgets
+from learnwin.stats.decay import FUNCTIONALS, primary
 from learnwin.stats.claims import (
     at_epoch,
     decay_length,
@@ -44,9 +45,9 @@ def _pm(values, digits: int = 2) -> str:
 
 
 def _ordered(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows in the models' canonical order, then by optimizer, noise and seed where present."""
+    """Rows in the models' canonical order, then by optimizer, transport, noise and seed where present."""
     rank = {m: i for i, m in enumerate(CELLS)}
-    cols = [c for c in ("model", "optimizer", "noise", "seed") if c in df]
+    cols = [c for c in ("model", "optimizer", "transport", "noise", "seed") if c in df]
     return df.sort_values(cols, key=lambda s: s.map(rank).fillna(len(rank)) if s.name == "model" else s,
                           kind="stable", ignore_index=True)
 
@@ -61,27 +62,31 @@ def _snap(results: Path, optimizer: str, model: str, seed, epoch: str) -> Path:
 
 
 def overview(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFrame:
-    """val R², each seed's best-validation epoch (the `best` checkpoint), the seed-mean envelope's
-    decay class with its scale, and tau_env per (model, optimizer)."""
+    """val R², each seed's best-validation epoch (the `best` checkpoint), and per transport the
+    seed-mean envelope's decay class (its primary functional, docs/method.md §4b) with its scale,
+    and tau_env, per (model, optimizer)."""
     rows = []
     for (m, o), g in runs.groupby(KEYS, sort=False):
         env = pd.concat([io.read_table(_snap(results, o, m, s, epoch) / "envelope.parquet", "envelope")
                          for s in g["seed"]])
-        mean_f = env.groupby("lag")["f"].mean()
-        decay = io.read_table(layout.under(results, layout.DECAY, optimizer=o, model=m, epoch=epoch), "decay")
-        law = decay[(decay["scope"] == "mean") & decay["selected"].astype(bool)]
-        if law.empty:
-            name, scale = "none", "–"
-        else:
-            r = law.iloc[0]
-            name = r["law"]
-            scale = f"{SCALE_NAME[name]} = {number(r['scale'])} [{number(r['scale_lo'])}, {number(r['scale_hi'])}]"
+        decay = primary(io.read_table(layout.under(results, layout.DECAY, optimizer=o, model=m, epoch=epoch),
+                                      "decay"))
         curves = [io.read_table(layout.under(results, layout.RUN, optimizer=o, model=m, seed=s) / "curve.parquet", "curve") for s in g["seed"]]
         best = "/".join(str(int(c["epoch"][c["val_mse"].idxmin()])) for c in curves)
-        rows.append({"model": m, "optimizer": o, "seeds": len(g), "val R²": _pm(g["val_r2"]),
-                     "best epoch per seed (of last)": f"{best} ({int(curves[0]['epoch'].max())})",
-                     "decay class (seed mean)": name, "scale [95 % CI]": scale,
-                     "τ_env": number(decay_length(mean_f.index, mean_f.to_numpy()))})
+        for transport, e in env.groupby("transport", sort=False):
+            mean_f = e.groupby("lag")["f"].mean()
+            law = decay[(decay["transport"] == transport) & (decay["scope"] == "mean")
+                        & decay["selected"].astype(bool)]
+            if law.empty:
+                name, scale = "none", "–"
+            else:
+                r = law.iloc[0]
+                name = r["law"]
+                scale = f"{SCALE_NAME[name]} = {number(r['scale'])} [{number(r['scale_lo'])}, {number(r['scale_hi'])}]"
+            rows.append({"model": m, "optimizer": o, "seeds": len(g), "val R²": _pm(g["val_r2"]),
+                         "best epoch per seed (of last)": f"{best} ({int(curves[0]['epoch'].max())})",
+                         "transport": transport, "decay class (seed mean)": name, "scale [95 % CI]": scale,
+                         "τ_env": number(decay_length(mean_f.index, mean_f.to_numpy()))})
     return pd.DataFrame(rows)
 
 
@@ -89,9 +94,9 @@ def window_table(H_agg: pd.DataFrame) -> pd.DataFrame:
     """H_N mean ± sd over seeds at three N, and the prediction at the largest, per noise definition."""
     grid = budgets(H_agg)
     rows = []
-    for (m, o, noise), g in H_agg.groupby([*KEYS, "noise"], sort=False):
+    for (m, o, transport, noise), g in H_agg.groupby([*KEYS, "transport", "noise"], sort=False):
         g = g.set_index("N")
-        row = {"model": m, "optimizer": o, "noise": noise}
+        row = {"model": m, "optimizer": o, "transport": transport, "noise": noise}
         for n in grid:
             sd = g.loc[n, "std"]
             row[f"H_N at N = {n}"] = number(g.loc[n, "mean"], 1) + ("" if pd.isna(sd) else f" ± {number(sd, 1)}")
@@ -103,9 +108,9 @@ def window_table(H_agg: pd.DataFrame) -> pd.DataFrame:
 def master_table(master: pd.DataFrame) -> pd.DataFrame:
     """Master-law slope (mean ± sd over seeds), seeds whose CI covers 1, and every seed's CI."""
     rows = []
-    for (m, o, noise), g in master.groupby([*KEYS, "noise"], sort=False):
+    for (m, o, transport, noise), g in master.groupby([*KEYS, "transport", "noise"], sort=False):
         covers = (g["slope_lo"] <= 1) & (g["slope_hi"] >= 1)
-        rows.append({"model": m, "optimizer": o, "noise": noise, "slope": _pm(g["slope"]),
+        rows.append({"model": m, "optimizer": o, "transport": transport, "noise": noise, "slope": _pm(g["slope"]),
                      "CI covers 1": f"{int(covers.sum())}/{len(g)}",
                      "per seed: slope [95 % CI]": "; ".join(
                          f"{number(r.slope)} [{number(r.slope_lo)}, {number(r.slope_hi)}]" for r in g.itertuples())})
@@ -115,33 +120,33 @@ def master_table(master: pd.DataFrame) -> pd.DataFrame:
 def exponents_table(exps: pd.DataFrame) -> pd.DataFrame:
     """Exponents a (sigma ~ f^a) and b (m ~ f^b) per (model, optimizer, noise), over seeds."""
     rows = []
-    for (m, o, noise), g in exps.groupby([*KEYS, "noise"], sort=False):
+    for (m, o, transport, noise), g in exps.groupby([*KEYS, "transport", "noise"], sort=False):
         covers = (g["b_lo"] <= 1) & (g["b_hi"] >= 1)
-        rows.append({"model": m, "optimizer": o, "noise": noise, "a": _pm(g["a"]), "b": _pm(g["b"]),
+        rows.append({"model": m, "optimizer": o, "transport": transport, "noise": noise,
+                     "a": _pm(g["a"]), "b": _pm(g["b"]),
                      "b − a": _pm(g["b"] - g["a"]), "b CI covers 1": f"{int(covers.sum())}/{len(g)}",
                      "significant lags": _pm(g["n_significant"], 1)})
     return pd.DataFrame(rows)
 
 
 def transport_table(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFrame:
-    """Decay lengths (tau_env, mean ± sd over seeds) of the envelope the run used (f), of the
-    diagonal first-order envelope (f_diagonal) and of the memory curve mean |u . dy_t/dx_{t-l}|
-    (memory.parquet), with f(l_max) / f(l_min) for f and f_diagonal (docs/method.md §4b)."""
+    """Decay lengths (tau_env, mean ± sd over seeds) of every functional of each transport the run
+    computed (learnwin.stats.decay.FUNCTIONALS: the diagonal transport's gamma; the exact
+    transport's signal, diagonal entries and norm, docs/method.md §4b) and of the memory curve
+    mean |u . dy_t/dx_{t-l}| (memory.parquet)."""
     rows = []
     for (m, o), g in runs.groupby(KEYS, sort=False):
-        per = {"f": [], "f_diagonal": [], "memory": [], "f drop": [], "f_diagonal drop": []}
+        per: dict[str, list] = {}
         for seed in g["seed"]:
             snap = _snap(results, o, m, seed, epoch)
             env = io.read_table(snap / "envelope.parquet", "envelope").sort_values("lag")
+            for transport, e in env.groupby("transport", sort=False):
+                for functional, col in FUNCTIONALS[transport].items():
+                    per.setdefault(f"τ of {transport} {functional}", []).append(
+                        decay_length(e["lag"], e[col].to_numpy()))
             mem = io.read_table(snap / "memory.parquet", "memory").sort_values("lag")
-            for col in ("f", "f_diagonal"):
-                per[col].append(decay_length(env["lag"], env[col].to_numpy()))
-                per[f"{col} drop"].append(env[col].iloc[-1] / env[col].iloc[0])
-            per["memory"].append(decay_length(mem["lag"], mem["m_mem_abs"].to_numpy()))
-        rows.append({"model": m, "optimizer": o, "τ of f": _pm(per["f"], 1),
-                     "τ of f_diagonal": _pm(per["f_diagonal"], 1), "τ of memory curve": _pm(per["memory"], 1),
-                     "f(l_max)/f(l_min)": number(np.mean(per["f drop"])),
-                     "f_diagonal(l_max)/f_diagonal(l_min)": number(np.mean(per["f_diagonal drop"]))})
+            per.setdefault("τ of memory curve", []).append(decay_length(mem["lag"], mem["m_mem_abs"].to_numpy()))
+        rows.append({"model": m, "optimizer": o, **{k: _pm(v, 1) for k, v in per.items()}})
     return pd.DataFrame(rows)
 
 
@@ -172,7 +177,7 @@ def run_keys(results: Path) -> tuple[pd.DataFrame, list, list, list]:
     summary = io.read_table(layout.under(results, layout.SUMMARY["parquet"]), "summary")
     if "status" in summary:
         summary = summary[summary["status"] == "ok"]
-    runs = _ordered(summary)
+    runs = _ordered(summary.drop_duplicates([*KEYS, "seed"]))  # one row per run (summary has one per transport)
     return runs, list(dict.fromkeys(runs["model"])), list(dict.fromkeys(runs["optimizer"])), sorted(set(runs["seed"]))
 
 
@@ -197,7 +202,7 @@ def tables(results: str | Path, epoch: str = "best") -> str:
                 markdown(exponents_table(exps)), ""]
     if all((_snap(results, o, m, s, epoch) / "memory.parquet").exists()
            for m, o, s in runs[[*KEYS, "seed"]].itertuples(index=False)):
-        out += ["### Transport: the envelope used, the diagonal one and the memory curve (decay lengths)", "",
+        out += ["### Transport: decay lengths of each transport's functionals and of the memory curve", "",
                 markdown(transport_table(results, runs, epoch)), ""]
     claims = io.read_table(layout.under(results, layout.CLAIMS["parquet"]), "claims")
     findings = layout.under(results, layout.CLAIMS["findings"]).read_text()

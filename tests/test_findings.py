@@ -87,6 +87,21 @@ def test_findings_say_which_functional_a_verdict_depends_on():
     assert "Across functionals" not in findings.sentences(_verdicts(holds))[0]
 
 
+def test_robustness_keeps_the_noise_definitions_apart():
+    """Claim (b) under two transports (one functional each) and two noise definitions: a row that
+    holds under per_lag on both transports but under pooled on the diagonal one only is named once
+    per noise definition, never with a transport listed twice."""
+    holds, fails = _per_seed(True), _per_seed(False)
+    mixed = {k: t.copy() for k, t in holds.items()}
+    pooled = mixed["b"]["noise"] == "pooled"
+    mixed["b"].loc[pooled] = fails["b"].loc[pooled].to_numpy()
+    table = pd.concat([_verdicts(holds, "diagonal", "gamma"), _verdicts(mixed, "exact", "signal")],
+                      ignore_index=True)
+    b = findings.sentences(table)[1]
+    assert "const/adamw (per_lag)" in b and "const/adamw (pooled) only under diagonal gamma;" in b
+    assert "diagonal gamma, exact signal, diagonal gamma" not in b
+
+
 def test_findings_of_the_synthetic_run(tmp_path):
     from synthetic_claims import write_claim_run
 

@@ -39,14 +39,14 @@ def _name(r) -> str:
 
 
 def robustness(g: pd.DataFrame) -> str:
-    """Per (check, model, optimizer) of one claim's rows: whether its verdict holds under every
-    envelope functional (docs/method.md §8b), under none, or which ones it depends on."""
+    """Per (check, model, optimizer, noise) of one claim's rows: whether its verdict holds under
+    every envelope functional (docs/method.md §8b), under none, or which ones it depends on."""
     if g["functional"].nunique() < 2:
         return ""
     every, none, some = [], [], []
-    for _, s in g.groupby(["check", "model", "optimizer"], sort=False):
+    for (*_, noise), s in g.groupby(["check", "model", "optimizer", "noise"], sort=False):
         held = [f"{r.transport} {r.functional}" for r in s.itertuples() if r.holds]
-        name = _name(s.iloc[0])
+        name = _name(s.iloc[0]) + ("" if noise == NOISE_ANY else f" ({noise})")
         if len(held) == len(s):
             every.append(name)
         elif not held:
