@@ -151,6 +151,9 @@ def _run_tables(opt: str, model: str, seed: int, epoch: str) -> dict[str, pd.Dat
     return dict(
         envelope=envelope,
         units=units,
+        # the exact transport's Lyapunov time scales (docs/method.md §4c): the units' spectrum
+        lyapunov=pd.DataFrame(dict(**key, mode=np.arange(UNITS), **{"lambda": -1 / np.array(unit_tau)},
+                                   tau=unit_tau, leading=True)),
         alpha=alpha_t,
         window=_per_noise(window),
         H_N=_per_noise(pd.DataFrame(h_n)),
