@@ -186,3 +186,16 @@ def test_compare_claims_finds_exactly_the_cells_whose_verdict_differs(tmp_path, 
          (failing["model"], failing["check"], failing["cell"], "2/2 ✓")])
     with pytest.raises(ValueError, match="Claims at a glance"):
         compare.glance("## no tables here\n")
+
+
+def test_groundtruth_window_means_per_model_and_N():
+    """experiments/groundtruth_tables.py: H mean ± sd over seeds of the main arm at one threshold,
+    with the censored seeds counted; other arms and thresholds are left out."""
+    rows = [dict(model=m, arm=arm, threshold=thr, N=n, seed=s, H=h, censored=h >= 63)
+            for m, base in (("gru", 10.0), ("const", 20.0)) for n, shift in ((64, 0.0), (8192, 43.0))
+            for s, d in ((1, -1.0), (2, 1.0))
+            for arm, thr, h in (("main", 0.2, base + shift + d), ("main", 0.1, 99.0), ("full_grid", 0.2, 99.0))]
+    table = _script("groundtruth_tables").window_means(pd.DataFrame(rows), 0.2)
+    assert table["model"].tolist() == ["const", "gru"]  # the registry's order
+    assert table.set_index("model").loc["gru"].tolist() == ["10.0 ± 1.4", "53.0 ± 1.4"]
+    assert table.set_index("model").loc["const"].tolist() == ["20.0 ± 1.4", "63.0 ± 1.4 (1 cens.)"]

@@ -1,0 +1,88 @@
+"""Print the markdown tables of docs/results.md, "Does the theory predict the window?", from a
+finished `snakemake recovery` run (docs/method.md §10).
+
+    python experiments/groundtruth_tables.py RESULTS_DIR [--threshold 0.2]
+
+Reads only the aggregate tables of learnwin.infra.layout.RECOVERY: the measured window H per
+(model, N) as mean ± sd over seeds with its censored count, at the primary threshold; the growth
+fits per (model, threshold) (H = a + b log N against H = a N^c, censoring-aware, Akaike weights,
+curvature in log N); the test of one common slope; the monotonicity and steps checks; the eps-free
+predicted growth against the measured one, and the out-of-sample scores per prediction variant.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from learnwin.infra import io, layout
+from learnwin.models.cells import CELLS
+from learnwin.stats.claims import markdown, number
+
+
+def _read(results: Path, name: str) -> pd.DataFrame:
+    return io.read_table(layout.under(results, layout.RECOVERY[name]), "recovery")
+
+
+def _rounded(df: pd.DataFrame, digits: int = 3) -> pd.DataFrame:
+    out = df.copy()
+    for col in out.columns:
+        if pd.api.types.is_float_dtype(out[col]):
+            out[col] = [number(v, digits) for v in out[col]]
+    return out
+
+
+def window_means(window: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """H mean ± sd over seeds per (model, N) of the main arm at ``threshold``, and the number of
+    right-censored seeds (H at the largest grid lag)."""
+    main = window[(window["arm"] == "main") & np.isclose(window["threshold"], threshold)]
+    cells = {}
+    for (model, N), g in main.groupby(["model", "N"], sort=True):
+        cen = int(g["censored"].sum())
+        cells[(model, N)] = (f"{number(g['H'].mean(), 1)} ± {number(g['H'].std(ddof=1), 1)}"
+                             + (f" ({cen} cens.)" if cen else ""))
+    Ns = sorted({n for _, n in cells})
+    models = [m for m in CELLS if any(k[0] == m for k in cells)]
+    return pd.DataFrame([{"model": m, **{f"N = {n}": cells.get((m, n), "–") for n in Ns}} for m in models])
+
+
+def tables(results: str | Path, threshold: float) -> str:
+    results = Path(results)
+    window = _read(results, "window")
+    growth = _read(results, "growth")
+    cols = ["model", "threshold", "n_points", "n_censored", "log_b", "power_c", "weight_log", "weight_power",
+            "verdict", "curvature", "curvature_lo", "curvature_hi"]
+    out = [f"## Ground truth of the window in {results}", "",
+           f"### Measured H per (model, N), threshold {threshold} (mean ± sd over seeds)", "",
+           markdown(window_means(window, threshold)), "",
+           "### Growth of H with N (censoring-aware fits, Akaike weights, curvature in log N)", "",
+           markdown(_rounded(growth[[c for c in cols if c in growth]])), "",
+           "### One common log-N slope across models (likelihood-ratio test)", "",
+           markdown(_rounded(_read(results, "slopes"))), ""]
+    mono = _read(results, "monotonicity")
+    if len(mono):
+        out += ["### Monotonicity: the full lag grid against bisection (holes below the largest learned lag)", "",
+                markdown(_rounded(mono)), ""]
+    steps = _read(results, "steps_check")
+    if len(steps):
+        out += ["### Convergence: H at twice the steps, largest N", "", markdown(_rounded(steps)), ""]
+    out += ["### Eps-free: predicted against measured growth", "",
+            markdown(_rounded(_read(results, "growth_prediction"))), "",
+            "### Levels out of sample: scores per prediction variant", "",
+            markdown(_rounded(_read(results, "prediction_scores"))), ""]
+    return "\n".join(out)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results", help="a results folder after `snakemake recovery`")
+    ap.add_argument("--threshold", type=float, default=0.2, help="effect threshold of the H table")
+    args = ap.parse_args(argv)
+    print(tables(args.results, args.threshold))
+
+
+if __name__ == "__main__":
+    main()
