@@ -22,7 +22,7 @@ def test_write_table_is_float32_zstd_and_versioned(tmp_path):
     assert meta.row_group(0).column(3).compression == "ZSTD"
     table = pq.read_table(path)
     assert table.schema.field("f").type == pa.float32()
-    assert table.schema.metadata[b"learnwin.schema"] == b"envelope:2"
+    assert table.schema.metadata[b"learnwin.schema"] == f"envelope:{io.SCHEMA_VERSIONS['envelope']}".encode()
     back = io.read_table(path, "envelope")
     np.testing.assert_array_equal(back["f"], np.float32([0.5, 0.25]))
     assert [p.name for p in path.parent.iterdir()] == ["envelope.parquet"]  # no temp left
@@ -55,10 +55,13 @@ def test_missing_artifact_names_the_file(tmp_path):
 def test_schema_version_mismatch_says_rerun(tmp_path, monkeypatch):
     path = tmp_path / "alpha.parquet"
     io.write_table(_frame(), path, "alpha")
-    monkeypatch.setitem(io.SCHEMA_VERSIONS, "alpha", 2)
-    with pytest.raises(io.ArtifactError, match=r"schema 'alpha:1', expected 'alpha:2'; re-run the stage"):
+    written = io.SCHEMA_VERSIONS["alpha"]
+    monkeypatch.setitem(io.SCHEMA_VERSIONS, "alpha", written + 1)
+    with pytest.raises(io.ArtifactError,
+                       match=rf"schema 'alpha:{written}', expected 'alpha:{written + 1}'; re-run the stage"):
         io.read_table(path, "alpha")
-    with pytest.raises(io.ArtifactError, match=r"schema 'alpha:1', expected 'psi:1'"):
+    with pytest.raises(io.ArtifactError,
+                       match=rf"schema 'alpha:{written}', expected 'psi:{io.SCHEMA_VERSIONS['psi']}'"):
         io.read_table(path, "psi")
 
 

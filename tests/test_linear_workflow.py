@@ -34,8 +34,10 @@ def test_every_stage_runs_the_linear_cells(linear_run):
         for model in cfg["models"]:
             for epoch in cfg["train"]["snapshot_epochs"]:
                 snap = work / layout.SNAP.format(optimizer=opt, model=model, seed=2, epoch=epoch)
-                env = read_table(snap / "envelope.parquet", "envelope")
-                assert list(env["lag"]) == lags and (env["f"] > 0).all() and np.isfinite(env["f"]).all()
+                envelope = read_table(snap / "envelope.parquet", "envelope")
+                assert set(envelope["transport"]) == {"diagonal", "exact"}
+                for _, env in envelope.groupby("transport"):
+                    assert list(env["lag"]) == lags and (env["f"] > 0).all() and np.isfinite(env["f"]).all()
                 total = read_table(snap / "total.parquet", "total")
                 assert np.isfinite(total["S"]).all() and len(total) == cfg["task"]["n_diag"]
             assert (work / layout.DECAY.format(optimizer=opt, model=model, epoch="best")).stat().st_size > 0
@@ -51,5 +53,6 @@ def test_lru_at_init_decays_at_tau_init_in_the_artifacts(linear_run):
     s = cfg["model"]["const_s"]
     snap = work / layout.SNAP.format(optimizer="sgd", model="lru", seed=2, epoch=0)
     env = read_table(snap / "envelope.parquet", "envelope")
-    slope = np.diff(np.log(env["f_diagonal"])) / np.diff(env["lag"])
+    env = env[env["transport"] == "diagonal"]
+    slope = np.diff(np.log(env["f"])) / np.diff(env["lag"])
     np.testing.assert_allclose(slope, math.log(1 - s), rtol=1e-4)

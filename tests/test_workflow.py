@@ -8,7 +8,7 @@ import pytest
 import yaml
 from workflow_helpers import assert_same_tables, copy_workflow, scheduled, snakemake
 
-from learnwin.infra import layout
+from learnwin.infra import io, layout
 from learnwin.infra.config import lag_grid
 from learnwin.infra.io import read_table
 
@@ -68,7 +68,7 @@ def test_smoke_artifacts(smoke_run, smoke_config):
 
 def test_parquet_schema_dtypes(smoke_run):
     table = pq.read_table(smoke_run / layout.SNAP.format(optimizer="adamw", model="gru", seed=2, epoch=0) / "envelope.parquet")
-    assert table.schema.metadata[b"learnwin.schema"] == b"envelope:2"
+    assert table.schema.metadata[b"learnwin.schema"] == f"envelope:{io.SCHEMA_VERSIONS['envelope']}".encode()
     assert str(table.schema.field("f").type) == "float"  # float32
     assert str(table.schema.field("seed").type) == "int64"
     assert pa.types.is_string(table.schema.field("epoch").type) or pa.types.is_large_string(
