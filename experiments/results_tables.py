@@ -35,6 +35,7 @@ from learnwin.stats.claims import (
     number,
 )
 from learnwin.stats.decay import FUNCTIONALS, PRIMARY, primary
+from learnwin.stats.window import with_transport
 
 KEYS = ["model", "optimizer"]
 
@@ -67,8 +68,8 @@ def overview(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFrame:
     and tau_env, per (model, optimizer)."""
     rows = []
     for (m, o), g in runs.groupby(KEYS, sort=False):
-        env = pd.concat([io.read_table(_snap(results, o, m, s, epoch) / "envelope.parquet", "envelope")
-                         for s in g["seed"]])
+        env = with_transport(pd.concat([io.read_table(_snap(results, o, m, s, epoch) / "envelope.parquet",
+                                                      "envelope") for s in g["seed"]]))
         decay = primary(io.read_table(layout.under(results, layout.DECAY, optimizer=o, model=m, epoch=epoch),
                                       "decay"))
         curves = [io.read_table(layout.under(results, layout.RUN, optimizer=o, model=m, seed=s) / "curve.parquet", "curve") for s in g["seed"]]
@@ -139,7 +140,7 @@ def transport_table(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFra
         per: dict[str, list] = {}
         for seed in g["seed"]:
             snap = _snap(results, o, m, seed, epoch)
-            env = io.read_table(snap / "envelope.parquet", "envelope").sort_values("lag")
+            env = with_transport(io.read_table(snap / "envelope.parquet", "envelope").sort_values("lag"))
             for transport, e in env.groupby("transport", sort=False):
                 for functional, col in FUNCTIONALS[transport].items():
                     per.setdefault(f"τ of {transport} {functional}", []).append(
@@ -187,7 +188,7 @@ def tables(results: str | Path, epoch: str = "best") -> str:
     runs = run_keys(results)[0]
 
     def in_run(table):
-        return _ordered(at_epoch(table, epoch).merge(runs[KEYS].drop_duplicates()))
+        return _ordered(with_transport(at_epoch(table, epoch)).merge(runs[KEYS].drop_duplicates()))
 
     H_agg = in_run(io.read_table(layout.under(results, layout.STATS["H_N_agg"]), "H_N"))
     master = in_run(io.read_table(layout.under(results, layout.STATS["master"]), "master").merge(runs[[*KEYS, "seed"]]))
@@ -206,7 +207,7 @@ def tables(results: str | Path, epoch: str = "best") -> str:
                 markdown(transport_table(results, runs, epoch)), ""]
     claims = io.read_table(layout.under(results, layout.CLAIMS["parquet"]), "claims")
     findings = layout.under(results, layout.CLAIMS["findings"]).read_text()
-    main = claims[claims["functional"] == claims["transport"].map(PRIMARY)]
+    main = claims[claims["functional"] == claims["transport"].map(PRIMARY)]  # each transport's primary
     out += ["### Claims at a glance, each transport's primary functional (k/n seeds agree; ✓ = holds)", "",
             markdown(claims_at_a_glance(main).drop(columns="functional")), "",
             "### Claims at a glance, every functional (k/n seeds agree with the expectation; ✓ = holds)", "",
