@@ -39,23 +39,25 @@ def test_smoke_artifacts(smoke_run, smoke_config):
             assert list(curve["epoch"]) == list(range(cfg["train"]["epochs"] + 1))
             for epoch in cfg["train"]["snapshot_epochs"]:
                 snap = res / "snapshots" / opt / model / "seed2" / f"epoch{epoch}"
-                env = read_table(snap / "envelope.parquet", "envelope")
-                psi = read_table(snap / "psi.parquet", "psi")
-                alpha = read_table(snap / "alpha.parquet", "alpha")
-                h_n = read_table(snap / "H_N.parquet", "H_N")
-                assert list(env["lag"]) == lags and list(alpha["lag"]) == lags
-                assert len(psi) == len(lags) * cfg["task"]["n_diag"]
-                total = read_table(snap / "total.parquet", "total")
-                assert list(total["sequence"]) == list(range(cfg["task"]["n_diag"]))
-                assert np.isfinite(total["S"]).all()
-                assert (env["f"] > 0).all() and np.isfinite(env["f"]).all()
-                assert sorted(h_n["noise"].unique()) == sorted(cfg["window"]["noise"])
-                for _, h in h_n.groupby("noise"):  # H_N never falls as N grows, per noise definition
-                    assert np.all(np.diff(h["H_N"]) >= 0) and list(h["N"]) == cfg["window"]["N_grid"]
-                assert env["epoch"].iloc[0] == str(epoch) and (env["model"] == model).all()
+                tables = {name: read_table(snap / f"{name}.parquet", name)
+                          for name in ("envelope", "psi", "alpha", "H_N", "total")}
+                for name, table in tables.items():  # every table holds each configured transport
+                    assert set(table["transport"]) == set(cfg["snapshot"]["transport"]), name
+                for transport in cfg["snapshot"]["transport"]:
+                    env, psi, alpha, h_n, total = (t[t["transport"] == transport] for t in tables.values())
+                    assert list(env["lag"]) == lags and list(alpha["lag"]) == lags
+                    assert len(psi) == len(lags) * cfg["task"]["n_diag"]
+                    assert list(total["sequence"]) == list(range(cfg["task"]["n_diag"]))
+                    assert np.isfinite(total["S"]).all()
+                    assert (env["f"] > 0).all() and np.isfinite(env["f"]).all()
+                    assert sorted(h_n["noise"].unique()) == sorted(cfg["window"]["noise"])
+                    for _, h in h_n.groupby("noise"):  # H_N never falls as N grows, per noise definition
+                        assert np.all(np.diff(h["H_N"]) >= 0) and list(h["N"]) == cfg["window"]["N_grid"]
+                    assert env["epoch"].iloc[0] == str(epoch) and (env["model"] == model).all()
     # analytic oracle on a real artifact: ConstGate's zero-order envelope under SGD is
     # lr * H * (1 - s)^l whatever the weights (Lambda = lr, Gamma0 = (1 - s)^l)
     env = read_table(res / "snapshots/sgd/const/seed2/epochbest/envelope.parquet", "envelope")
+    env = env[env["transport"] == "diagonal"]
     lr = cfg["optim"]["sgd"]["lr"]
     np.testing.assert_allclose(env["f_order0"], lr * H * (1 - s) ** np.array(lags), rtol=1e-5)
     assert T > max(lags)
