@@ -621,3 +621,12 @@ def build_model(cell: str, input_size: int, hidden: int, layer_norm: bool = True
     if gates.get("gate_init", "paper") not in GATE_INITS:
         raise ValueError(f"model.gate_init = {gates['gate_init']!r}; allowed: {', '.join(GATE_INITS)}")
     return GatedRNN(CELLS[cell].cls(input_size, hidden, layer_norm, **gates))
+
+
+def checkpoint_model(state: dict, device: str = "cpu") -> GatedRNN:
+    """The model of a loaded checkpoint ``state`` on ``device`` in eval mode, with its trained
+    weights unless the checkpoint is a diverged run's tombstone (then as built; docs/method.md §3)."""
+    model = build_model(state["cell"], **state["model_config"]).to(device)
+    if not state.get("diverged"):
+        model.load_state_dict(state["model"])
+    return model.eval()

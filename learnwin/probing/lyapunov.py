@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 
 from learnwin.infra import io
-from learnwin.models.cells import build_model
+from learnwin.models.cells import checkpoint_model
 from learnwin.models.data import load_split
 from learnwin.probing.exact_transport import full_state, jacobians, state_size
 
@@ -84,14 +84,12 @@ def lyapunov_checkpoint(*, checkpoint: str | Path, data_dir: str | Path, sequenc
     """The lyapunov table (run keys, mode, lambda, tau, leading) of one checkpoint, over the
     first ``sequences`` diag sequences (docs/method.md §4c); NaN values for a diverged run."""
     state = io.load_checkpoint(checkpoint, map_location=device)
-    model = build_model(state["cell"], **state["model_config"]).to(device)
+    model = checkpoint_model(state, device)
     H = model.cell.hidden_size
     n = state_size(model.cell)
     if state.get("diverged"):
         table = spectrum_table(np.full(n, np.nan), H)
     else:
-        model.load_state_dict(state["model"])
-        model.eval()
         x_all = load_split(data_dir, "diag")[0][:sequences]
         total = torch.zeros(n, dtype=torch.float64)
         for i in range(0, x_all.shape[0], batch_size):

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from learnwin.infra import io
 from learnwin.infra.resources import MEMORY_CURVE_BYTES, memory_curve_bytes
-from learnwin.models.cells import GatedRNN, build_model
+from learnwin.models.cells import GatedRNN, checkpoint_model
 from learnwin.models.data import load_split
 from learnwin.probing.envelope import receiving_times
 
@@ -77,9 +77,7 @@ def memory_checkpoint(*, checkpoint: str | Path, data_dir: str | Path, u: Sequen
     if state.get("diverged"):
         table = acc.table().assign(m_mem=np.nan, m_mem_abs=np.nan)
     else:
-        model = build_model(state["cell"], **state["model_config"]).to(device)
-        model.load_state_dict(state["model"])
-        model.eval()
+        model = checkpoint_model(state, device)
         u_t = torch.as_tensor(np.asarray(u, dtype=np.float32), device=device)
         for i in range(0, x_all.shape[0], batch_size):
             x = torch.from_numpy(np.array(x_all[i:i + batch_size])).to(device)

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from learnwin.infra import io
 from learnwin.infra.config import TRANSPORTS, transports_of
-from learnwin.models.cells import build_model
+from learnwin.models.cells import checkpoint_model
 from learnwin.models.data import load_split
 from learnwin.probing.detect import output_error, psi_diagonal, psi_frame, random_directions, tangents
 from learnwin.probing.envelope import (
@@ -164,9 +164,7 @@ def snapshot_checkpoint(
     if state.get("diverged"):  # a tombstone of a diverged run: NaN tables, same shape
         return _with_keys(_listed(_nan_tables(lags, state["model_config"]["hidden"], x_all.shape[0],
                                               TRANSPORTS), names), keys)
-    model = build_model(state["cell"], **state["model_config"]).to(device)
-    model.load_state_dict(state["model"])
-    model.eval()
+    model = checkpoint_model(state, device)
     cell = model.cell
     recurrent = [f"cell.{name}" for name in cell.recurrent_weights()]
     rates = rate_matrix(model, recurrent, state["optimizer_name"], state["optimizer"], state["hparams"])

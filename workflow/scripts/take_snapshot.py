@@ -17,10 +17,12 @@ from learnwin.probing.memory import memory_checkpoint  # noqa: E402
 from learnwin.probing.snapshot import snapshot_checkpoint  # noqa: E402
 
 wc, cfg = snakemake.wildcards, snakemake.params.snapshot
+device = runtime.resolve_device(snakemake.params.device)
+data_dir = Path(snakemake.input.x).parent
 keys = {"model": wc.model, "optimizer": wc.optimizer, "seed": int(wc.seed), "epoch": wc.epoch}
 envelope, units, psi, total = snapshot_checkpoint(
     checkpoint=snakemake.input.checkpoint,
-    data_dir=Path(snakemake.input.x).parent,
+    data_dir=data_dir,
     lags=lag_grid(cfg),
     order=cfg["order"],
     times_per_lag=cfg["times_per_lag"],
@@ -28,7 +30,7 @@ envelope, units, psi, total = snapshot_checkpoint(
     batch_size=cfg["batch_size"],
     keep_directions=cfg["keep_directions"],
     keys=keys,
-    device=runtime.resolve_device(snakemake.params.device),
+    device=device,
     transport=cfg["transport"],
     exact_sequences=cfg["exact_sequences"],
 )
@@ -39,23 +41,23 @@ io.write_table(total, snakemake.output.total, "total")
 log.info("snapshot %s: %d lags, %d psi rows", keys, len(envelope), len(psi))
 memory = memory_checkpoint(
     checkpoint=snakemake.input.checkpoint,
-    data_dir=Path(snakemake.input.x).parent,
+    data_dir=data_dir,
     u=json.loads(Path(snakemake.input.task).read_text())["u"],
     lags=lag_grid(cfg),
     batch_size=cfg["batch_size"],
     sequences=cfg["memory_sequences"],
     keys=keys,
-    device=runtime.resolve_device(snakemake.params.device),
+    device=device,
 )
 io.write_table(memory, snakemake.output.memory, "memory")
 log.info("memory curve %s: %d lags", keys, len(memory))
 lyapunov = lyapunov_checkpoint(
     checkpoint=snakemake.input.checkpoint,
-    data_dir=Path(snakemake.input.x).parent,
+    data_dir=data_dir,
     sequences=cfg["exact_sequences"],
     batch_size=cfg["batch_size"],
     keys=keys,
-    device=runtime.resolve_device(snakemake.params.device),
+    device=device,
 )
 io.write_table(lyapunov, snakemake.output.lyapunov, "lyapunov")
 log.info("lyapunov spectrum %s: %d modes", keys, len(lyapunov))
