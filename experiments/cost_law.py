@@ -1,6 +1,7 @@
 """The cost law: per-job CPU seconds of training and snapshots against their work, across rungs.
 
     python experiments/cost_law.py RESULTS_DIR:CONFIG [RESULTS_DIR:CONFIG ...] [--predict config/paper.yaml]
+        [--models M ...] [--T 512 1024 ...]
 
 Each argument pairs a finished run's results folder with the config it ran. From the
 Snakemake benchmark TSVs (``cpu_time`` of every train_model and take_snapshot job) it fits, by
@@ -15,6 +16,10 @@ arithmetic. In a snapshot, the G H^2 term is the trace and tangent passes over e
 and the T H term is psi and S at every lag l = 0..T-1 (T^2/2 pairs per sequence, docs/method.md
 §5, §7b). It prints the fit, each rung's measured against fitted cost, and the predicted CPU
 cost per job and in all for ``--predict`` (jobs = models x optimizers x seeds x snapshot epochs).
+``--models`` fits and predicts on those cells' jobs only (a cell family whose cost differs, such as
+the scan-trained cells of docs/method.md §2b). ``--T`` also prints the predicted wall minutes of the
+``--predict`` config with its sequence length set to each value (one job per model, optimizer and
+seed: the train job, then its snapshots one after another; jobs run ``--cores`` at a time).
 The work terms are learnwin.infra.resources.work; the printed coefficients go into
 learnwin.infra.resources.COEF, from which the rules request their run time.
 """
@@ -52,18 +57,20 @@ def cpu_times(results: Path, rule: str) -> dict[Path, float]:
     return out
 
 
-def jobs(results: Path, cfg: dict, rule: str) -> pd.DataFrame:
-    """One row per job of ``rule``: model, cpu seconds and the work terms."""
+def jobs(results: Path, cfg: dict, rule: str, models=None) -> pd.DataFrame:
+    """One row per job of ``rule`` (of ``models`` only, when given): model, cpu seconds and the work terms."""
     return pd.DataFrame([{"model": rel.parts[1], "cpu": cpu, "x": resources.work(rule, cfg, rel.parts[1])}
-                         for rel, cpu in cpu_times(results, rule).items()])
+                         for rel, cpu in cpu_times(results, rule).items()
+                         if models is None or rel.parts[1] in models])
 
 
-def fit(rungs: list[tuple[Path, dict]], rule: str) -> tuple[np.ndarray, pd.DataFrame]:
-    """NNLS coefficients over every job of every rung, and the per-rung mean measured and fitted."""
-    tables = [jobs(r, c, rule).assign(rung=str(r)) for r, c in rungs]
+def fit(rungs: list[tuple[Path, dict]], rule: str, models=None) -> tuple[np.ndarray, pd.DataFrame]:
+    """NNLS coefficients over every job (of ``models``) of every rung, and the per-rung mean measured
+    and fitted."""
+    tables = [jobs(r, c, rule, models).assign(rung=str(r)) for r, c in rungs]
     data = pd.concat(tables, ignore_index=True)
     X = np.stack(data["x"].to_numpy())
-    scale = X.max(0)  # columns of very different size: solve on unit columns
+    scale = np.where(X.max(0) > 0, X.max(0), 1.0)  # columns of very different size: solve on unit columns
     coef = nnls(X / scale, data["cpu"].to_numpy())[0] / scale
     data["fitted"] = X @ coef
     return coef, data.groupby("rung", sort=False)[["cpu", "fitted"]].mean()
@@ -74,17 +81,35 @@ def predict(coef: np.ndarray, rule: str, cfg: dict) -> pd.Series:
     return pd.Series({m: float(resources.work(rule, cfg, m) @ coef) for m in cfg["models"]})
 
 
+def wall_minutes(coefs: dict, cfg: dict, T: int, cores: int) -> float:
+    """Predicted wall minutes of ``cfg`` at sequence length ``T``: per (model, optimizer, seed) the
+    train job and its snapshot jobs in a row, ``cores`` such chains at a time."""
+    at = {**cfg, "task": {**cfg["task"], "T": T}}
+    n_snap = len(at["train"]["snapshot_epochs"])
+    chains = [float(resources.work("train_model", at, m) @ coefs["train_model"])
+              + n_snap * float(resources.work("take_snapshot", at, m) @ coefs["take_snapshot"])
+              for m in at["models"]] * (len(at["optimizers"]) * len(at["seeds"]))
+    return sum(chains) / min(cores, len(chains)) / 60
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("rungs", nargs="+", help="RESULTS_DIR:CONFIG pairs")
     ap.add_argument("--predict", default="config/paper.yaml")
+    ap.add_argument("--models", nargs="+", default=None, help="fit and predict these cells only")
+    ap.add_argument("--T", nargs="+", type=int, default=[], help="sequence lengths to predict --predict at")
+    ap.add_argument("--cores", type=int, default=2)
     args = ap.parse_args(argv)
     rungs = [(Path(r), _config(c)) for r, c in (a.split(":") for a in args.rungs)]
     target = _config(args.predict)
+    if args.models:
+        target["models"] = [m for m in target["models"] if m in args.models]
     n_runs = len(target["models"]) * len(target["optimizers"]) * len(target["seeds"])
     n_snaps = n_runs * len(target["train"]["snapshot_epochs"])
+    coefs = {}
     for rule, count in (("train_model", n_runs), ("take_snapshot", n_snaps)):
-        coef, per_rung = fit(rungs, rule)
+        coef, per_rung = fit(rungs, rule, args.models)
+        coefs[rule] = coef
         print(f"## {rule}\n\ncoefficients (s): ({', '.join(f'{c:.3g}' for c in coef)})\n")
         print("| rung | measured CPU s per job | fitted |\n|---|---|---|")
         for rung, row in per_rung.iterrows():
@@ -93,6 +118,10 @@ def main(argv=None) -> None:
         total_h = per_job.mean() * count / 3600
         print(f"\n{args.predict}: CPU hours per job " + ", ".join(f"{m} {s / 3600:.1f}" for m, s in per_job.items())
               + f"; {count} jobs, {total_h:.0f} CPU hours in all\n")
+    if args.T:
+        print(f"| T | {args.predict}: predicted wall minutes on {args.cores} cores |\n|---|---|")
+        for T in args.T:
+            print(f"| {T} | {wall_minutes(coefs, target, T, args.cores):.1f} |")
 
 
 if __name__ == "__main__":

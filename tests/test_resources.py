@@ -72,6 +72,35 @@ def test_cost_law_fit_recovers_the_law_it_was_drawn_from(tmp_path):
         np.testing.assert_allclose(per_rung["fitted"], per_rung["cpu"], rtol=1e-9)
 
 
+
+def test_cost_law_of_one_cell_family_and_its_wall_minutes_at_other_T(tmp_path):
+    """--models fits one family's law while another family's jobs follow a different one; the
+    wall minutes at a new T are the chains of that law, ``cores`` at a time."""
+    law = _cost_law()
+    mine = {"train_model": (2.0, 1e-4, 0.0), "take_snapshot": (3.0, 2e-5, 0.0, 4e-8)}
+    other = {rule: tuple(10 * c for c in coef) for rule, coef in mine.items()}
+    cfgs = [_config(32, 16, 256), _config(64, 32, 1024), _config(128, 64, 2048, 5), _config(256, 32, 512, 3)]
+    rungs = []
+    for i, cfg in enumerate(cfgs):
+        root = _write_rung(tmp_path / f"r{i}", cfg, other)
+        mingru = tmp_path / "m" / f"r{i}"
+        _write_rung(mingru, cfg, mine)
+        for tsv in (layout.under(mingru, layout.BENCH)).rglob("mingru/*.tsv"):  # mingru follows `mine`
+            dest = layout.under(root, layout.BENCH) / tsv.relative_to(layout.under(mingru, layout.BENCH))
+            dest.write_bytes(tsv.read_bytes())
+        rungs.append((root, cfg))
+    coefs = {rule: law.fit(rungs, rule, ["mingru"])[0] for rule in mine}
+    for rule, true in mine.items():
+        np.testing.assert_allclose(coefs[rule], true, rtol=1e-6, atol=1e-12)
+        assert not np.allclose(law.fit(rungs, rule)[0], true, rtol=0.1)  # the mixed fit is not mingru's
+    target = {**_config(64, 32, 1024), "models": ["mingru"], "optimizers": ["adamw", "sgd"], "seeds": [2]}
+    target["train"]["snapshot_epochs"] = ["best"]
+    at = {**target, "task": {**target["task"], "T": 1000}}
+    chain = (resources.work("train_model", at, "mingru") @ mine["train_model"]
+             + resources.work("take_snapshot", at, "mingru") @ mine["take_snapshot"])
+    assert law.wall_minutes(coefs, target, 1000, cores=2) == pytest.approx(chain / 60, rel=1e-6)  # 2 chains, 2 cores
+    assert law.wall_minutes(coefs, target, 1000, cores=1) == pytest.approx(2 * chain / 60, rel=1e-6)
+
 def test_requests_follow_the_law(monkeypatch):
     monkeypatch.setattr(resources, "COEF", {"train_model": (60.0, 0.0, 0.0), "take_snapshot": (600.0, 0, 0, 0)})
     cfg = _config(T=16, H=4, n=64)
@@ -89,3 +118,21 @@ def test_the_fitted_law_is_filled_in_and_grows_with_the_work(name):
     costs = [resources.cpu_seconds(rule, cfg, m) for rule in resources.COEF for m in ("const", "lstm")]
     assert all(c > 0 for c in costs)
     assert costs[1] > costs[0] and costs[3] > costs[2]  # LSTM has four gate blocks to ConstGate's one
+
+
+def test_memory_requests_follow_the_state_width():
+    """The exact transport holds a batch's dense one-step Jacobians (B, T, n, n): n = H for the
+    GRU, 2H for the LSTM, H N for S6 (the default's S6 snapshot peaked at 9.8 GB)."""
+    cfg = _config(T=64, H=32, n=1024)
+    cfg["model"]["state_size"] = 16
+    assert [resources.state_width(cfg, m) for m in ("gru", "lstm", "mingru", "lru", "s6")] == [32, 64, 32, 64, 512]
+    batch = min(cfg["snapshot"]["batch_size"], 1024)
+    for transport, extra in (("diagonal", 0), (["diagonal", "exact"], 1)):
+        cfg["snapshot"]["transport"] = transport
+        gru, s6 = (resources.snapshot_mem_mb(cfg, m) for m in ("gru", "s6"))
+        jac_mb = batch * 64 * 4 * (512 ** 2 - 32 ** 2) / 2 ** 20
+        assert s6 - gru == pytest.approx(extra * jac_mb, abs=1)
+    cfg["snapshot"]["transport"] = ["diagonal", "exact"]
+    assert resources.snapshot_mem_mb(cfg, "s6") > 9.8 * 1024
+    act_mb = 40 * cfg["train"]["batch_size"] * 64 * 4 * (512 - 32) / 2 ** 20
+    assert resources.train_mem_mb(cfg, "s6") - resources.train_mem_mb(cfg, "gru") == pytest.approx(act_mb, abs=1)

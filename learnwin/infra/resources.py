@@ -73,15 +73,17 @@ def data_mem_mb(cfg: Mapping) -> int:
     return _mb(3 * max(t["n_train"], t["n_val"], t["n_diag"]) * _sample_bytes(t))
 
 
-def _activation_bytes(cfg: Mapping) -> int:
-    t, h, b = cfg["task"], cfg["model"]["hidden"], cfg["train"]["batch_size"]
-    return 40 * b * t["T"] * h * 4
+def _activation_bytes(cfg: Mapping, model: str) -> int:
+    """Autograd activations of one training batch: about 40 float32 (B, T, n) arrays, n the
+    model's state width (:func:`state_width`)."""
+    t, b = cfg["task"], cfg["train"]["batch_size"]
+    return 40 * b * t["T"] * state_width(cfg, model) * 4
 
 
-def train_mem_mb(cfg: Mapping) -> int:
+def train_mem_mb(cfg: Mapping, model: str) -> int:
     """Train + val splits resident, plus autograd activations of one batch."""
     t = cfg["task"]
-    return _mb((t["n_train"] + t["n_val"]) * _sample_bytes(t) + _activation_bytes(cfg), base=1200)
+    return _mb((t["n_train"] + t["n_val"]) * _sample_bytes(t) + _activation_bytes(cfg, model), base=1200)
 
 
 def train_runtime_min(cfg: Mapping, model: str) -> int:
@@ -103,17 +105,28 @@ def memory_curve_bytes(batch: int, T: int, hidden: int, times: int) -> int:
     return 16 * batch * T * hidden * 4 * times
 
 
-def snapshot_mem_mb(cfg: Mapping) -> int:
+def state_width(cfg: Mapping, model: str) -> int:
+    """Width n of the model's full state, the side of its one-step Jacobian (docs/method.md §4b):
+    H, 2H for the LSTM, H N for S6, 2H for the LRU's complex state."""
+    from learnwin.models.cells import build_model
+    from learnwin.probing.exact_transport import state_size
+
+    return state_size(build_model(model, cfg["task"]["D"], **cfg["model"]).cell)
+
+
+def snapshot_mem_mb(cfg: Mapping, model: str) -> int:
     """The larger of the snapshot pass (one diag batch: K tangents plus a lag chunk of float64
     (B, L, T, H) work arrays) and the memory curve (:func:`memory_curve_bytes`; peak RSS 1.3 GB
     at T 64, H 32 and, before its chunking, 7.2 GB at T 128, H 64, with B 128), at most
-    :data:`MEMORY_CURVE_BYTES`."""
+    :data:`MEMORY_CURVE_BYTES`; plus, with the exact transport, the batch's float32 one-step
+    Jacobians (B, T, n, n) (:func:`state_width`; S6 at the default size, n = 512: peak RSS 9.8 GB)."""
     t, s, h = cfg["task"], cfg["snapshot"], cfg["model"]["hidden"]
     batch = min(s["batch_size"], t["n_diag"])
     tangents = (s["directions"] + 2) * batch * t["T"] * h * 4
     curve_batch = min(batch, s["memory_sequences"])
     curve = min(memory_curve_bytes(curve_batch, t["T"], h, t["T"]), MEMORY_CURVE_BYTES)
-    return _mb(max(tangents + 8 * 8 * (1 << 22), curve), base=1200)
+    exact = batch * t["T"] * state_width(cfg, model) ** 2 * 4 if "exact" in transports_of(s["transport"]) else 0
+    return _mb(max(tangents + 8 * 8 * (1 << 22), curve) + exact, base=1200)
 
 
 def recovery_arms(cfg: Mapping) -> dict[str, dict]:
@@ -159,11 +172,11 @@ def recovery_runtime_min(cfg: Mapping, model: str, arm: str) -> int:
     return _minutes(recovery_cpu_seconds(cfg, model, n, spec["steps"]))
 
 
-def recovery_mem_mb(cfg: Mapping) -> int:
+def recovery_mem_mb(cfg: Mapping, model: str) -> int:
     """Largest training set plus the held-out set, one batch of activations and the score's
     (lags, n_test, n_test) cross products."""
     rec = cfg["recovery"]
     data = (rec["n_train"][-1] + rec["n_test"]) * _sample_bytes(cfg["task"])
     n, T = rec["n_test"], cfg["task"]["T"]
     cross = 8 * T * n * (n + rec["n_perm"] + 4 * T)  # per lag: C, the permutation gather, 4 (n, T) arrays
-    return _mb(data + _activation_bytes(cfg) + cross, base=1200)
+    return _mb(data + _activation_bytes(cfg, model) + cross, base=1200)

@@ -70,9 +70,10 @@ def _canonical(node):
 
 def sized(mem_mb, runtime):
     """A job's mem_mb and runtime requests from learnwin.infra.resources functions of the config
-    (and, for the run time, of the job's model)."""
+    and of the job's model."""
     return dict(
-        mem_mb=lambda wc: mem_mb(config), runtime=lambda wc: runtime(config, wc.model)
+        mem_mb=lambda wc: mem_mb(config, wc.model),
+        runtime=lambda wc: runtime(config, wc.model),
     )
 
 

@@ -44,7 +44,7 @@ rule train_recovery:
         ENV
     threads: 1
     resources:
-        mem_mb=lambda wc: resources.recovery_mem_mb(config),
+        mem_mb=lambda wc: resources.recovery_mem_mb(config, wc.model),
         runtime=lambda wc: resources.recovery_runtime_min(config, wc.model, wc.arm),
         train_slot=1,
         gpu=0,
