@@ -1,10 +1,12 @@
 """The cost law: per-job CPU seconds of training and snapshots against their work, across rungs.
 
-    python experiments/cost_law.py RESULTS_DIR:CONFIG [RESULTS_DIR:CONFIG ...] [--predict config/paper.yaml]
-        [--models M ...] [--T 512 1024 ...]
+    python experiments/cost_law.py RESULTS_DIR[:CONFIG] [RESULTS_DIR[:CONFIG] ...] [--predict config/paper.yaml]
+        [--models M ...] [--T 512 1024 ...] [--wall]
 
-Each argument pairs a finished run's results folder with the config it ran. From the
-Snakemake benchmark TSVs (``cpu_time`` of every train_model and take_snapshot job) it fits, by
+Each argument pairs a finished run's results folder with the config it ran (without one, the
+resolved config the run wrote to its provenance.yaml). From the
+Snakemake benchmark TSVs (``cpu_time``, or with ``--wall`` the wall seconds ``s``, of every
+train_model and take_snapshot job) it fits, by
 non-negative least squares over all jobs of all rungs,
 
     train_model:   cpu = a + steps * T * (c0 + c1 * B * G * H^2)
@@ -45,7 +47,15 @@ def _config(path: str | Path) -> dict:
     return base
 
 
-def cpu_times(results: Path, rule: str) -> dict[Path, float]:
+def _rung_config(arg: str) -> dict:
+    """RESULTS:CONFIG's config, or the resolved config in RESULTS/provenance.yaml."""
+    results, _, config = arg.partition(":")
+    if config:
+        return _config(config)
+    return yaml.safe_load((Path(results) / "provenance.yaml").read_text())["config"]
+
+
+def cpu_times(results: Path, rule: str, column: str = "cpu_time") -> dict[Path, float]:
     """CPU seconds of every job of ``rule`` (its benchmark TSV path under the rule's folder). A
     snapshot job's cost includes the run's separate memory-curve job where an older run had one."""
     bench = layout.under(results, layout.BENCH)
@@ -53,21 +63,21 @@ def cpu_times(results: Path, rule: str) -> dict[Path, float]:
     for tsv in sorted((bench / rule).rglob("*.tsv")):
         rel = tsv.relative_to(bench / rule)
         parts = [tsv] + ([bench / "memory_curve" / rel] if rule == "take_snapshot" else [])
-        out[rel] = sum(float(pd.read_csv(p, sep="\t")["cpu_time"].iloc[0]) for p in parts if p.exists())
+        out[rel] = sum(float(pd.read_csv(p, sep="\t")[column].iloc[0]) for p in parts if p.exists())
     return out
 
 
-def jobs(results: Path, cfg: dict, rule: str, models=None) -> pd.DataFrame:
-    """One row per job of ``rule`` (of ``models`` only, when given): model, cpu seconds and the work terms."""
+def jobs(results: Path, cfg: dict, rule: str, models=None, column: str = "cpu_time") -> pd.DataFrame:
+    """One row per job of ``rule`` (of ``models`` only, when given): model, seconds and the work terms."""
     return pd.DataFrame([{"model": rel.parts[1], "cpu": cpu, "x": resources.work(rule, cfg, rel.parts[1])}
-                         for rel, cpu in cpu_times(results, rule).items()
+                         for rel, cpu in cpu_times(results, rule, column).items()
                          if models is None or rel.parts[1] in models])
 
 
-def fit(rungs: list[tuple[Path, dict]], rule: str, models=None) -> tuple[np.ndarray, pd.DataFrame]:
+def fit(rungs: list[tuple[Path, dict]], rule: str, models=None, column: str = "cpu_time") -> tuple[np.ndarray, pd.DataFrame]:
     """NNLS coefficients over every job (of ``models``) of every rung, and the per-rung mean measured
     and fitted."""
-    tables = [jobs(r, c, rule, models).assign(rung=str(r)) for r, c in rungs]
+    tables = [jobs(r, c, rule, models, column).assign(rung=str(r)) for r, c in rungs]
     data = pd.concat(tables, ignore_index=True)
     X = np.stack(data["x"].to_numpy())
     scale = np.where(X.max(0) > 0, X.max(0), 1.0)  # columns of very different size: solve on unit columns
@@ -99,8 +109,9 @@ def main(argv=None) -> None:
     ap.add_argument("--models", nargs="+", default=None, help="fit and predict these cells only")
     ap.add_argument("--T", nargs="+", type=int, default=[], help="sequence lengths to predict --predict at")
     ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--wall", action="store_true", help="fit wall seconds (s) instead of cpu_time")
     args = ap.parse_args(argv)
-    rungs = [(Path(r), _config(c)) for r, c in (a.split(":") for a in args.rungs)]
+    rungs = [(Path(a.split(":")[0]), _rung_config(a)) for a in args.rungs]
     target = _config(args.predict)
     if args.models:
         target["models"] = [m for m in target["models"] if m in args.models]
@@ -108,7 +119,7 @@ def main(argv=None) -> None:
     n_snaps = n_runs * len(target["train"]["snapshot_epochs"])
     coefs = {}
     for rule, count in (("train_model", n_runs), ("take_snapshot", n_snaps)):
-        coef, per_rung = fit(rungs, rule, args.models)
+        coef, per_rung = fit(rungs, rule, args.models, "s" if args.wall else "cpu_time")
         coefs[rule] = coef
         print(f"## {rule}\n\ncoefficients (s): ({', '.join(f'{c:.3g}' for c in coef)})\n")
         print("| rung | measured CPU s per job | fitted |\n|---|---|---|")
