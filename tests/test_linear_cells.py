@@ -214,3 +214,31 @@ def test_lyapunov_spectrum_of_the_lru_is_its_log_moduli():
     assert spec.shape == (2, state_size(cell)) == (2, 2 * H)
     expected = torch.log(cell.eigenvalues().abs()).detach().repeat_interleave(2).sort(descending=True).values
     torch.testing.assert_close(spec, expected.expand_as(spec), rtol=0, atol=1e-10)
+
+
+def test_rglru_input_normaliser_has_a_bounded_slope_at_a_closed_gate():
+    """sqrt(1 - a^2) keeps its value, its slope is 1 / (2 sqrt y) down to the cap, and a gate
+    shut to r = 0 (a = 1) leaves every gradient finite, where torch.sqrt's would be infinite."""
+    from learnwin.models.linear_cells import BoundedSqrt
+
+    y = torch.tensor([0.0, 1e-9, 1e-4, 0.25, 1.0], dtype=torch.float64, requires_grad=True)
+    out = BoundedSqrt.apply(y)
+    torch.testing.assert_close(out, torch.sqrt(y.detach()), rtol=0, atol=0)
+    (g,) = torch.autograd.grad(out.sum(), y)
+    cap = BoundedSqrt.MAX_GRAD
+    expected = torch.minimum(0.5 / torch.sqrt(y.detach()), torch.full_like(y, cap))
+    torch.testing.assert_close(g, expected, rtol=1e-12, atol=0)
+    assert g[0] == cap and g[1] == cap and g[2] == pytest.approx(50.0)
+    _, tangent = torch.func.jvp(BoundedSqrt.apply, (y.detach(),), (torch.ones_like(y),))  # the snapshot's forward mode
+    torch.testing.assert_close(tangent, expected, rtol=1e-12, atol=0)
+
+    torch.manual_seed(0)
+    net = build_model("rglru", 3, 4, const_s=0.2).double()
+    with torch.no_grad():
+        net.cell.W_a.zero_()
+        net.cell.b_a.fill_(-800.0)  # r_t = 0 in float64: a_t = 1 exactly
+    x = torch.randn(2, 6, 3, dtype=torch.float64)
+    a, _ = net.cell.coefficients(x)
+    assert bool((a == 1).all())
+    net(x).square().sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in net.parameters() if p.grad is not None)

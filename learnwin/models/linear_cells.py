@@ -175,7 +175,38 @@ class RGLRU(DiagonalLinear):
         r = torch.sigmoid(F.linear(u, self.W_a, self.b_a))
         i = torch.sigmoid(F.linear(u, self.W_x, self.b_x))
         a = torch.exp(-self.c * r * F.softplus(-self.Lambda))
-        return a, torch.sqrt(1 - a * a) * (i * u)
+        return a, BoundedSqrt.apply(1 - a * a) * (i * u)
+
+
+class BoundedSqrt(torch.autograd.Function):
+    """sqrt(y) whose derivative is capped at :attr:`MAX_GRAD`, as in the RG-LRU reference code: the
+    input normaliser sqrt(1 - a_t^2) has an infinite slope as a_t -> 1 (gate r_t -> 0), which
+    turned a training's loss to NaN (docs/method.md §2b). Backward, forward-mode and vmap (the
+    snapshot's tangents) all take the capped slope."""
+
+    MAX_GRAD = 1000.0
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(y: Tensor) -> Tensor:
+        return torch.sqrt(y)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(inputs[0])
+        ctx.save_for_forward(inputs[0])
+
+    @staticmethod
+    def slope(y: Tensor) -> Tensor:
+        return 1 / torch.sqrt(torch.clamp(4 * y, min=1 / BoundedSqrt.MAX_GRAD ** 2))
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:
+        return grad * BoundedSqrt.slope(ctx.saved_tensors[0])
+
+    @staticmethod
+    def jvp(ctx, tangent: Tensor) -> Tensor:
+        return tangent * BoundedSqrt.slope(ctx.saved_tensors[0])
 
 
 class LRU(DiagonalLinear):
