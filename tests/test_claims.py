@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from learnwin.infra import io, layout
+from learnwin.report import findings
 from learnwin.stats.claims import (
     COLUMNS,
     KEY,
@@ -15,6 +16,7 @@ from learnwin.stats.claims import (
     decay_length,
     envelope_weights,
     growth_law,
+    holds_words,
     inputs,
     log_tau_iqr,
     to_markdown,
@@ -134,6 +136,13 @@ def test_a_cell_without_expectation_is_reported_not_scored(fresh_registry):
     assert (v.loc["toy", "expected"], v.loc["toy", "verdict"], v.loc["toy", "k"]) == ("none", "logarithmic", 0)
     assert v.loc["const", "holds"] and not v.loc["toy", "holds"]
     assert claim_scores(v.reset_index()) == {"b:per_lag": "1/1"}  # without the toy's row: 1/2
+    table = v.reset_index()
+    assert list(holds_words(table)) == ["yes", "not scored"]  # findings.md's holds column
+    toy_only = findings.sentences(table[table["model"] == "toy"])
+    assert "not scored" in toy_only[1] and "logarithmic in toy/adamw" in toy_only[1] and "0 of" not in toy_only[1]
+    assert "1 of 1 (model, optimizer) rows hold" in findings.sentences(table)[1]
+    html = findings.to_html(table)
+    assert '<tr class="not-scored">' in html and '<tr class="holds">' in html
 
 
 def test_log_tau_iqr_counts_infinite_units():

@@ -16,7 +16,7 @@ import os
 import pandas as pd
 
 from learnwin.infra.io import atomic_path
-from learnwin.stats.claims import NO_EXPECTATION, NOISE_ANY, number, to_markdown
+from learnwin.stats.claims import NO_EXPECTATION, NOISE_ANY, holds_words, number, to_markdown
 
 TITLES = {"a": "Envelope class", "b": "Growth of H_N in N", "c": "Optimizer (AdamW against plain SGD)",
           "d": "Master law"}
@@ -75,7 +75,9 @@ def _claim_sentence(claim: str, g: pd.DataFrame, several_transports: bool) -> st
         if several_functionals:
             scope = scope[:-1] + f", {functional})" if scope else f" ({transport} {functional})"
         scored = s[s["expected"] != NO_EXPECTATION]  # a cell without an expectation: reported, not scored
-        parts.append(f"{int(scored['holds'].sum())} of {len(scored)} {unit} hold{scope}: {per_verdict}{extra}")
+        held = (f"{int(scored['holds'].sum())} of {len(scored)} {unit} hold{scope}" if len(scored)
+                else f"not scored{scope}, no expectation for these cells")
+        parts.append(f"{held}: {per_verdict}{extra}")
     return f"({claim}) {TITLES[claim]}: " + "; ".join(parts) + "." + robustness(g)
 
 
@@ -106,10 +108,10 @@ def _values(values) -> str:
 def to_html(table: pd.DataFrame) -> str:
     """The sentences and the verdict table as one self-contained HTML fragment."""
     t = table.assign(**{"k/n": table["k"].astype(str) + "/" + table["n"].astype(str),
-                        "holds": table["holds"].map({True: "holds", False: "fails"}),
+                        "holds": holds_words(table, "holds", "fails"),
                         "per-seed values": [_values(v) for v in table["values"]]})
     rows = "\n".join(
-        f'<tr class="{"holds" if r["holds"] == "holds" else "fails"}">'
+        f'<tr class="{r["holds"].replace(" ", "-")}">'
         + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in HTML_COLUMNS) + "</tr>"
         for _, r in t.iterrows())
     head = "".join(f"<th>{html.escape(c)}</th>" for c in HTML_COLUMNS)

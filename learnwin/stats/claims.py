@@ -385,8 +385,13 @@ def markdown(df: pd.DataFrame) -> str:
     return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells])
 
 
+def holds_words(table: pd.DataFrame, yes: str = "yes", no: str = "no") -> np.ndarray:
+    """The holds column in words; "not scored" where the cell has no expectation."""
+    return np.where(table["expected"] == NO_EXPECTATION, "not scored", np.where(table["holds"], yes, no))
+
+
 def to_markdown(table: pd.DataFrame) -> str:
     """Compact rendering of :func:`claim_table`: one line per verdict."""
     t = table.assign(**{"k/n": table["k"].astype(str) + "/" + table["n"].astype(str),
-                        "holds": np.where(table["holds"], "yes", "no")})
+                        "holds": holds_words(table)})
     return markdown(t[[*KEY, "expected", "verdict", "k/n", "holds", "detail"]])
