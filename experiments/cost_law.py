@@ -122,13 +122,14 @@ def main(argv=None) -> None:
         coef, per_rung = fit(rungs, rule, args.models, "s" if args.wall else "cpu_time")
         coefs[rule] = coef
         print(f"## {rule}\n\ncoefficients (s): ({', '.join(f'{c:.3g}' for c in coef)})\n")
-        print("| rung | measured CPU s per job | fitted |\n|---|---|---|")
+        unit = "wall s" if args.wall else "CPU s"
+        print(f"| rung | measured {unit} per job | fitted |\n|---|---|---|")
         for rung, row in per_rung.iterrows():
             print(f"| {rung} | {row['cpu']:.1f} | {row['fitted']:.1f} |")
         per_job = predict(coef, rule, target)
         total_h = per_job.mean() * count / 3600
-        print(f"\n{args.predict}: CPU hours per job " + ", ".join(f"{m} {s / 3600:.1f}" for m, s in per_job.items())
-              + f"; {count} jobs, {total_h:.0f} CPU hours in all\n")
+        print(f"\n{args.predict}: {unit[:-2]} hours per job " + ", ".join(f"{m} {s / 3600:.2f}" for m, s in per_job.items())
+              + f"; {count} jobs, {total_h:.1f} {unit[:-2]} hours in all\n")
     if args.T:
         print(f"| T | {args.predict}: predicted wall minutes on {args.cores} cores |\n|---|---|")
         for T in args.T:
