@@ -52,7 +52,7 @@ def _rung_config(arg: str) -> dict:
     results, _, config = arg.partition(":")
     if config:
         return _config(config)
-    return yaml.safe_load((Path(results) / "provenance.yaml").read_text())["config"]
+    return yaml.safe_load(layout.under(results, layout.PROVENANCE).read_text())["config"]
 
 
 def cpu_times(results: Path, rule: str, column: str = "cpu_time") -> dict[Path, float]:
