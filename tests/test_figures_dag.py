@@ -63,7 +63,7 @@ def _embedded(html: str) -> str:
 
 def _report_has_the_verdict_table(work: Path, html: str) -> None:
     """The Claims category holds claims.html, and the landing page and that page show every verdict
-    row of claims.parquet: its cells (model, optimizer, k/n, holds or fails) in table order."""
+    row of claims.parquet: its cells (model, optimizer, k/n, holds, fails or not scored) in table order."""
     claims = pd.read_parquet(work / layout.CLAIMS["parquet"])
     assert "Claims" in html and "claims.html" in html
     assert sorted(json.loads(re.search(r"var categories = (\{.*?\});", html).group(1)))[0] == "Claims"
@@ -72,7 +72,7 @@ def _report_has_the_verdict_table(work: Path, html: str) -> None:
     page = text[text.index('<table id="claims-verdicts">'):]
     for r in claims.itertuples():
         cells = [r.claim, r.check, r.model, r.optimizer, r.noise, r.transport, r.functional, r.expected, r.verdict,
-                 f"{r.k}/{r.n}", "holds" if r.holds else "fails"]
+                 f"{r.k}/{r.n}", "not scored" if r.expected == "none" else "holds" if r.holds else "fails"]
         row = "".join(f"<td>{htmllib.escape(str(c))}</td>" for c in cells)
         assert row in page, row
 
