@@ -6,6 +6,7 @@ Each takes the resolved config (schema defaults applied).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 
@@ -108,10 +109,16 @@ def memory_curve_bytes(batch: int, T: int, hidden: int, times: int) -> int:
 def state_width(cfg: Mapping, model: str) -> int:
     """Width n of the model's full state, the side of its one-step Jacobian (docs/method.md §4b):
     H, 2H for the LSTM, H N for S6, 2H for the LRU's complex state."""
+    return _built_width(model, cfg["task"]["D"], tuple(sorted(cfg["model"].items())))
+
+
+@functools.cache
+def _built_width(model: str, input_size: int, model_config: tuple) -> int:
+    """:func:`state_width` of one built model, once per (model, config): every job of a DAG asks."""
     from learnwin.models.cells import build_model
     from learnwin.probing.exact_transport import state_size
 
-    return state_size(build_model(model, cfg["task"]["D"], **cfg["model"]).cell)
+    return state_size(build_model(model, input_size, **dict(model_config)).cell)
 
 
 def snapshot_mem_mb(cfg: Mapping, model: str) -> int:
