@@ -47,12 +47,12 @@ def _config(path: str | Path) -> dict:
     return base
 
 
-def _rung_config(arg: str) -> dict:
-    """RESULTS:CONFIG's config, or the resolved config in RESULTS/provenance.yaml."""
+def _rung(arg: str) -> tuple[Path, dict]:
+    """RESULTS[:CONFIG] -> (RESULTS, CONFIG's config, or the resolved config in RESULTS/provenance.yaml)."""
     results, _, config = arg.partition(":")
     if config:
-        return _config(config)
-    return yaml.safe_load(layout.under(results, layout.PROVENANCE).read_text())["config"]
+        return Path(results), _config(config)
+    return Path(results), yaml.safe_load(layout.under(results, layout.PROVENANCE).read_text())["config"]
 
 
 def cpu_times(results: Path, rule: str, column: str = "cpu_time") -> dict[Path, float]:
@@ -111,7 +111,8 @@ def main(argv=None) -> None:
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--wall", action="store_true", help="fit wall seconds (s) instead of cpu_time")
     args = ap.parse_args(argv)
-    rungs = [(Path(a.split(":")[0]), _rung_config(a)) for a in args.rungs]
+    rungs = [_rung(a) for a in args.rungs]
+    kind = "wall" if args.wall else "CPU"
     target = _config(args.predict)
     if args.models:
         target["models"] = [m for m in target["models"] if m in args.models]
@@ -122,14 +123,13 @@ def main(argv=None) -> None:
         coef, per_rung = fit(rungs, rule, args.models, "s" if args.wall else "cpu_time")
         coefs[rule] = coef
         print(f"## {rule}\n\ncoefficients (s): ({', '.join(f'{c:.3g}' for c in coef)})\n")
-        unit = "wall s" if args.wall else "CPU s"
-        print(f"| rung | measured {unit} per job | fitted |\n|---|---|---|")
+        print(f"| rung | measured {kind} s per job | fitted |\n|---|---|---|")
         for rung, row in per_rung.iterrows():
             print(f"| {rung} | {row['cpu']:.1f} | {row['fitted']:.1f} |")
         per_job = predict(coef, rule, target)
         total_h = per_job.mean() * count / 3600
-        print(f"\n{args.predict}: {unit[:-2]} hours per job " + ", ".join(f"{m} {s / 3600:.2f}" for m, s in per_job.items())
-              + f"; {count} jobs, {total_h:.1f} {unit[:-2]} hours in all\n")
+        print(f"\n{args.predict}: {kind} hours per job " + ", ".join(f"{m} {s / 3600:.2f}" for m, s in per_job.items())
+              + f"; {count} jobs, {total_h:.1f} {kind} hours in all\n")
     if args.T:
         print(f"| T | {args.predict}: predicted wall minutes on {args.cores} cores |\n|---|---|")
         for T in args.T:
