@@ -14,8 +14,9 @@ import torch
 from learnwin.infra import io
 from learnwin.models.cells import build_model
 from learnwin.models.data import write_splits
-from learnwin.probing.detect import output_error, random_directions, tangents
-from learnwin.probing.envelope import receiving_times
+from learnwin.probing.detect import output_error, psi_diagonal, random_directions, tangents
+from learnwin.probing.envelope import DiagonalTransport, base_rate, receiving_times
+from learnwin.probing.exact_transport import full_state, transported_tangent
 from learnwin.probing.snapshot import probe, snapshot_checkpoint
 
 F64 = torch.float64
@@ -171,3 +172,29 @@ def test_transport_list_keeps_each_transports_rows_as_computed_alone(tmp_path):
     assert not np.allclose(env.loc["exact", "f"], env.loc["diagonal", "f"])
     with pytest.raises(ValueError, match="snapshot.transport"):
         snapshot_checkpoint(**kw, transport=["exact", "lyapunov"])
+
+
+@pytest.mark.parametrize("name", ["gru", "lru"])
+@pytest.mark.parametrize("keep", [False, True])
+def test_sequence_blocks_change_no_value_of_psi(name, keep):
+    """A budget smaller than one lag of the batch splits the sequences into blocks (long T):
+    psi is the same number as with the whole batch per lag chunk, to rounding (the kernels
+    reduce blocks of other shapes), and both match the float64 loop (docs/method.md §5)."""
+    model, x, y, y_hat, dirs, rates = _setup(name, T=12, B=5)
+    cell = model.cell
+    trace = cell.trace(x)
+    rates = rates if name == "gru" else None  # the LRU's pre-synaptic vector is x_t
+    lam = base_rate(trace.presynaptic, rates, 1e-3, cell.hidden_size)
+    delta = output_error(y_hat, y, model.W_out.detach())
+    v = transported_tangent(cell, tangents(cell, x, dirs, full_state(cell)))
+    v = v if keep else v.mean(0)
+    transport = DiagonalTransport(trace, 1, F64)
+    P, K = v.shape[-1], (v.shape[0] if keep else 1)
+    whole = psi_diagonal(transport, lam, delta, v, budget=5 * 12 * P * K)  # one lag of all 5 sequences
+    for budget in (1, 2 * 12 * P * K, 3 * 12 * P * K + 1):  # blocks of 1, 2 and 3 sequences
+        blocked = psi_diagonal(transport, lam, delta, v, budget=budget)
+        torch.testing.assert_close(blocked, whole, rtol=1e-14, atol=1e-14 * whole.abs().max().item())
+    if name == "gru":  # the loop oracle is written for a real state
+        ref = naive_psi(model, x, y, y_hat, dirs, rates, list(range(12)))
+        got = whole.mean(0) if keep else whole
+        np.testing.assert_allclose(got.numpy(), ref, rtol=1e-9, atol=1e-12 * np.abs(ref).max())

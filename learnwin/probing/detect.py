@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from torch.func import functional_call, jvp, vmap
 
-from learnwin.probing.envelope import DiagonalTransport, lag_chunks, receiving_times, take_times
+from learnwin.probing.envelope import CHUNK, DiagonalTransport, lag_chunks, receiving_times, take_times
 
 
 def random_directions(model: torch.nn.Module, K: int, seed: int) -> dict[str, Tensor]:
@@ -82,7 +82,8 @@ def psi_chunk(mu: Tensor, delta: Tensor, v: Tensor, t: Tensor, k: Tensor, mask: 
     return total / mask.sum(-1).clamp_min(1)
 
 
-def psi_diagonal(transport: DiagonalTransport, lam: Tensor, delta: Tensor, v: Tensor) -> Tensor:
+def psi_diagonal(transport: DiagonalTransport, lam: Tensor, delta: Tensor, v: Tensor,
+                 budget: int = CHUNK) -> Tensor:
     """psi_n(l) at every lag l = 0..T-1, each the mean over every t = l..T-1: (..., B, T) float64.
 
     ``lam`` (B, T, H) is Lambda at each perturbation time, ``delta`` (B, T, H) the output error
@@ -90,21 +91,30 @@ def psi_diagonal(transport: DiagonalTransport, lam: Tensor, delta: Tensor, v: Te
     P = H M transported components (docs/method.md §2b) psi is Re sum over components of
     Lambda delta Gamma v, Gamma including the receiving factor. Lag 0 is
     the instantaneous term mu_{t,0} = Lambda(n, t) e_t. Lags come in chunks of contiguous lags
-    [a, b) that share the receiving times t = a..T-1, sized by :func:`lag_chunks` to bound RAM.
+    [a, b) that share the receiving times t = a..T-1, sized by :func:`lag_chunks` so that one
+    chunk's work arrays hold at most ``budget`` elements; when one lag of the whole batch is
+    larger (long T), the sequences come in blocks too (every sum runs within one sequence, so
+    blocks change values by rounding only). At T = 3072 whole-batch lags made 50 MB arrays per step, and the process
+    spent more time in the kernel (allocating them) than computing (benchmarks/psi_blocks.py).
     """
     B, T, H = lam.shape
     P = v.shape[-1]
     if P != H:  # unit q's Lambda and error reach each of its P / H transported components
         lam, delta = lam.repeat_interleave(P // H, -1), delta.repeat_interleave(P // H, -1)
     lags = torch.arange(T, device=lam.device)
-    per_lag = B * T * P * (v.shape[0] if v.dim() == 4 else 1)
-    out = []
-    for chunk in lag_chunks(range(T), per_lag):
-        first = chunk[0]
-        t, k, mask = (a[:, first:] for a in receiving_times(lags[first:first + len(chunk)], T))
-        _, gamma = transport.gamma(t, k, mask)
-        out.append(psi_chunk(take_times(lam, k) * gamma, delta, v, t, k, mask))
-    return torch.cat(out, -1)
+    per_sequence = T * P * (v.shape[0] if v.dim() == 4 else 1)  # one lag's elements per sequence
+    block = max(1, budget // per_sequence)
+    blocks = []
+    for start in range(0, B, block):
+        rows = slice(start, start + block)
+        out = []
+        for chunk in lag_chunks(range(T), min(block, B - start) * per_sequence, budget):
+            first = chunk[0]
+            t, k, mask = (a[:, first:] for a in receiving_times(lags[first:first + len(chunk)], T))
+            _, gamma = transport.gamma(t, k, mask, rows)
+            out.append(psi_chunk(take_times(lam[rows], k) * gamma, delta[rows], v[..., rows, :, :], t, k, mask))
+        blocks.append(torch.cat(out, -1))
+    return torch.cat(blocks, -2)
 
 
 def psi_frame(psi: np.ndarray, lags: Sequence[int], offset: int) -> pd.DataFrame:

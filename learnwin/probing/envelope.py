@@ -105,8 +105,9 @@ class DiagonalTransport:
             log_leak = torch.log(leak)
         self.dtype = dtype
         self.log_leak = self._split(torch.cumsum(log_leak, 1))  # (B, T, P) parts
-        ratio = torch.cumsum(trace.correction.double() / leak, 1) if order >= 1 else None
-        self.ratio = self._split(ratio) if ratio is not None else None
+        # a zero correction (the diagonal linear cells) makes first order equal order 0 exactly
+        first = order >= 1 and bool(trace.correction.any())
+        self.ratio = self._split(torch.cumsum(trace.correction.double() / leak, 1)) if first else None
         self.receive = trace.receive.to(dtype)
 
     def _split(self, prefix: Tensor) -> tuple[Tensor, ...]:
@@ -115,20 +116,20 @@ class DiagonalTransport:
         head = prefix.to(self.dtype)
         return head, (prefix - head.to(prefix.dtype)).to(self.dtype)
 
-    def _diff(self, parts: tuple[Tensor, ...], t: Tensor, k: Tensor) -> Tensor:
-        return sum(take_times(p, t) - take_times(p, k) for p in parts)
+    def _diff(self, parts: tuple[Tensor, ...], t: Tensor, k: Tensor, rows: slice) -> Tensor:
+        return sum(take_times(p[rows], t) - take_times(p[rows], k) for p in parts)
 
-    def gamma(self, t: Tensor, k: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    def gamma(self, t: Tensor, k: Tensor, mask: Tensor, rows: slice = slice(None)) -> tuple[Tensor, Tensor]:
         """Gamma0 and Gamma (order 0 or 1) at receiving times ``t`` and perturbation times ``k``.
 
         ``t``, ``k`` and ``mask`` are (L, W) index tensors from :func:`receiving_times`;
-        results are (B, L, W, P) and zero where ``mask`` is False.
+        results are (B, L, W, P) for the sequences ``rows`` of the trace, zero where ``mask`` is False.
         """
-        g0 = torch.exp(self._diff(self.log_leak, t, k)) * take_times(self.receive, t)
+        g0 = torch.exp(self._diff(self.log_leak, t, k, rows)) * take_times(self.receive[rows], t)
         g0 = g0 * mask[None, :, :, None]
         if self.ratio is None:
             return g0, g0
-        return g0, g0 * (1 + self._diff(self.ratio, t, k))
+        return g0, g0 * (1 + self._diff(self.ratio, t, k, rows))
 
 
 def unit_magnitude(gamma: Tensor, units: int) -> Tensor:
@@ -170,7 +171,10 @@ def receiving_times(lags: Tensor, T: int, times_per_lag: int = 0) -> tuple[Tenso
     return t, t - lags[:, None], mask
 
 
-def lag_chunks(lags: Sequence[int], per_lag: int, budget: int = 1 << 19) -> list[list[int]]:
+CHUNK = 1 << 19  # elements of one chunk's work arrays
+
+
+def lag_chunks(lags: Sequence[int], per_lag: int, budget: int = CHUNK) -> list[list[int]]:
     """Split the lag grid so one chunk holds at most ``budget`` float64 elements.
 
     Small chunks keep the (B, L, W, H) work arrays in cache: 2^19 elements (4 MB) ran 7x

@@ -1,0 +1,72 @@
+"""psi at long T: lag chunks of the whole batch against sequence blocks within the chunk budget.
+
+Run: python benchmarks/psi_blocks.py [--model mingru] [--T 1024 2048] [--batch 128] [--hidden 32]
+
+``learnwin.probing.detect.psi_diagonal`` bounds its work arrays by ``budget`` elements. Before,
+a lag chunk always held every sequence of the batch, so at long T one lag's arrays outgrew the
+budget (B T H: 16 MB of float32 at T = 1024, 50 MB at the long-T rung's T = 3072) and each of
+the T chunks allocated, faulted in and freed a dozen of them. Now the sequences come in blocks
+that fit. Both variants run here on the same trace, Lambda, error and tangent of an untrained
+model (1 thread; "whole" passes budget = B T P, which reproduces the old chunking), and print
+wall, user and system seconds (getrusage), the ratios and the largest relative difference.
+"""
+
+import argparse
+import resource
+import time
+
+import torch
+
+from learnwin.models.cells import build_model
+from learnwin.probing.detect import output_error, psi_diagonal, random_directions, tangents
+from learnwin.probing.envelope import DiagonalTransport, base_rate
+from learnwin.probing.exact_transport import full_state, transported_tangent
+
+
+def _timed(fn):
+    r0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    out = fn()
+    r1, w1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    return out, (w1 - w0, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime)
+
+
+def run(model_name: str, T: int, B: int, H: int, D: int = 8):
+    torch.manual_seed(0)
+    model = build_model(model_name, D, H)
+    cell = model.cell
+    x, y = torch.randn(B, T, D), torch.randn(B, T)
+    with torch.no_grad():
+        y_hat = model(x)
+        trace = cell.trace(x)
+    dirs = {n.removeprefix("cell."): d.mean(0, keepdim=True)
+            for n, d in random_directions(model, 8, 0).items() if n.startswith("cell.")}
+    v = transported_tangent(cell, tangents(cell, x, dirs, full_state(cell))[0])
+    transport = DiagonalTransport(trace, 1, torch.float32)
+    v = v.to(transport.dtype if v.is_complex() else torch.float32)
+    lam = base_rate(trace.presynaptic, None, 1e-3, H).float()
+    delta = output_error(y_hat, y, model.W_out.detach()).float()
+    P = v.shape[-1]
+    whole, t_whole = _timed(lambda: psi_diagonal(transport, lam, delta, v, budget=B * T * P))
+    blocks, t_blocks = _timed(lambda: psi_diagonal(transport, lam, delta, v))
+    diff = ((blocks - whole).abs().max() / whole.abs().max()).item()
+    print(f"model={model_name} T={T} H={H} batch={B}: one lag of the batch = {B * T * P * 4 / 2**20:.0f} MB")
+    for label, (wall, user, system) in (("whole batch per lag", t_whole), ("sequence blocks    ", t_blocks)):
+        print(f"  {label}  wall {wall:7.2f} s  user {user:7.2f} s  system {system:7.2f} s")
+    print(f"  whole / blocks: wall {t_whole[0] / t_blocks[0]:.2f}x, system {t_whole[2] / max(t_blocks[2], 1e-3):.1f}x;"
+          f" largest difference {diff:.1e} of max |psi|")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="mingru")
+    ap.add_argument("--T", type=int, nargs="+", default=[1024, 2048])
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--hidden", type=int, default=32)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    for T in args.T:
+        run(args.model, T, args.batch, args.hidden)
+
+
+if __name__ == "__main__":
+    main()
