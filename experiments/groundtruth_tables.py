@@ -2,6 +2,8 @@
 finished `snakemake recovery` run (docs/method.md §10).
 
     python experiments/groundtruth_tables.py RESULTS_DIR [--threshold 0.2]
+    python experiments/groundtruth_tables.py RESULTS_DIR --steps   # before the aggregate exists
+
 
 Reads only the aggregate tables of learnwin.infra.layout.RECOVERY: the measured window H per
 (model, N) as mean ± sd over seeds with its censored count, at the primary threshold; the growth
@@ -20,6 +22,7 @@ import pandas as pd
 
 from learnwin.infra import io, layout
 from learnwin.models.cells import CELLS
+from learnwin.stats import groundtruth
 from learnwin.stats.claims import markdown, number
 
 
@@ -47,6 +50,27 @@ def window_means(window: pd.DataFrame, threshold: float) -> pd.DataFrame:
     Ns = sorted({n for _, n in cells})
     models = [m for m in CELLS if any(k[0] == m for k in cells)]
     return pd.DataFrame([{"model": m, **{f"N = {n}": cells.get((m, n), "–") for n in Ns}} for m in models])
+
+
+def steps_table(results: str | Path) -> str:
+    """The convergence check straight from the per-job windows (``--steps``): H with twice the
+    steps against the main budget per (model, threshold), the seeds' values and the mean change.
+    For a run that stopped after its trainings (`snakemake recovery --until train_recovery`)."""
+    paths = layout.glob(results, layout.RECOVERY_RUN["window"])
+    window = pd.concat([io.read_table(p, "recovery") for p in paths], ignore_index=True)
+    check = groundtruth.steps_check(window)
+    rows = []
+    for (model, thr), g in check.groupby(["model", "threshold"], sort=False):
+        g = g.sort_values("seed")
+        steps = f"{int(g['steps_main'].iloc[0])} -> {int(g['steps_double'].iloc[0])}"
+        rows.append({"model": model, "threshold": f"{round(float(thr), 3):g}", "N": int(g["N"].iloc[0]), "steps": steps,
+                     "H main": ", ".join(number(v, 1) for v in g["H_main"]),
+                     "H double": ", ".join(number(v, 1) for v in g["H_double"]),
+                     "mean dH": number(g["dH"].mean(), 1), "max |dH|": number(g["dH"].abs().max(), 1)})
+    order = {m: i for i, m in enumerate(CELLS)}
+    table = pd.DataFrame(rows).sort_values(["threshold", "model"], key=lambda c: c.map(order) if c.name == "model" else c)
+    return "\n".join([f"### Convergence: H at twice the steps, largest N ({len(paths)} jobs in {results})", "",
+                      markdown(table), ""])
 
 
 def tables(results: str | Path, threshold: float) -> str:
@@ -80,8 +104,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", help="a results folder after `snakemake recovery`")
     ap.add_argument("--threshold", type=float, default=0.2, help="effect threshold of the H table")
+    ap.add_argument("--steps", action="store_true", help="only the convergence check, from the per-job windows")
     args = ap.parse_args(argv)
-    print(tables(args.results, args.threshold))
+    print(steps_table(args.results) if args.steps else tables(args.results, args.threshold))
 
 
 if __name__ == "__main__":

@@ -200,3 +200,24 @@ def test_groundtruth_window_means_per_model_and_N():
     assert table["model"].tolist() == ["const", "gru"]  # the registry's order
     assert table.set_index("model").loc["gru"].tolist() == ["10.0 ± 1.4", "53.0 ± 1.4"]
     assert table.set_index("model").loc["const"].tolist() == ["20.0 ± 1.4", "63.0 ± 1.4 (1 cens.)"]
+
+
+def test_groundtruth_steps_table_from_the_per_job_windows(tmp_path):
+    """`groundtruth_tables.py --steps`: per (model, threshold) the seeds' H under the main budget
+    and twice it, read from the jobs' window files (no aggregate), and the mean and largest change."""
+    from learnwin.infra import io, layout
+
+    for model, base in (("gru", 20.0), ("lstm", 10.0)):
+        for seed, d in ((2, 0.0), (12, 4.0)):
+            for arm, steps, shift in (("main", 1024, 0.0), ("double_steps", 2048, 1.0 + d)):
+                rows = [dict(model=model, optimizer="adamw", seed=seed, arm=arm, steps=steps, N=8192,
+                             threshold=thr, H=base + seed / 10 + shift, censored=False) for thr in (0.1, 0.2)]
+                path = layout.under(tmp_path, layout.RECOVERY_RUN["window"], arm=arm, optimizer="adamw",
+                                    model=model, seed=seed)
+                path.parent.mkdir(parents=True)
+                io.write_table(pd.DataFrame(rows), path, "recovery")
+    text = _script("groundtruth_tables").steps_table(tmp_path)
+    assert "(8 jobs in" in text
+    assert "| gru | 0.2 | 8192 | 1024 -> 2048 | 20.2, 21.2 | 21.2, 26.2 | 3.0 | 5.0 |" in text
+    assert "| lstm | 0.1 | 8192 | 1024 -> 2048 | 10.2, 11.2 | 11.2, 16.2 | 3.0 | 5.0 |" in text
+    assert text.index("| gru | 0.1") < text.index("| lstm | 0.1") < text.index("| gru | 0.2")
