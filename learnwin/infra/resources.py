@@ -26,12 +26,16 @@ MARGIN = 2.0
 #: ... and at least this many minutes.
 MIN_RUNTIME = 10
 #: Bound on the memory curve's batched-backward work arrays (learnwin.probing.memory chunks its receiving
-#: times to stay within it).
-MEMORY_CURVE_BYTES = 2**31
+#: times to stay within it): 16 arrays within 256 MB keep each below glibc's largest heap block (32 MB),
+#: which runtime.keep_freed_memory then reuses instead of faulting in fresh pages (benchmarks/malloc.py).
+MEMORY_CURVE_BYTES = 2**28
 #: Cost of the exact transport's part of a snapshot over the diagonal snapshot: the largest
 #: exact / diagonal ratio `python benchmarks/transport.py` measured with the closed-form one-step
 #: Jacobians and the shared forward pass (1.5-2.3x over the five cells, commit f0058a1), rounded up.
 EXACT_FACTOR = 2.5
+#: Memory of the exact transport over its dense one-step Jacobians (B, T, n, n): S6's snapshot at the
+#: default size peaked at 9.8 GB, 1.8 GB above its 8 GB of Jacobians (the adjoints and their products).
+EXACT_MEM_FACTOR = 1.25
 
 
 def work(rule: str, cfg: Mapping, model: str) -> np.ndarray:
@@ -125,14 +129,17 @@ def snapshot_mem_mb(cfg: Mapping, model: str) -> int:
     """The larger of the snapshot pass (one diag batch: K tangents plus a lag chunk of float64
     (B, L, T, H) work arrays) and the memory curve (:func:`memory_curve_bytes`; peak RSS 1.3 GB
     at T 64, H 32 and, before its chunking, 7.2 GB at T 128, H 64, with B 128), at most
-    :data:`MEMORY_CURVE_BYTES`; plus, with the exact transport, the batch's float32 one-step
-    Jacobians (B, T, n, n) (:func:`state_width`; S6 at the default size, n = 512: peak RSS 9.8 GB)."""
+    :data:`MEMORY_CURVE_BYTES` or one receiving time's; plus, with the exact transport, the batch's float32 one-step
+    Jacobians (B, T, n, n) (:func:`state_width`; S6 at the default size, n = 512: peak RSS 9.8 GB),
+    times :data:`EXACT_MEM_FACTOR`."""
     t, s, h = cfg["task"], cfg["snapshot"], cfg["model"]["hidden"]
     batch = min(s["batch_size"], t["n_diag"])
     tangents = (s["directions"] + 2) * batch * t["T"] * h * 4
     curve_batch = min(batch, s["memory_sequences"])
-    curve = min(memory_curve_bytes(curve_batch, t["T"], h, t["T"]), MEMORY_CURVE_BYTES)
-    exact = batch * t["T"] * state_width(cfg, model) ** 2 * 4 if "exact" in transports_of(s["transport"]) else 0
+    curve = min(memory_curve_bytes(curve_batch, t["T"], h, t["T"]),
+                max(MEMORY_CURVE_BYTES, memory_curve_bytes(curve_batch, t["T"], h, 1)))  # >= one receiving time
+    jacobians = batch * t["T"] * state_width(cfg, model) ** 2 * 4
+    exact = EXACT_MEM_FACTOR * jacobians if "exact" in transports_of(s["transport"]) else 0
     return _mb(max(tangents + 8 * 8 * (1 << 22), curve) + exact, base=1200)
 
 

@@ -8,13 +8,15 @@ import sys
 
 
 def setup(log_path: str | None, threads: int = 1) -> logging.Logger:
-    """Send logging (and stderr) to ``log_path`` and cap OpenMP/MKL/BLAS threads at ``threads``.
+    """Send logging (and stderr) to ``log_path``, cap OpenMP/MKL/BLAS threads at ``threads`` and
+    let malloc keep freed memory (:func:`keep_freed_memory`).
 
     Torch is not imported here, so the numpy-only stages stay torch-free; the torch stages
     call :func:`set_torch_threads` themselves.
     """
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
+    keep_freed_memory()
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)]
     if log_path:
         os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
@@ -28,6 +30,29 @@ def setup(log_path: str | None, threads: int = 1) -> logging.Logger:
         force=True,
     )
     return logging.getLogger("learnwin")
+
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameter numbers (malloc.h)
+
+
+def keep_freed_memory(mmap_limit: int = 32 << 20, trim: int = 1 << 30) -> bool:
+    """Let glibc's malloc keep freed memory for reuse (docs/performance.md, "Snapshots at long T").
+
+    Torch allocates a CPU tensor per operation and frees it after. By default glibc maps large
+    blocks fresh and returns them on free, and trims the heap's free top, so every new work
+    array faults its pages in again: at long T the snapshot spent more time in the kernel than
+    computing. Here blocks up to ``mmap_limit`` bytes (glibc's largest allowed) come from the
+    heap, which is trimmed only above ``trim`` free bytes. Returns False where the C library has
+    no ``mallopt`` (not glibc: nothing changes).
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    return bool(mallopt(M_MMAP_THRESHOLD, mmap_limit)) and bool(mallopt(M_TRIM_THRESHOLD, trim))
 
 
 def set_torch_threads(threads: int) -> None:

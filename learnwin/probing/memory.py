@@ -33,7 +33,7 @@ def input_sensitivity(model: GatedRNN, x: Tensor, u: Tensor) -> Tensor:
     backward here runs under vmap, which cannot batch the out= writes of the training fast path.
     The receiving times go through that backward in chunks small enough that its work arrays
     (:func:`learnwin.infra.resources.memory_curve_bytes`) stay within
-    :data:`learnwin.infra.resources.MEMORY_CURVE_BYTES`; at the default size that is one chunk.
+    :data:`learnwin.infra.resources.MEMORY_CURVE_BYTES`; at the default size that is four chunks.
     """
     B, T, _ = x.shape
     chunk = max(1, min(T, MEMORY_CURVE_BYTES // memory_curve_bytes(B, T, model.cell.hidden_size, 1)))
