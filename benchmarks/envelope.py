@@ -33,7 +33,7 @@ import yaml
 
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
-from learnwin.probing.detect import output_error, psi_chunk, random_directions, tangents
+from learnwin.probing.detect import output_error, random_directions, tangents
 from learnwin.probing.envelope import (
     DiagonalTransport,
     EnvelopeAccumulator,
@@ -42,6 +42,13 @@ from learnwin.probing.envelope import (
     receiving_times,
     take_times,
 )
+
+
+def psi_chunk(mu, delta, v, t, k, mask):
+    """psi for one lag chunk by gathered times (the package's kernel before its strided windows):
+    mu (B, L, W, H), delta (B, T, H), v (B, T, H) -> (B, L), the mean over valid receiving times."""
+    total = (mu * take_times(delta, t) * take_times(v, k)).sum(-1).double().sum(-1)
+    return total / mask.sum(-1).clamp_min(1)
 
 
 def _factors(trace):

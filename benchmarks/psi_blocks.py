@@ -1,14 +1,16 @@
-"""psi at long T: lag chunks of the whole batch against sequence blocks within the chunk budget.
+"""psi at every lag: the gathered kernel on whole-batch lag chunks against the package's.
 
-Run: python benchmarks/psi_blocks.py [--model mingru] [--T 1024 2048] [--batch 128] [--hidden 32]
+Run: python benchmarks/psi_blocks.py [--model mingru] [--T 64 512 1024] [--batch 128] [--hidden 32]
 
 ``learnwin.probing.detect.psi_diagonal`` bounds its work arrays by ``budget`` elements. Before,
 a lag chunk always held every sequence of the batch, so at long T one lag's arrays outgrew the
-budget (B T H: 16 MB of float32 at T = 1024, 50 MB at the long-T rung's T = 3072) and each of
-the T chunks allocated, faulted in and freed a dozen of them. Now the sequences come in blocks
-that fit. Both variants run here on the same trace, Lambda, error and tangent of an untrained
-model (1 thread; "whole" passes budget = B T P, which reproduces the old chunking), and print
-wall, user and system seconds (getrusage), the ratios and the largest relative difference.
+budget (B T H: 16 MB of float32 at T = 1024, 50 MB at the long-T rung's T = 3072), and every
+time index was gathered (index_select copies of the prefix sums, Lambda, the error and the
+tangent per chunk). Now the sequences come in blocks that fit, and the times are slices and
+strided windows (no copies). "before" below is that earlier code (benchmarks/envelope.py's
+psi_chunk on DiagonalTransport.gamma); both run on the same trace, Lambda, error and tangent of an
+untrained model, 1 thread. Prints wall, user and system seconds (getrusage), before / after and
+the largest difference relative to max |psi|.
 """
 
 import argparse
@@ -19,7 +21,8 @@ import torch
 
 from learnwin.models.cells import build_model
 from learnwin.probing.detect import output_error, psi_diagonal, random_directions, tangents
-from learnwin.probing.envelope import DiagonalTransport, base_rate
+from learnwin.probing.envelope import DiagonalTransport, base_rate, lag_chunks, receiving_times, take_times
+from envelope import psi_chunk  # benchmarks/envelope.py
 from learnwin.probing.exact_transport import full_state, transported_tangent
 
 
@@ -28,6 +31,19 @@ def _timed(fn):
     out = fn()
     r1, w1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     return out, (w1 - w0, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime)
+
+
+def before(transport, lam, delta, v):
+    """The earlier psi_diagonal: gathered times, every sequence of the batch in each lag chunk."""
+    B, T, P = lam.shape
+    lags = torch.arange(T)
+    out = []
+    for chunk in lag_chunks(range(T), B * T * P):
+        first = chunk[0]
+        t, k, mask = (a[:, first:] for a in receiving_times(lags[first:first + len(chunk)], T))
+        _, gamma = transport.gamma(t, k, mask)
+        out.append(psi_chunk(take_times(lam, k) * gamma, delta, v, t, k, mask))
+    return torch.cat(out, -1)
 
 
 def run(model_name: str, T: int, B: int, H: int, D: int = 8):
@@ -46,20 +62,20 @@ def run(model_name: str, T: int, B: int, H: int, D: int = 8):
     lam = base_rate(trace.presynaptic, None, 1e-3, H).float()
     delta = output_error(y_hat, y, model.W_out.detach()).float()
     P = v.shape[-1]
-    whole, t_whole = _timed(lambda: psi_diagonal(transport, lam, delta, v, budget=B * T * P))
+    whole, t_whole = _timed(lambda: before(transport, lam, delta, v))
     blocks, t_blocks = _timed(lambda: psi_diagonal(transport, lam, delta, v))
     diff = ((blocks - whole).abs().max() / whole.abs().max()).item()
     print(f"model={model_name} T={T} H={H} batch={B}: one lag of the batch = {B * T * P * 4 / 2**20:.0f} MB")
-    for label, (wall, user, system) in (("whole batch per lag", t_whole), ("sequence blocks    ", t_blocks)):
+    for label, (wall, user, system) in (("before", t_whole), ("after ", t_blocks)):
         print(f"  {label}  wall {wall:7.2f} s  user {user:7.2f} s  system {system:7.2f} s")
-    print(f"  whole / blocks: wall {t_whole[0] / t_blocks[0]:.2f}x, system {t_whole[2] / max(t_blocks[2], 1e-3):.1f}x;"
+    print(f"  before / after: wall {t_whole[0] / t_blocks[0]:.2f}x, system {t_whole[2] / max(t_blocks[2], 1e-3):.1f}x;"
           f" largest difference {diff:.1e} of max |psi|")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="mingru")
-    ap.add_argument("--T", type=int, nargs="+", default=[1024, 2048])
+    ap.add_argument("--T", type=int, nargs="+", default=[64, 512, 1024])
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--hidden", type=int, default=32)
     args = ap.parse_args()

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from torch.func import functional_call, jvp, vmap
 
-from learnwin.probing.envelope import CHUNK, DiagonalTransport, lag_chunks, receiving_times, take_times
+from learnwin.probing.envelope import CHUNK, DiagonalTransport, lag_chunks
 
 
 def random_directions(model: torch.nn.Module, K: int, seed: int) -> dict[str, Tensor]:
@@ -68,20 +68,6 @@ def output_error(y_hat: Tensor, y: Tensor, w_out: Tensor) -> Tensor:
     return (y_hat - y)[..., None] * w_out.reshape(1, 1, -1)
 
 
-def psi_chunk(mu: Tensor, delta: Tensor, v: Tensor, t: Tensor, k: Tensor, mask: Tensor) -> Tensor:
-    """psi for one lag chunk: mu (B, L, W, H), delta (B, T, H), v (..., B, T, H) -> (..., B, L).
-
-    ``t``, ``k`` and ``mask`` (L, W) are the receiving times, the perturbation times t - l and
-    their validity (:func:`learnwin.probing.envelope.receiving_times`); the mean runs over the valid
-    receiving times of each lag. ``delta`` and ``v`` must have ``mu``'s dtype.
-    """
-    weighted = mu * take_times(delta, t)  # (B, L, W, H)
-    shifted = take_times(v, k)  # (..., B, L, W, H)
-    total = (weighted * shifted).sum(-1)
-    total = (total.real if total.is_complex() else total).double().sum(-1)
-    return total / mask.sum(-1).clamp_min(1)
-
-
 def psi_diagonal(transport: DiagonalTransport, lam: Tensor, delta: Tensor, v: Tensor,
                  budget: int = CHUNK) -> Tensor:
     """psi_n(l) at every lag l = 0..T-1, each the mean over every t = l..T-1: (..., B, T) float64.
@@ -89,32 +75,55 @@ def psi_diagonal(transport: DiagonalTransport, lam: Tensor, delta: Tensor, v: Te
     ``lam`` (B, T, H) is Lambda at each perturbation time, ``delta`` (B, T, H) the output error
     and ``v`` (..., B, T, P) the tangents, all in the transport's dtype (docs/method.md §5); with
     P = H M transported components (docs/method.md §2b) psi is Re sum over components of
-    Lambda delta Gamma v, Gamma including the receiving factor. Lag 0 is
-    the instantaneous term mu_{t,0} = Lambda(n, t) e_t. Lags come in chunks of contiguous lags
-    [a, b) that share the receiving times t = a..T-1, sized by :func:`lag_chunks` so that one
-    chunk's work arrays hold at most ``budget`` elements; when one lag of the whole batch is
-    larger (long T), the sequences come in blocks too (every sum runs within one sequence, so
-    blocks change values by rounding only). At T = 3072 whole-batch lags made 50 MB arrays per step, and the process
-    spent more time in the kernel (allocating them) than computing (benchmarks/psi_blocks.py).
+    Lambda delta Gamma v, Gamma including the receiving factor. Lag 0 is the instantaneous term
+    mu_{t,0} = Lambda(n, t) e_t. Lags come in chunks of contiguous lags [a, b) that share the
+    receiving times t = a..T-1, sized by :func:`lag_chunks` so that one chunk's work arrays hold
+    at most ``budget`` elements; when one lag of the whole batch is larger (long T), the
+    sequences come in blocks too (every sum runs within one sequence).
+
+    No time index is gathered: the receiving side is a slice t >= a of the error times e_t and of
+    the prefix sums, and the perturbation side k = t - l of every lag of a chunk is one strided
+    window of the prefix sums and of Lambda v, zero-padded at the front so that t < l reads
+    Lambda v = 0 (benchmarks/psi_blocks.py: against the gathered whole-batch chunks).
     """
     B, T, H = lam.shape
     P = v.shape[-1]
     if P != H:  # unit q's Lambda and error reach each of its P / H transported components
         lam, delta = lam.repeat_interleave(P // H, -1), delta.repeat_interleave(P // H, -1)
-    lags = torch.arange(T, device=lam.device)
+    sent = delta * transport.receive  # delta_t e_t
+    moved = lam * v  # Lambda_k v_k
     per_sequence = T * P * (v.shape[0] if v.dim() == 4 else 1)  # one lag's elements per sequence
     block = max(1, budget // per_sequence)
+    chunks = lag_chunks(range(T), min(block, B) * per_sequence, budget)
+    pad = max(len(c) for c in chunks) - 1
+    leaks, ratios = len(transport.log_leak), len(transport.ratio or ())
     blocks = []
     for start in range(0, B, block):
         rows = slice(start, start + block)
+        prefix = [p[rows] for p in (*transport.log_leak, *(transport.ratio or ()))]
+        padded = [torch.nn.functional.pad(x, (0, 0, pad, 0)) for x in (*prefix, moved[..., rows, :, :])]
         out = []
-        for chunk in lag_chunks(range(T), min(block, B - start) * per_sequence, budget):
-            first = chunk[0]
-            t, k, mask = (a[:, first:] for a in receiving_times(lags[first:first + len(chunk)], T))
-            _, gamma = transport.gamma(t, k, mask, rows)
-            out.append(psi_chunk(take_times(lam[rows], k) * gamma, delta[rows], v[..., rows, :, :], t, k, mask))
+        for chunk in chunks:
+            a, n = chunk[0], len(chunk)
+            late = [x[..., a:, :].unsqueeze(-3) for x in (*prefix, sent[rows])]  # (..., 1, W, P) at t
+            early = [_lagged(x, a, n, pad) for x in padded]  # (..., n, W, P) at k = t - l, l descending
+            gamma = torch.exp(sum(late[i] - early[i] for i in range(leaks)))
+            if ratios:
+                gamma = gamma * (1 + sum(late[i] - early[i] for i in range(leaks, leaks + ratios)))
+            total = (gamma * late[-1] * early[-1]).sum(-1)
+            total = (total.real if total.is_complex() else total).double().sum(-1)  # (..., b, n)
+            count = torch.arange(T - a - n + 1, T - a + 1, dtype=torch.float64, device=total.device)
+            out.append((total / count).flip(-1))  # valid t per lag: T - l, l descending
         blocks.append(torch.cat(out, -1))
     return torch.cat(blocks, -2)
+
+
+def _lagged(padded: Tensor, first: int, count: int, pad: int) -> Tensor:
+    """x[..., t - l, :] for t = first..T-1 and l = first + count - 1 down to first, from x
+    zero-padded at the front by ``pad`` >= count - 1 steps: a (..., count, T - first, P) view."""
+    width = padded.shape[-2] - pad - first  # T - first receiving times
+    windows = padded.unfold(-2, width, 1)  # (..., starts, P, width): start s reads x[s - pad + w]
+    return windows[..., pad - count + 1:pad + 1, :, :].transpose(-1, -2)
 
 
 def psi_frame(psi: np.ndarray, lags: Sequence[int], offset: int) -> pd.DataFrame:

@@ -116,20 +116,20 @@ class DiagonalTransport:
         head = prefix.to(self.dtype)
         return head, (prefix - head.to(prefix.dtype)).to(self.dtype)
 
-    def _diff(self, parts: tuple[Tensor, ...], t: Tensor, k: Tensor, rows: slice) -> Tensor:
-        return sum(take_times(p[rows], t) - take_times(p[rows], k) for p in parts)
+    def _diff(self, parts: tuple[Tensor, ...], t: Tensor, k: Tensor) -> Tensor:
+        return sum(take_times(p, t) - take_times(p, k) for p in parts)
 
-    def gamma(self, t: Tensor, k: Tensor, mask: Tensor, rows: slice = slice(None)) -> tuple[Tensor, Tensor]:
+    def gamma(self, t: Tensor, k: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         """Gamma0 and Gamma (order 0 or 1) at receiving times ``t`` and perturbation times ``k``.
 
         ``t``, ``k`` and ``mask`` are (L, W) index tensors from :func:`receiving_times`;
-        results are (B, L, W, P) for the sequences ``rows`` of the trace, zero where ``mask`` is False.
+        results are (B, L, W, P) and zero where ``mask`` is False.
         """
-        g0 = torch.exp(self._diff(self.log_leak, t, k, rows)) * take_times(self.receive[rows], t)
+        g0 = torch.exp(self._diff(self.log_leak, t, k)) * take_times(self.receive, t)
         g0 = g0 * mask[None, :, :, None]
         if self.ratio is None:
             return g0, g0
-        return g0, g0 * (1 + self._diff(self.ratio, t, k, rows))
+        return g0, g0 * (1 + self._diff(self.ratio, t, k))
 
 
 def unit_magnitude(gamma: Tensor, units: int) -> Tensor:
