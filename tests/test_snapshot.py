@@ -198,3 +198,21 @@ def test_sequence_blocks_change_no_value_of_psi(name, keep):
         ref = naive_psi(model, x, y, y_hat, dirs, rates, list(range(12)))
         got = whole.mean(0) if keep else whole
         np.testing.assert_allclose(got.numpy(), ref, rtol=1e-9, atol=1e-12 * np.abs(ref).max())
+
+
+def test_exp_flushed_equals_exp_above_the_floor_and_zero_below():
+    """float32 exp is exact where its result is a normal number and exactly 0 below the floor
+    (subnormal or underflow), for real and complex arguments; float64 is left alone."""
+    from learnwin.probing.detect import EXP_FLOOR, exp_flushed
+
+    x = torch.tensor([0.0, -1.5, -80.0, EXP_FLOOR, -87.5, -95.0, -300.0])
+    got = exp_flushed(x)
+    np.testing.assert_array_equal(got[:4].numpy(), torch.exp(x[:4]).numpy())
+    assert got[4:].tolist() == [0.0, 0.0, 0.0]
+    z = torch.complex(x, torch.full_like(x, 0.7))
+    gz = exp_flushed(z)
+    np.testing.assert_array_equal(gz[:4].numpy(), torch.exp(z[:4]).numpy())
+    assert gz[4:].abs().tolist() == [0.0, 0.0, 0.0]
+    x64 = x.double()
+    np.testing.assert_array_equal(exp_flushed(x64).numpy(), torch.exp(x64).numpy())
+    assert exp_flushed(x64)[5] > 0  # exp(-95) is a normal float64
