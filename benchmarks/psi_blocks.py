@@ -10,7 +10,9 @@ tangent per chunk). Now the sequences come in blocks that fit, and the times are
 strided windows (no copies). "before" below is that earlier code (benchmarks/envelope.py's
 psi_chunk on DiagonalTransport.gamma); both run on the same trace, Lambda, error and tangent of an
 untrained model, 1 thread. Prints wall, user and system seconds (getrusage), before / after and
-the largest difference relative to max |psi|.
+the largest difference relative to max |psi|. Last, torch.exp against
+``learnwin.probing.detect.exp_flushed`` on float32 arguments in [-300, -88] (where a long lag's
+Gamma underflows) and in [-50, 0], ns per element.
 """
 
 import argparse
@@ -20,7 +22,7 @@ import time
 import torch
 
 from learnwin.models.cells import build_model
-from learnwin.probing.detect import output_error, psi_diagonal, random_directions, tangents
+from learnwin.probing.detect import exp_flushed, output_error, psi_diagonal, random_directions, tangents
 from learnwin.probing.envelope import DiagonalTransport, base_rate, lag_chunks, receiving_times, take_times
 from envelope import psi_chunk  # benchmarks/envelope.py
 from learnwin.probing.exact_transport import full_state, transported_tangent
@@ -72,6 +74,20 @@ def run(model_name: str, T: int, B: int, H: int, D: int = 8):
           f" largest difference {diff:.1e} of max |psi|")
 
 
+def exp_speed(n: int = 1 << 22, repeat: int = 10):
+    """ns per element of torch.exp and exp_flushed on underflowing and on ordinary arguments."""
+    for lo, hi in ((-300.0, -88.0), (-50.0, 0.0)):
+        x = torch.empty(n).uniform_(lo, hi, generator=torch.Generator().manual_seed(0))
+        ns = {}
+        for name, fn in (("torch.exp", torch.exp), ("exp_flushed", exp_flushed)):
+            t0 = time.process_time()
+            for _ in range(repeat):
+                fn(x)
+            ns[name] = 1e9 * (time.process_time() - t0) / repeat / n
+        print(f"exp on [{lo:g}, {hi:g}]: torch.exp {ns['torch.exp']:.2f} ns, exp_flushed {ns['exp_flushed']:.2f} ns"
+              f" per element ({ns['torch.exp'] / ns['exp_flushed']:.1f}x)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="mingru")
@@ -82,6 +98,7 @@ def main():
     torch.set_num_threads(1)
     for T in args.T:
         run(args.model, T, args.batch, args.hidden)
+    exp_speed()
 
 
 if __name__ == "__main__":
