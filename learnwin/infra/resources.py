@@ -138,6 +138,7 @@ def snapshot_mem_mb(cfg: Mapping, model: str) -> int:
     curve_batch = min(batch, s["memory_sequences"])
     curve = min(memory_curve_bytes(curve_batch, t["T"], h, t["T"]),
                 max(MEMORY_CURVE_BYTES, memory_curve_bytes(curve_batch, t["T"], h, 1)))  # >= one receiving time
+    curve += curve_batch * t["T"] ** 2 * 4  # its output u . d y_hat_t / d x_k, (B, T, T) float32
     jacobians = batch * t["T"] * state_width(cfg, model) ** 2 * 4
     exact = EXACT_MEM_FACTOR * jacobians if "exact" in transports_of(s["transport"]) else 0
     return _mb(max(tangents + 8 * 8 * (1 << 22), curve) + exact, base=1200)

@@ -41,9 +41,9 @@ def input_sensitivity(model: GatedRNN, x: Tensor, u: Tensor) -> Tensor:
         xg = x.detach().requires_grad_(True)
         y_hat = model(xg, reference=True)  # (B, T)
         probes = torch.eye(T, dtype=y_hat.dtype, device=x.device)[:, None, :].expand(T, B, T)
-        grads = torch.cat([torch.autograd.grad(y_hat, xg, probes[t:t + chunk], retain_graph=t + chunk < T,
-                                               is_grads_batched=True)[0] for t in range(0, T, chunk)])
-    return (grads @ u).transpose(0, 1)  # grads: (T_t, B, T_k, D)
+        G = torch.cat([torch.autograd.grad(y_hat, xg, probes[t:t + chunk], retain_graph=t + chunk < T,
+                                           is_grads_batched=True)[0] @ u for t in range(0, T, chunk)])
+    return G.transpose(0, 1)  # each chunk's (t, B, T_k, D) gradients projected on u as they come
 
 
 class MemoryAccumulator:
