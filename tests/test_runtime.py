@@ -3,6 +3,7 @@ importing torch's compiler stack (about a second of every job's start-up); keep_
 
 import subprocess
 import sys
+
 import pytest
 
 CHECK = """
