@@ -14,7 +14,7 @@ import torch
 from learnwin.infra import io
 from learnwin.models.cells import build_model
 from learnwin.models.data import write_splits
-from learnwin.probing.detect import output_error, psi_diagonal, random_directions, tangents
+from learnwin.probing.detect import EXP_FLOOR, exp_flushed, output_error, psi_diagonal, random_directions, tangents
 from learnwin.probing.envelope import DiagonalTransport, base_rate, receiving_times
 from learnwin.probing.exact_transport import full_state, transported_tangent
 from learnwin.probing.snapshot import probe, snapshot_checkpoint
@@ -203,8 +203,6 @@ def test_sequence_blocks_change_no_value_of_psi(name, keep):
 def test_exp_flushed_equals_exp_above_the_floor_and_zero_below():
     """float32 exp is exact where its result is a normal number and exactly 0 below the floor
     (subnormal or underflow), for real and complex arguments; float64 is left alone."""
-    from learnwin.probing.detect import EXP_FLOOR, exp_flushed
-
     x = torch.tensor([0.0, -1.5, -80.0, EXP_FLOOR, -87.5, -95.0, -300.0])
     got = exp_flushed(x)
     np.testing.assert_array_equal(got[:4].numpy(), torch.exp(x[:4]).numpy())

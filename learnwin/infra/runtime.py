@@ -46,10 +46,9 @@ def keep_freed_memory(mmap_limit: int = 32 << 20, trim: int = 1 << 30) -> bool:
     no ``mallopt`` (not glibc: nothing changes).
     """
     import ctypes
-    import ctypes.util
 
-    try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
+    try:  # the process's own symbols, libc's among them (find_library would run ldconfig: 3 ms a job)
+        mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError, TypeError):
         return False
     return bool(mallopt(M_MMAP_THRESHOLD, mmap_limit)) and bool(mallopt(M_TRIM_THRESHOLD, trim))
