@@ -9,7 +9,8 @@ full_grid, double_steps) it prints the jobs, an upper bound on their trainings
 bisection's midpoints after the two shared ends) and their CPU time by the training cost law
 (learnwin.infra.resources.recovery_cpu_seconds: one start-up per job, then the trainings), and
 the total as CPU hours and as wall minutes on ``--cores`` cores (CPU / cores: every job is one
-thread). ``--measure`` also trains one network per model at the first config's size
+thread). The row ``snapshots`` is rule snapshot_recovery (one training and two snapshots per
+main-arm job, learnwin.infra.resources.recovery_snapshot_cpu_seconds). ``--measure`` also trains one network per model at the first config's size
 (recovery.steps steps on its largest N) and prints the measured CPU seconds against the law's.
 """
 
@@ -44,6 +45,9 @@ def grid_cost(cfg: dict) -> list[dict]:
         cpu = sum(resources.recovery_cpu_seconds(cfg, m, n, steps) for m in models) * len(seeds)
         rows.append(dict(arm=arm, jobs=len(models) * len(seeds), trainings=n * len(models) * len(seeds),
                          cpu_s=cpu))
+    seeds = resources.recovery_arms(cfg)["main"]["seeds"]
+    rows.append(dict(arm="snapshots", jobs=len(models) * len(seeds), trainings=len(models) * len(seeds),
+                     cpu_s=sum(resources.recovery_snapshot_cpu_seconds(cfg, m) for m in models) * len(seeds)))
     return rows
 
 

@@ -46,6 +46,16 @@ def check_recovery_outputs(work) -> None:
     g = table["growth"]
     assert len(g) == MODELS * len(THRESHOLDS) and set(g["verdict"]) == {"undecided"}  # two N decide nothing
     assert np.isnan(g["curvature"]).all()  # a quadratic needs three N
+    # the prediction from the ground truth's own networks: both networks of every (model, seed),
+    # two primary variants (trained networks) per threshold beside the secondary ones
+    net = table["network_H_N"]
+    assert set(net["epoch"]) == {"init", "trained"} and net["model"].nunique() == MODELS
+    assert (net.drop_duplicates(["model", "epoch", "transport", "noise"])["n_seeds"] == SEEDS).all()
+    sc = table["prediction_scores"]
+    assert set(sc["networks"]) == {"init", "trained", "main_run"}
+    primary = sc[sc["primary"]]
+    assert len(primary) == 2 * len(THRESHOLDS) and set(primary["networks"]) == {"trained"}
+    assert set(zip(primary["transport"], primary["noise"])) == {("diagonal", "per_lag"), ("exact", "pooled")}
     for name in ("recovery_window", "recovery_scores"):
         assert (work / layout.figure(name, "png")).stat().st_size > 10_000
 

@@ -38,10 +38,15 @@ CLAIMS = {
 #: One ground-truth job of `snakemake recovery` (an arm of one (optimizer, model, seed)), by table name.
 RECOVERY_RUN = {name: f"{ROOT}/recovery/runs/{{arm}}/{{optimizer}}/{{model}}/seed{{seed}}/{name}.parquet"
                 for name in ("scores", "window")}
+#: Snapshots of one (optimizer, model, seed)'s own networks, at init and trained (column epoch), for
+#: the same-network prediction (docs/method.md §10), by table name.
+RECOVERY_SNAPSHOT = {name: f"{ROOT}/recovery/runs/main/{{optimizer}}/{{model}}/seed{{seed}}/{name}.parquet"
+                     for name in ("envelope", "psi", "total")}
 #: Aggregates of the ground truth of the window (`snakemake recovery`), by table name.
 RECOVERY = {name: f"{ROOT}/recovery/{name}.parquet"
             for name in ("scores", "window", "growth", "slopes", "monotonicity", "steps_check",
-                         "growth_prediction", "prediction", "prediction_scores")}
+                         "network_H_N", "network_decay", "growth_prediction", "prediction",
+                         "prediction_scores")}
 LOGS = f"{ROOT}/logs"
 BENCH = f"{ROOT}/benchmarks"
 

@@ -100,8 +100,12 @@ def snapshot_runtime_min(cfg: Mapping, model: str) -> int:
     """Wall-time request of one snapshot job (envelope, psi, S and the memory curve); the law is
     the diagonal transport's, times 1 + :data:`EXACT_FACTOR` when ``snapshot.transport`` lists
     exact (the job then computes both transports, docs/method.md §4b)."""
+    return _minutes(_snapshot_cpu_seconds(cfg, model))
+
+
+def _snapshot_cpu_seconds(cfg: Mapping, model: str) -> float:
     factor = 1.0 + EXACT_FACTOR if "exact" in transports_of(cfg["snapshot"]["transport"]) else 1.0
-    return _minutes(factor * cpu_seconds("take_snapshot", cfg, model))
+    return factor * cpu_seconds("take_snapshot", cfg, model)
 
 
 def memory_curve_bytes(batch: int, T: int, hidden: int, times: int) -> int:
@@ -195,3 +199,21 @@ def recovery_mem_mb(cfg: Mapping, model: str) -> int:
     n, T = rec["n_test"], cfg["task"]["T"]
     cross = 8 * T * n * (n + rec["n_perm"] + 4 * T)  # per lag: C, the permutation gather, 4 (n, T) arrays
     return _mb(data + _activation_bytes(cfg, model) + cross, base=1200)
+
+
+def recovery_snapshot_cpu_seconds(cfg: Mapping, model: str) -> float:
+    """CPU seconds of one same-network snapshot job (docs/method.md §10): one training of
+    ``recovery.steps`` and two snapshots (init, trained) by the snapshot law, which also counts
+    the memory curve this job skips."""
+    train = recovery_cpu_seconds(cfg, model, 1, cfg["recovery"]["steps"])
+    return train + 2 * _snapshot_cpu_seconds(cfg, model)
+
+
+def recovery_snapshot_runtime_min(cfg: Mapping, model: str) -> int:
+    """Wall-time request of one same-network snapshot job: :data:`MARGIN` times its cost law."""
+    return _minutes(recovery_snapshot_cpu_seconds(cfg, model))
+
+
+def recovery_snapshot_mem_mb(cfg: Mapping, model: str) -> int:
+    """The larger of a ground-truth training's and a snapshot's memory."""
+    return max(recovery_mem_mb(cfg, model), snapshot_mem_mb(cfg, model))

@@ -128,7 +128,16 @@ def _state(module) -> dict:
     return copy.deepcopy(module.state_dict())
 
 
-def _ckpt(model, opt, epoch, meta, val_mse) -> dict:
+def checkpoint_meta(model: str, optimizer: str, seed: int, *, input_size: int, model_config: dict,
+                    optim_config: dict) -> dict:
+    """What a checkpoint records besides its weights: enough for
+    :func:`learnwin.models.cells.checkpoint_model` and the snapshot's rates (docs/method.md §3-4)."""
+    return {"cell": model, "optimizer_name": optimizer, "hparams": dict(optim_config),
+            "model_config": {"input_size": input_size, **model_config}, "seed": seed}
+
+
+def checkpoint(model, opt, epoch, meta, val_mse) -> dict:
+    """A checkpoint: ``meta`` with copies of the model's and the optimizer's state at ``epoch``."""
     return {**meta, "model": _state(model), "optimizer": _state(opt), "epoch": epoch,
             "val_mse": val_mse}
 
@@ -166,8 +175,8 @@ def train_run(
     torch.manual_seed(seed)
     net = build_model(model, xtr.shape[-1], **model_config).to(device)
     opt = make_optimizer(optimizer, net.parameters(), optim_config)
-    meta = {"cell": model, "optimizer_name": optimizer, "hparams": dict(optim_config),
-            "model_config": {"input_size": xtr.shape[-1], **model_config}, "seed": seed}
+    meta = checkpoint_meta(model, optimizer, seed, input_size=xtr.shape[-1], model_config=model_config,
+                           optim_config=optim_config)
     fingerprint = _fingerprint(model, optimizer, seed, model_config, optim_config, train_config,
                                int_epochs, xtr.shape, float(ytr.sum()))
 
@@ -193,9 +202,9 @@ def train_run(
 
     if start == 0:
         curve = [record(0)]
-        best = _ckpt(net, opt, 0, meta, curve[0]["val_mse"])
+        best = checkpoint(net, opt, 0, meta, curve[0]["val_mse"])
         if 0 in int_epochs:
-            io.save_checkpoint(_ckpt(net, opt, 0, meta, curve[0]["val_mse"]), work / "epoch0.pt")
+            io.save_checkpoint(checkpoint(net, opt, 0, meta, curve[0]["val_mse"]), work / "epoch0.pt")
 
     diverged = ""
     for epoch in range(start + 1, epochs + 1):
@@ -211,9 +220,9 @@ def train_run(
         curve.append(row)
         seconds = time.perf_counter() - t0
         if row["val_mse"] < best["val_mse"]:
-            best = _ckpt(net, opt, epoch, meta, row["val_mse"])
+            best = checkpoint(net, opt, epoch, meta, row["val_mse"])
         if epoch in int_epochs:
-            io.save_checkpoint(_ckpt(net, opt, epoch, meta, row["val_mse"]), work / f"epoch{epoch}.pt")
+            io.save_checkpoint(checkpoint(net, opt, epoch, meta, row["val_mse"]), work / f"epoch{epoch}.pt")
         io.save_checkpoint({"fingerprint": fingerprint, "epoch": epoch, "curve": curve,
                             "best": best, "model": _state(net), "optimizer": _state(opt)},
                            state_path)
@@ -230,7 +239,7 @@ def train_run(
             with io.atomic_path(out_dir / f"epoch{e}.pt") as tmp:
                 shutil.copyfile(work / f"epoch{e}.pt", tmp)
         io.save_checkpoint(best, out_dir / "best.pt")
-        io.save_checkpoint(_ckpt(net, opt, epochs, meta, curve[-1]["val_mse"]), out_dir / "final.pt")
+        io.save_checkpoint(checkpoint(net, opt, epochs, meta, curve[-1]["val_mse"]), out_dir / "final.pt")
     df = pd.DataFrame(curve)
     df.insert(0, "seed", seed)
     df.insert(0, "optimizer", optimizer)

@@ -3,7 +3,8 @@ stored tables of `snakemake recovery`.
 
 * :func:`plot_recovery_window`: per model, H against N (log x) at one threshold: each seed's H
   (small points, open triangles where censored), the seed mean ± 1 std (solid, band), and the
-  leave-one-model-out predictions of the primary variants (dashed per_lag, dotted pooled).
+  leave-one-model-out predictions of the primary variants, from the ground truth's own trained
+  networks (dashed: diagonal transport, per_lag; dotted: exact transport, pooled).
 * :func:`plot_recovery_scores`: per model, the score r against lag, one colour per N: the task
   trainings (solid, points; the full-grid arm when present, else the bisection's lags), and the
   bar a score must pass, max(threshold, |control| + null) (dotted).
@@ -18,6 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from learnwin.plots.style import MODEL_COLORS, PANEL_H, draw_band, no_data, saved, seed_band
+from learnwin.stats.prediction import PRIMARY
 from learnwin.stats.window import PER_LAG, POOLED
 
 NOISE_STYLE = {PER_LAG: "--", POOLED: ":"}
@@ -54,8 +56,8 @@ def plot_recovery_window(window: pd.DataFrame, prediction: pd.DataFrame, *, thre
     axes[0].set_ylabel(f"window $H_N$ (lags), r > {threshold:g}")
     handles = [Line2D([], [], color="k", marker="o", ms=3, label="measured (seed mean ± std)"),
                Line2D([], [], color="k", marker="^", ls="", mfc="none", label="censored"),
-               *[Line2D([], [], color="k", ls=ls, label=f"predicted, {noise} (eps left one model out)")
-                 for noise, ls in NOISE_STYLE.items()]]
+               *[Line2D([], [], color="k", ls=NOISE_STYLE[noise], label=f"predicted, {transport}, {noise}")
+                 for transport, noise in PRIMARY]]
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
     return fig
 

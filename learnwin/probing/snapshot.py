@@ -136,10 +136,19 @@ def _sorted(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return df.sort_values(keys, kind="stable").reset_index(drop=True)
 
 
-def snapshot_checkpoint(
+def snapshot_checkpoint(*, checkpoint: str | Path, data_dir: str | Path, device: str = "cpu",
+                        **kwargs) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """:func:`snapshot_state` of a checkpoint file on the diag split of ``data_dir``."""
+    x_all, y_all = load_split(data_dir, "diag")
+    return snapshot_state(io.load_checkpoint(checkpoint, map_location=device), x_all, y_all, device=device,
+                          **kwargs)
+
+
+def snapshot_state(
+    state: dict,
+    x_all: np.ndarray,
+    y_all: np.ndarray,
     *,
-    checkpoint: str | Path,
-    data_dir: str | Path,
     lags: Sequence[int],
     order: int,
     times_per_lag: int,
@@ -151,7 +160,9 @@ def snapshot_checkpoint(
     transport: str | Sequence[str] = "diagonal",
     exact_sequences: int = 64,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Envelope, units, psi and total tables of one checkpoint on the diag split, with run keys.
+    """Envelope, units, psi and total tables of one checkpoint ``state`` (as saved by
+    :func:`learnwin.models.train.checkpoint`) on held-out inputs ``x_all`` (n, T, D) and targets
+    ``y_all`` (n, T), with run keys.
 
     ``transport`` (docs/method.md §4b): ``diagonal``, ``exact`` or a list of them; every table holds
     the rows of each listed transport, tagged by a ``transport`` column. With exact, one probe
@@ -159,8 +170,6 @@ def snapshot_checkpoint(
     diagonal path's columns next to f, f_diag_entries and f_norm (:func:`_one_transport`).
     """
     names = transports_of(transport)
-    state = io.load_checkpoint(checkpoint, map_location=device)
-    x_all, y_all = load_split(data_dir, "diag")
     if state.get("diverged"):  # a tombstone of a diverged run: NaN tables, same shape
         return _with_keys(_listed(_nan_tables(lags, state["model_config"]["hidden"], x_all.shape[0],
                                               TRANSPORTS), names), keys)

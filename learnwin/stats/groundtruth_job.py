@@ -13,6 +13,9 @@ on the first ``n_test`` sequences of the diag stream, never trained on.
   (reshuffle per epoch, full batches, MSE, clip); no model selection.
 * **Control.** Per N one training on the targets of the first lag permuted across sequences
   (which keeps their distribution and breaks x -> y), scored against every lag's component.
+* **Same networks.** :func:`groundtruth_networks` rebuilds a (model, seed)'s init and one of its
+  trainings as checkpoints, and :func:`groundtruth_snapshots` snapshots them like the main run's,
+  for the prediction (:mod:`learnwin.stats.prediction`).
 * **Bisection.** Per N and threshold, :func:`learnwin.stats.groundtruth.bisect_window` on the
   snapshot lag grid; trainings are cached per (N, lag), so the thresholds share them, and each
   threshold's bisection starts from the bracket the cached lags give (warm start).
@@ -29,9 +32,11 @@ import numpy as np
 import pandas as pd
 import torch
 
+from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
 from learnwin.models.data import make_split, task_vector
-from learnwin.models.train import make_optimizer, train_epoch
+from learnwin.models.train import checkpoint, checkpoint_meta, make_optimizer, train_epoch
+from learnwin.probing.snapshot import snapshot_state
 from learnwin.stats.groundtruth import bisect_window, lag_scores, margin
 
 ARMS = ("main", "full_grid", "double_steps")
@@ -49,19 +54,34 @@ def predict(net, x: torch.Tensor, batch: int) -> np.ndarray:
     return torch.cat([net(x[i:i + batch]) for i in range(0, len(x), batch)]).cpu().numpy()
 
 
+def initial(model: str, optimizer: str, input_size: int, *, init: int, model_config: Mapping,
+            optim_config: Mapping, device: str = "cpu"):
+    """(network, optimizer) of a (model, seed) at initialisation (torch seed ``init``)."""
+    torch.manual_seed(init)
+    net = build_model(model, input_size, **model_config).to(device)
+    return net, make_optimizer(optimizer, net.parameters(), optim_config)
+
+
+def lag_targets(y0: np.ndarray, comp: np.ndarray, lag: int, coef: float) -> np.ndarray:
+    """Targets of the single-lag task: noise ``y0`` (n, T) plus c u . x_{t-l} for t >= l, from the
+    components ``comp`` (n, T) = u . x_t."""
+    y = y0.copy()
+    y[:, lag:] += coef * comp[:, :-lag]
+    return y
+
+
 def train(model: str, optimizer: str, x: torch.Tensor, y: torch.Tensor, *, init: int, steps: int,
           model_config: Mapping, optim_config: Mapping, train_config: Mapping, run_name: str):
-    """A freshly initialised network (torch seed ``init``) after exactly ``steps`` steps."""
-    torch.manual_seed(init)
-    net = build_model(model, x.shape[-1], **model_config).to(x.device)
-    opt = make_optimizer(optimizer, net.parameters(), optim_config)
+    """(network, optimizer): a freshly initialised network (:func:`initial`) after exactly ``steps`` steps."""
+    net, opt = initial(model, optimizer, x.shape[-1], init=init, model_config=model_config,
+                       optim_config=optim_config, device=x.device)
     done, epoch = 0, 0
     while done < steps:
         epoch += 1
         done += train_epoch(net, opt, x, y, seed=init, epoch=epoch, batch_size=train_config["batch_size"],
                             grad_clip=train_config["grad_clip"], run_name=run_name,
                             lr_key=f"optim.{optimizer}.lr", max_steps=steps - done)
-    return net
+    return net, opt
 
 
 def groundtruth_job(
@@ -112,13 +132,11 @@ def _one_n(N, data, *, model, optimizer, init, steps, coef, lags, thresholds, fu
     comp_test, x_test = data["comp_test"], data["x_test"]
 
     def targets(lag):
-        y = data["y0_all"][:N].copy()
-        y[:, lag:] += coef * data["comp_train"][:N, :-lag]
-        return torch.from_numpy(y).to(device)
+        return torch.from_numpy(lag_targets(data["y0_all"][:N], data["comp_train"][:N], lag, coef)).to(device)
 
     def fit(y, label):
         return train(model, optimizer, x, y, init=init, steps=steps, run_name=f"{name} N={N} {label}",
-                     **train_kw)
+                     **train_kw)[0]
 
     t0 = time.perf_counter()
     perm = np.random.default_rng([init, N]).permutation(N)
@@ -156,3 +174,62 @@ def _one_n(N, data, *, model, optimizer, init, steps, coef, lags, thresholds, fu
     for row in window_rows:
         row["trainings"] = len(cache) + 1  # the task lags of this N and its control
     return score_rows, window_rows
+
+
+def groundtruth_networks(
+    *, model: str, optimizer: str, seed: int, n_train: Sequence[int], lags: Sequence[int], steps: int,
+    task: Mapping, model_config: Mapping, optim_config: Mapping, train_config: Mapping, gt: Mapping,
+    recorded: pd.DataFrame, device: str = "cpu",
+) -> dict[str, dict]:
+    """The networks of one (model, seed) of the main arm as checkpoints, named as
+    :data:`learnwin.stats.prediction.NETWORKS`: its shared init, and its training on the first grid
+    lag at the largest N, the one training every bisection runs (docs/method.md §10).
+
+    The trained network is trained again with the seeds, data and budget of
+    :func:`groundtruth_job`, so on CPU it is bitwise the network the ground truth scored: its
+    held-out score at that lag must equal the ``recorded`` one (the job's scores table), or this
+    raises.
+    """
+    T, D, noise, coef = task["T"], task["D"], task["noise_std"], gt["coef"]
+    N, lag = max(n_train), int(min(lags))
+    init = init_seed(seed, model)
+    u = task_vector(seed, D)
+    x, y0 = make_split(seed, "train", N, T, D, [], [], noise)
+    x_test, _ = make_split(seed, "diag", gt["n_test"], T, D, [], [], noise)
+    kw = dict(model_config=model_config, optim_config=optim_config)
+    meta = checkpoint_meta(model, optimizer, seed, input_size=D, **kw)
+    net, opt = initial(model, optimizer, D, init=init, device=device, **kw)
+    nets = {"init": checkpoint(net, opt, "init", meta, float("nan"))}
+    y = torch.from_numpy(lag_targets(y0, x @ u, lag, coef)).to(device)
+    net, opt = train(model, optimizer, torch.from_numpy(x).to(device), y, init=init, steps=steps,
+                     train_config=train_config, run_name=f"model={model} seed={seed} N={N} lag={lag}", **kw)
+    r = lag_scores(predict(net, torch.from_numpy(x_test).to(device), 256), x_test @ u, [lag], seed=init,
+                   n_perm=gt["n_perm"], quantile=gt["null_quantile"])[0][0]
+    rec = recorded[(recorded["N"] == N) & (recorded["lag"] == lag) & (recorded["target"] == "task")]
+    if len(rec) != 1 or not np.isclose(r, rec["r"].iloc[0], rtol=0, atol=1e-9):
+        raise ValueError(f"model={model} seed={seed}: the re-trained network (N={N}, lag={lag}) scores r={r:.9g}, "
+                         f"the ground truth recorded {rec['r'].tolist()}: not the same network (settings changed?)")
+    nets["trained"] = checkpoint(net, opt, "trained", meta, float("nan"))
+    return nets
+
+
+def groundtruth_snapshots(
+    nets: Mapping[str, dict], *, seed: int, lag: int, task: Mapping, gt: Mapping, n_diag: int,
+    snapshot: Mapping, device: str = "cpu",
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(envelope, psi, total) of each network of :func:`groundtruth_networks` (column ``epoch`` =
+    its name), taken as the main run's snapshots (docs/method.md §4-5) on the first ``n_diag``
+    sequences of the diag stream with the single-lag task's targets at ``lag``; ``snapshot`` is
+    the config's snapshot section."""
+    T, D, noise = task["T"], task["D"], task["noise_std"]
+    x, y = make_split(seed, "diag", n_diag, T, D, [lag], [gt["coef"]], noise)
+    tables = []
+    for name, state in nets.items():
+        keys = dict(model=state["cell"], optimizer=state["optimizer_name"], seed=seed, epoch=name)
+        env, _, psi, total = snapshot_state(
+            state, x, y, lags=lag_grid(snapshot), order=snapshot["order"], times_per_lag=snapshot["times_per_lag"],
+            directions=snapshot["directions"], batch_size=snapshot["batch_size"],
+            keep_directions=snapshot["keep_directions"], keys=keys, device=device,
+            transport=snapshot["transport"], exact_sequences=snapshot["exact_sequences"])
+        tables.append((env, psi, total))
+    return tuple(pd.concat(parts, ignore_index=True) for parts in zip(*tables))

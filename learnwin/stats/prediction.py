@@ -12,18 +12,22 @@
   Kendall's tau-b (scipy.stats.kendalltau, variant b) per block, averaged, with Fisher's
   combined p-value, and Harrell's concordance, which treats a censored measurement (H >= c) as
   ordered only against measurements below c. :func:`holm` corrects p-values across variants.
+* **Networks.** A variant is (networks, transport, noise). The networks are the ground truth's
+  own, at init and trained (their snapshot statistics by :func:`network_stats`), or the main
+  run's; the primary variants, named before looking, are :data:`PRIMARY` on :data:`PRIMARY_NETWORKS`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from learnwin.stats.decay import predict_window, primary
-from learnwin.stats.window import PER_LAG, POOLED, with_transport
+from learnwin.stats.alpha import fit_lags
+from learnwin.stats.decay import fit_envelopes, predict_window, primary
+from learnwin.stats.window import AGG_KEYS, PER_LAG, POOLED, RUN_KEYS, aggregate, window_table, with_transport
 
 EPS_GRID = np.geomspace(1e-2, 1e4, 241)
 
@@ -122,8 +126,14 @@ def holm(p) -> np.ndarray:
     return out
 
 
-#: The variants (transport, noise) named primary before the comparison (docs/method.md §10).
+#: The variants (transport, noise) named primary before the comparison (docs/method.md §10),
+#: taken from :data:`PRIMARY_NETWORKS`.
 PRIMARY = (("diagonal", PER_LAG), ("exact", POOLED))
+#: The ground truth's own networks the prediction is taken from (docs/method.md §10): each (model,
+#: seed)'s init, and its training on the first grid lag at the largest N.
+NETWORKS = ("init", "trained")
+#: The networks of the primary variants.
+PRIMARY_NETWORKS = "trained"
 
 
 def variant_inputs(h_n_agg: pd.DataFrame, decay: pd.DataFrame, *, optimizer: str, epoch: str) -> pd.DataFrame:
@@ -138,6 +148,26 @@ def variant_inputs(h_n_agg: pd.DataFrame, decay: pd.DataFrame, *, optimizer: str
     d = d[(d["optimizer"] == optimizer) & (d["epoch"].astype(str) == str(epoch))
           & (d["scope"] == "mean") & d["selected"]]
     return inputs.merge(d.drop(columns=["optimizer", "epoch", "scope"]), on=["model", "transport"], how="inner")
+
+
+def network_stats(envelope: pd.DataFrame, psi: pd.DataFrame, total: pd.DataFrame, *, alpha_cfg: Mapping,
+                  window_cfg: Mapping, decay_cfg: Mapping) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(H_N_agg, decay) of a set of snapshots (run keys model, optimizer, seed, epoch), by the main
+    run's chain (docs/method.md §6-8): alpha fits and window per snapshot, decay law per (model,
+    optimizer, epoch) over its seeds, and their aggregate; ``*_cfg`` are the config sections."""
+    keys = list(RUN_KEYS)
+    parts = {k: dict(list(g.groupby(keys, sort=True))) for k, g in
+             (("envelope", envelope), ("psi", psi), ("total", total))}
+    per_run = []
+    for key, p in parts["psi"].items():
+        fits = fit_lags(p, **alpha_cfg)
+        per_run.append(window_table(p, fits, parts["envelope"][key], parts["total"].get(key), eps=window_cfg["eps"],
+                                    N_grid=window_cfg["N_grid"], noise=window_cfg["noise"],
+                                    bootstrap=window_cfg["bootstrap"], alpha_fit=alpha_cfg))
+    decays = [fit_envelopes(g, **decay_cfg) for _, g in envelope.groupby(AGG_KEYS, sort=True)]
+    win, h_n, master, expo = (list(t) for t in zip(*per_run))
+    _, agg, _, _ = aggregate(h_n, win, master, expo, decays, eps=window_cfg["eps"], N_grid=window_cfg["N_grid"])
+    return agg, pd.concat(decays, ignore_index=True)
 
 
 def predict_levels(inputs: pd.DataFrame, eps: float, N) -> pd.DataFrame:
@@ -158,27 +188,29 @@ def measured_means(window: pd.DataFrame) -> pd.DataFrame:
                  n_seeds=("H", "count")).reset_index()
 
 
-def prediction_tables(window: pd.DataFrame, growth: pd.DataFrame, h_n_agg: pd.DataFrame,
-                      decay: pd.DataFrame, *, optimizer: str, epoch: str):
-    """(growth_prediction, prediction, prediction_scores) of every (transport, noise) variant of
-    the run's snapshots: the eps-free growth per model, the leave-one-model-out levels, and their
-    scores with Holm-adjusted p-values within the primary and the secondary family."""
-    inputs = variant_inputs(h_n_agg, decay, optimizer=optimizer, epoch=epoch)
+def prediction_tables(window: pd.DataFrame, growth: pd.DataFrame, sources: Mapping[str, tuple], *,
+                      optimizer: str):
+    """(growth_prediction, prediction, prediction_scores) of every (networks, transport, noise)
+    variant: the eps-free growth per model, the leave-one-model-out levels, and their scores with
+    Holm-adjusted p-values within the primary and the secondary family. ``sources`` maps a name
+    of the networks the prediction is taken from to their (H_N_agg, decay, epoch) tables."""
     meas = measured_means(window)
     N = np.sort(meas["N"].unique())
     gp, levels, scores = [], [], []
-    for (transport, noise), inp in inputs.groupby(["transport", "noise"], sort=True):
-        primary = (transport, noise) in PRIMARY
-        for row in inp.itertuples(index=False):
-            r = row._asdict()
-            gp.append(dict(model=r["model"], transport=transport, noise=noise, primary=primary,
-                           law=r["law"], pred_alpha=r["pred_alpha"], **predicted_growth(r, r["pred_alpha"])))
-        for thr, m in meas.groupby("threshold", sort=True):
-            loo = leave_one_model_out(m[["model", "N", "measured", "censored"]],
-                                      lambda eps, inp=inp: predict_levels(inp, eps, N))  # noqa: B023
-            levels.append(loo.assign(threshold=thr, transport=transport, noise=noise, primary=primary))
-            scores.append(dict(threshold=thr, transport=transport, noise=noise, primary=primary,
-                               n_models=int(loo["model"].nunique()), **score(loo)))
+    for networks, (h_n_agg, decay, epoch) in sources.items():
+        inputs = variant_inputs(h_n_agg, decay, optimizer=optimizer, epoch=epoch)
+        for (transport, noise), inp in inputs.groupby(["transport", "noise"], sort=True):
+            keys = dict(networks=networks, transport=transport, noise=noise,
+                        primary=networks == PRIMARY_NETWORKS and (transport, noise) in PRIMARY)
+            for row in inp.itertuples(index=False):
+                r = row._asdict()
+                gp.append(dict(model=r["model"], **keys, law=r["law"], pred_alpha=r["pred_alpha"],
+                               **predicted_growth(r, r["pred_alpha"])))
+            for thr, m in meas.groupby("threshold", sort=True):
+                loo = leave_one_model_out(m[["model", "N", "measured", "censored"]],
+                                          lambda eps, inp=inp: predict_levels(inp, eps, N))  # noqa: B023
+                levels.append(loo.assign(threshold=thr, **keys))
+                scores.append(dict(threshold=thr, **keys, n_models=int(loo["model"].nunique()), **score(loo)))
     growth_pred = pd.DataFrame(gp)
     if len(growth_pred):
         growth_pred = growth_pred.merge(growth[["model", "threshold", "log_b", "power_c", "verdict"]],

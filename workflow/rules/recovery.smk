@@ -3,8 +3,10 @@
 # a shuffled-target control and a bisection over lags (learnwin.stats.groundtruth_job). Arms: main
 # (every seed, every N), full_grid (every lag, first seed, recovery.validate_n_train: the
 # monotonicity check), double_steps (2 x steps at the largest N, first recovery.steps_check_seeds
-# seeds: the convergence check). The aggregate fits the growth of H with N and holds the
-# prediction of the main run's snapshots against it. Behind its own target `recovery`, not in `all`.
+# seeds: the convergence check). snapshot_recovery snapshots each main-arm (model, seed)'s own
+# networks (its init, and its training on the first lag at the largest N, trained again
+# bitwise). The aggregate fits the growth of H with N and holds against it the prediction of those
+# networks (primary: trained) and of the main run's snapshots. Behind its own target `recovery`.
 REC = config["recovery"]
 REC_SEEDS = REC["seeds"] or SEEDS
 REC_MODELS = REC["models"] or MODELS
@@ -63,8 +65,50 @@ rule train_recovery:
         "../scripts/train_recovery.py"
 
 
+rule snapshot_recovery:
+    input:
+        scores=layout.RECOVERY_RUN["scores"].replace("{arm}", "main"),
+    output:
+        **layout.RECOVERY_SNAPSHOT,
+    log:
+        f"{LOGS}/snapshot_recovery/{REC_JOB.replace('{arm}', 'main')}.log",
+    benchmark:
+        f"{BENCH}/snapshot_recovery/{REC_JOB.replace('{arm}', 'main')}.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=lambda wc: resources.recovery_snapshot_mem_mb(config, wc.model),
+        runtime=lambda wc: resources.recovery_snapshot_runtime_min(config, wc.model),
+        gpu=0,
+    params:
+        task={k: config["task"][k] for k in ("T", "D", "noise_std", "n_diag")},
+        model=section("model"),
+        optim=section("optim", REC_OPT),
+        train={k: config["train"][k] for k in ("batch_size", "grad_clip")},
+        gt={k: REC[k] for k in ("coef", "n_test", "n_perm", "null_quantile")},
+        lags=REC_LAGS,
+        n_train=REC_ARMS["main"]["n_train"],
+        steps=REC_ARMS["main"]["steps"],
+        snapshot={
+            k: v for k, v in section("snapshot").items() if k != "memory_sequences"
+        },
+        device=config["device"],
+    script:
+        "../scripts/snapshot_recovery.py"
+
+
 rule aggregate_recovery:
     input:
+        **{
+            f"network_{name}": expand(
+                path,
+                optimizer=REC_OPT,
+                model=REC_MODELS,
+                seed=REC_ARMS["main"]["seeds"],
+            )
+            for name, path in layout.RECOVERY_SNAPSHOT.items()
+        },
         scores=REC_RUNS["scores"],
         window=REC_RUNS["window"],
         H_N_agg=STATS["H_N_agg"],
@@ -86,6 +130,9 @@ rule aggregate_recovery:
     params:
         optimizer=REC_OPT,
         epoch=str(REC["epoch"]),
+        alpha=section("alpha"),
+        window=section("window"),
+        decay=section("decay"),
     script:
         "../scripts/aggregate_recovery.py"
 

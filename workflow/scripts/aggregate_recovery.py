@@ -1,6 +1,7 @@
-"""Adapter: rule aggregate_recovery, the ground-truth jobs' tables + the main run's H_N_agg and
-decay tables -> window, growth, slopes, monotonicity, steps_check, growth_prediction, prediction,
-prediction_scores (learnwin.stats.groundtruth, growth, prediction; no torch)."""
+"""Adapter: rule aggregate_recovery, the ground-truth jobs' tables, the snapshots of their own
+networks and the main run's H_N_agg and decay tables -> window, growth, slopes, monotonicity,
+steps_check, network_H_N, network_decay, growth_prediction, prediction, prediction_scores
+(learnwin.stats.groundtruth, growth, prediction)."""
 import pandas as pd
 
 from learnwin.infra import io, runtime
@@ -13,15 +14,21 @@ window = pd.concat([io.read_table(p, "recovery") for p in inp.window], ignore_in
 main = window[window["arm"] == "main"]
 fits = growth.growth_table(main)
 slopes = growth.slopes_differ(main)
+own = {name: pd.concat([io.read_table(p, name) for p in inp[f"network_{name}"]], ignore_index=True)
+       for name in ("envelope", "psi", "total")}
+network_h_n, network_decay = prediction.network_stats(own["envelope"], own["psi"], own["total"], alpha_cfg=params.alpha,
+                                                      window_cfg=params.window, decay_cfg=params.decay)
+main_run = (io.read_table(inp.H_N_agg, "H_N"),
+            pd.concat([io.read_table(p, "decay") for p in inp.decay], ignore_index=True), params.epoch)
 growth_pred, levels, pred_scores = prediction.prediction_tables(
-    window, fits, io.read_table(inp.H_N_agg, "H_N"),
-    pd.concat([io.read_table(p, "decay") for p in inp.decay], ignore_index=True),
-    optimizer=params.optimizer, epoch=params.epoch)
+    window, fits, {**{name: (network_h_n, network_decay, name) for name in prediction.NETWORKS}, "main_run": main_run},
+    optimizer=params.optimizer)
 log.info("growth:\n%s\nslopes:\n%s\nscores:\n%s", fits.to_string(), slopes.to_string(),
          pred_scores.to_string())
 tables = dict(scores=scores, window=window, growth=fits, slopes=slopes,
               monotonicity=groundtruth.monotonicity(scores, window),
-              steps_check=groundtruth.steps_check(window), growth_prediction=growth_pred,
+              steps_check=groundtruth.steps_check(window), network_H_N=network_h_n,
+              network_decay=network_decay, growth_prediction=growth_pred,
               prediction=levels, prediction_scores=pred_scores)
 for name, table in tables.items():
     io.write_table(table, out[name], "recovery")
