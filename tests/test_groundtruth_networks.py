@@ -9,6 +9,7 @@ import pytest
 import torch
 from scipy import stats
 
+from learnwin.infra import io
 from learnwin.models.cells import build_model, checkpoint_model
 from learnwin.models.train import checkpoint, make_optimizer
 from learnwin.stats import prediction
@@ -38,8 +39,9 @@ def scored():
     return scores
 
 
-def test_networks_are_the_scored_ones(scored):
-    nets = groundtruth_networks(model="gru", recorded=scored, **RUN)
+def test_networks_are_the_scored_ones(scored, tmp_path):
+    io.write_table(scored, tmp_path / "scores.parquet", "recovery")  # as the workflow reads it: float32
+    nets = groundtruth_networks(model="gru", recorded=io.read_table(tmp_path / "scores.parquet", "recovery"), **RUN)
     assert tuple(nets) == prediction.NETWORKS
     init, trained = nets["init"], nets["trained"]
     torch.manual_seed(init_seed(RUN["seed"], "gru"))
