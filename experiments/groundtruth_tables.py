@@ -9,7 +9,8 @@ Reads only the aggregate tables of learnwin.infra.layout.RECOVERY: the measured 
 (model, N) as mean ± sd over seeds with its censored count, at the primary threshold; the growth
 fits per (model, threshold) (H = a + b log N against H = a N^c, censoring-aware, Akaike weights,
 curvature in log N); the test of one common slope; the monotonicity and steps checks; the eps-free
-predicted growth against the measured one, and the out-of-sample scores per prediction variant.
+predicted growth against the measured one, the out-of-sample scores per prediction variant
+(networks, transport, noise), and the cost per rule from the benchmark TSVs.
 """
 
 from __future__ import annotations
@@ -73,6 +74,22 @@ def steps_table(results: str | Path) -> str:
                       markdown(table), ""])
 
 
+RULES = ("train_recovery", "snapshot_recovery", "aggregate_recovery", "plot_recovery")
+
+
+def cost(results: Path, cores: int = 2) -> pd.DataFrame:
+    """Per rule of the ground truth, from its benchmark TSVs: jobs, total and largest wall seconds,
+    and the total over ``cores`` cores in minutes (every job is one thread; perfect packing)."""
+    rows = []
+    for rule in RULES:
+        files = sorted((layout.under(results, layout.BENCH) / rule).rglob("*.tsv"))
+        if files:
+            s = pd.concat([pd.read_csv(f, sep="\t") for f in files])["s"]
+            rows.append({"rule": rule, "jobs": len(s), "wall s (sum)": number(s.sum(), 0),
+                         "wall s (largest job)": number(s.max(), 0), f"sum / {cores} cores (min)": number(s.sum() / cores / 60, 1)})
+    return pd.DataFrame(rows)
+
+
 def tables(results: str | Path, threshold: float) -> str:
     results = Path(results)
     window = _read(results, "window")
@@ -96,7 +113,8 @@ def tables(results: str | Path, threshold: float) -> str:
     out += ["### Eps-free: predicted against measured growth", "",
             markdown(_rounded(_read(results, "growth_prediction"))), "",
             "### Levels out of sample: scores per prediction variant", "",
-            markdown(_rounded(_read(results, "prediction_scores"))), ""]
+            markdown(_rounded(_read(results, "prediction_scores"))), "",
+            "### Cost (benchmark TSVs)", "", markdown(cost(results)), ""]
     return "\n".join(out)
 
 

@@ -221,3 +221,22 @@ def test_groundtruth_steps_table_from_the_per_job_windows(tmp_path):
     assert "| gru | 0.2 | 8192 | 1024 -> 2048 | 20.2, 21.2 | 21.2, 26.2 | 3.0 | 5.0 |" in text
     assert "| lstm | 0.1 | 8192 | 1024 -> 2048 | 10.2, 11.2 | 11.2, 16.2 | 3.0 | 5.0 |" in text
     assert text.index("| gru | 0.1") < text.index("| lstm | 0.1") < text.index("| gru | 0.2")
+
+
+def test_groundtruth_cost_sums_the_benchmarks_per_rule(tmp_path):
+    """`groundtruth_tables.py`: per ground-truth rule the jobs, total and largest wall seconds of its
+    benchmark TSVs and the total over 2 cores; rules without TSVs are left out."""
+    from learnwin.infra import layout
+
+    bench = layout.under(tmp_path, layout.BENCH)
+    for rule, seconds in (("train_recovery", [600.0, 1200.0, 300.0]), ("snapshot_recovery", [30.0, 90.0])):
+        for i, s in enumerate(seconds):
+            path = bench / rule / "adamw" / f"job{i}.tsv"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"s\tmax_rss\n{s}\t100\n")
+    table = _script("groundtruth_tables").cost(tmp_path).set_index("rule")
+    assert list(table.index) == ["train_recovery", "snapshot_recovery"]
+    assert table.loc["train_recovery", "jobs"] == 3 and table.loc["snapshot_recovery", "jobs"] == 2
+    assert table.loc["train_recovery", "wall s (largest job)"] == "1200"
+    assert table.loc["train_recovery", "sum / 2 cores (min)"] == "17.5"  # 2100 s / 2 / 60
+    assert table.loc["snapshot_recovery", "wall s (sum)"] == "120"
