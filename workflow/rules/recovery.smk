@@ -83,9 +83,9 @@ rule snapshot_recovery:
         gpu=0,
     params:
         task={k: config["task"][k] for k in ("T", "D", "noise_std", "n_diag")},
-        model=section("model"),
-        optim=section("optim", REC_OPT),
-        train={k: config["train"][k] for k in ("batch_size", "grad_clip")},
+        model_config=section("model"),
+        optim_config=section("optim", REC_OPT),
+        train_config={k: config["train"][k] for k in ("batch_size", "grad_clip")},
         gt={k: REC[k] for k in ("coef", "n_test", "n_perm", "null_quantile")},
         lags=REC_LAGS,
         n_train=REC_ARMS["main"]["n_train"],
