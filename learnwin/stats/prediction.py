@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -105,7 +106,9 @@ def calibrate_eps(measured: pd.DataFrame, predict: Callable[[float], pd.DataFram
 
 
 def leave_one_model_out(measured: pd.DataFrame, predict: Callable[[float], pd.DataFrame]) -> pd.DataFrame:
-    """Per model: eps calibrated on the other models, and that model's predicted windows."""
+    """Per model: eps calibrated on the other models, and that model's predicted windows
+    (``predict`` is called once per eps: the folds share its predictions)."""
+    predict = functools.cache(predict)
     out = []
     for model in sorted(measured["model"].unique()):
         eps = calibrate_eps(measured[measured["model"] != model], predict)
