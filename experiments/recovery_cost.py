@@ -10,8 +10,9 @@ bisection's midpoints after the two shared ends) and their CPU time by the train
 (learnwin.infra.resources.recovery_cpu_seconds: one start-up per job, then the trainings), and
 the total as CPU hours and as wall minutes on ``--cores`` cores (CPU / cores: every job is one
 thread). The row ``snapshots`` is rule snapshot_recovery (one training and two snapshots per
-main-arm job, learnwin.infra.resources.recovery_snapshot_cpu_seconds). ``--measure`` also trains one network per model at the first config's size
-(recovery.steps steps on its largest N) and prints the measured CPU seconds against the law's.
+main-arm job, learnwin.infra.resources.recovery_snapshot_cpu_seconds). ``--measure`` also trains
+one network per model at the first config's size (recovery.steps steps on its largest N) and
+prints the measured CPU seconds against the law's.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ def test_networks_are_the_scored_ones(scored, tmp_path):
     io.write_table(scored, tmp_path / "scores.parquet", "recovery")  # as the workflow reads it: float32
     nets = groundtruth_networks(model="gru", recorded=io.read_table(tmp_path / "scores.parquet", "recovery"), **RUN)
     assert tuple(nets) == prediction.NETWORKS
+    assert {n["task_lag"] for n in nets.values()} == {LAGS[0]} and {n["seed"] for n in nets.values()} == {RUN["seed"]}
     init, trained = nets["init"], nets["trained"]
     torch.manual_seed(init_seed(RUN["seed"], "gru"))
     fresh = build_model("gru", TASK["D"], **MODEL).state_dict()
@@ -74,8 +75,7 @@ def test_checkpoint_is_a_copy():
 
 def test_snapshots_carry_each_networks_rates(scored):
     nets = groundtruth_networks(model="gru", recorded=scored, **RUN)
-    env, psi, total = groundtruth_snapshots(nets, seed=RUN["seed"], lag=LAGS[0], task=TASK, gt=GT,
-                                            n_diag=TASK["n_diag"], snapshot=SNAP)
+    env, psi, total = groundtruth_snapshots(nets, task=TASK, gt=GT, snapshot=SNAP)
     assert set(env["epoch"]) == set(prediction.NETWORKS) and set(env["transport"]) == {"diagonal", "exact"}
     lam = env.groupby("epoch")["lambda_mean"]
     assert np.allclose(lam.min()["init"], OPTIM["lr"]) and np.allclose(lam.max()["init"], OPTIM["lr"])  # no state: lr

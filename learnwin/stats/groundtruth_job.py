@@ -54,6 +54,25 @@ def predict(net, x: torch.Tensor, batch: int) -> np.ndarray:
     return torch.cat([net(x[i:i + batch]) for i in range(0, len(x), batch)]).cpu().numpy()
 
 
+def job_data(seed: int, task: Mapping, gt: Mapping, n_max: int, device: str = "cpu") -> dict:
+    """The data of a seed's trainings: the first ``n_max`` sequences of the train stream with
+    noise-only targets (x_all, y0_all) and their components comp_train = u . x_t, and the first
+    ``gt["n_test"]`` of the diag stream (x_test on ``device``, comp_test)."""
+    T, D, noise = task["T"], task["D"], task["noise_std"]
+    u = task_vector(seed, D)
+    x_all, y0_all = make_split(seed, "train", n_max, T, D, [], [], noise)
+    x_test, _ = make_split(seed, "diag", gt["n_test"], T, D, [], [], noise)
+    return dict(x_all=x_all, y0_all=y0_all, comp_train=x_all @ u, comp_test=x_test @ u,
+                x_test=torch.from_numpy(x_test).to(device))
+
+
+def held_out_scores(net, data: Mapping, lags, *, init: int, gt: Mapping) -> tuple[np.ndarray, np.ndarray]:
+    """(r, null) of a trained network on ``data``'s held-out sequences at ``lags``
+    (:func:`learnwin.stats.groundtruth.lag_scores`)."""
+    return lag_scores(predict(net, data["x_test"], 256), data["comp_test"], lags, seed=init, n_perm=gt["n_perm"],
+                      quantile=gt["null_quantile"])
+
+
 def initial(model: str, optimizer: str, input_size: int, *, init: int, model_config: Mapping,
             optim_config: Mapping, device: str = "cpu"):
     """(network, optimizer) of a (model, seed) at initialisation (torch seed ``init``)."""
@@ -97,18 +116,11 @@ def groundtruth_job(
     """
     if arm not in ARMS:
         raise ValueError(f"groundtruth arm {arm!r} must be one of {ARMS}")
-    T, D, noise, coef = task["T"], task["D"], task["noise_std"], gt["coef"]
     lags = np.asarray(sorted(lags), dtype=int)
     init = init_seed(seed, model)
-    u = task_vector(seed, D)
-    x_all, y0_all = make_split(seed, "train", max(n_train), T, D, [], [], noise)  # noise-only targets
-    x_test, _ = make_split(seed, "diag", gt["n_test"], T, D, [], [], noise)
-    comp_train, comp_test = x_all @ u, x_test @ u  # (n, T): u . x_t
-    x_test_t = torch.from_numpy(x_test).to(device)
-    data = dict(x_all=x_all, y0_all=y0_all, comp_train=comp_train, comp_test=comp_test, x_test=x_test_t)
-    kw = dict(model=model, optimizer=optimizer, init=init, steps=steps, coef=coef, lags=lags,
-              thresholds=thresholds, full_grid=arm == "full_grid", device=device,
-              null_kw=dict(n_perm=gt["n_perm"], quantile=gt["null_quantile"]),
+    data = job_data(seed, task, gt, max(n_train), device)
+    kw = dict(model=model, optimizer=optimizer, init=init, steps=steps, coef=gt["coef"], lags=lags,
+              thresholds=thresholds, full_grid=arm == "full_grid", device=device, gt=gt,
               train_kw=dict(model_config=model_config, optim_config=optim_config, train_config=train_config),
               name=f"model={model} optimizer={optimizer} seed={seed}")
     score_rows, window_rows = [], []
@@ -125,11 +137,10 @@ def groundtruth_job(
 
 
 def _one_n(N, data, *, model, optimizer, init, steps, coef, lags, thresholds, full_grid, device,
-           null_kw, train_kw, name) -> tuple[list, list]:
+           gt, train_kw, name) -> tuple[list, list]:
     """Score and window rows of one N: the control, then the bisection per threshold (trainings
     cached per lag), or every lag first when ``full_grid``."""
     x = torch.from_numpy(data["x_all"][:N]).to(device)
-    comp_test, x_test = data["comp_test"], data["x_test"]
 
     def targets(lag):
         return torch.from_numpy(lag_targets(data["y0_all"][:N], data["comp_train"][:N], lag, coef)).to(device)
@@ -141,7 +152,7 @@ def _one_n(N, data, *, model, optimizer, init, steps, coef, lags, thresholds, fu
     t0 = time.perf_counter()
     perm = np.random.default_rng([init, N]).permutation(N)
     net = fit(targets(int(lags[0]))[perm], "control")
-    r_ctrl, null_ctrl = lag_scores(predict(net, x_test, 256), comp_test, lags, seed=init, **null_kw)
+    r_ctrl, null_ctrl = held_out_scores(net, data, lags, init=init, gt=gt)
     seconds = time.perf_counter() - t0
     score_rows = [dict(N=N, lag=int(lag), target="control", r=r, null=nl, seconds=seconds)
                   for lag, r, nl in zip(lags, r_ctrl, null_ctrl)]
@@ -152,7 +163,7 @@ def _one_n(N, data, *, model, optimizer, init, steps, coef, lags, thresholds, fu
         if lag not in cache:
             t0 = time.perf_counter()
             net = fit(targets(lag), f"lag={lag}")
-            r, nl = lag_scores(predict(net, x_test, 256), comp_test, [lag], seed=init, **null_kw)
+            r, nl = held_out_scores(net, data, [lag], init=init, gt=gt)
             cache[lag] = (float(r[0]), float(nl[0]))
             score_rows.append(dict(N=N, lag=lag, target="task", r=cache[lag][0], null=cache[lag][1],
                                    seconds=time.perf_counter() - t0))
@@ -183,28 +194,25 @@ def groundtruth_networks(
 ) -> dict[str, dict]:
     """The networks of one (model, seed) of the main arm as checkpoints, named as
     :data:`learnwin.stats.prediction.NETWORKS`: its shared init, and its training on the first grid
-    lag at the largest N, the one training every bisection runs (docs/method.md §10).
+    lag at the largest N, the one training every bisection runs (docs/method.md §10). Both record
+    that lag as ``task_lag``.
 
     The trained network is trained again with the seeds, data and budget of
     :func:`groundtruth_job`, so on CPU it is bitwise the network the ground truth scored: its
     held-out score at that lag must equal the ``recorded`` one (the job's scores table, to float32)
     or this raises.
     """
-    T, D, noise, coef = task["T"], task["D"], task["noise_std"], gt["coef"]
-    N, lag = max(n_train), int(min(lags))
+    N, lag, D = max(n_train), int(min(lags)), task["D"]
     init = init_seed(seed, model)
-    u = task_vector(seed, D)
-    x, y0 = make_split(seed, "train", N, T, D, [], [], noise)
-    x_test, _ = make_split(seed, "diag", gt["n_test"], T, D, [], [], noise)
+    data = job_data(seed, task, gt, N, device)
     kw = dict(model_config=model_config, optim_config=optim_config)
-    meta = checkpoint_meta(model, optimizer, seed, input_size=D, **kw)
+    meta = {**checkpoint_meta(model, optimizer, seed, input_size=D, **kw), "task_lag": lag}
     net, opt = initial(model, optimizer, D, init=init, device=device, **kw)
     nets = {"init": checkpoint(net, opt, "init", meta, float("nan"))}
-    y = torch.from_numpy(lag_targets(y0, x @ u, lag, coef)).to(device)
-    net, opt = train(model, optimizer, torch.from_numpy(x).to(device), y, init=init, steps=steps,
+    y = torch.from_numpy(lag_targets(data["y0_all"], data["comp_train"], lag, gt["coef"])).to(device)
+    net, opt = train(model, optimizer, torch.from_numpy(data["x_all"]).to(device), y, init=init, steps=steps,
                      train_config=train_config, run_name=f"model={model} seed={seed} N={N} lag={lag}", **kw)
-    r = lag_scores(predict(net, torch.from_numpy(x_test).to(device), 256), x_test @ u, [lag], seed=init,
-                   n_perm=gt["n_perm"], quantile=gt["null_quantile"])[0][0]
+    r = held_out_scores(net, data, [lag], init=init, gt=gt)[0][0]
     rec = recorded[(recorded["N"] == N) & (recorded["lag"] == lag) & (recorded["target"] == "task")]
     if len(rec) != 1 or np.float32(r) != np.float32(rec["r"].iloc[0]):  # tables store float32
         raise ValueError(f"model={model} seed={seed}: the re-trained network (N={N}, lag={lag}) scores r={r:.9g}, "
@@ -214,15 +222,15 @@ def groundtruth_networks(
 
 
 def groundtruth_snapshots(
-    nets: Mapping[str, dict], *, seed: int, lag: int, task: Mapping, gt: Mapping, n_diag: int,
-    snapshot: Mapping, device: str = "cpu",
+    nets: Mapping[str, dict], *, task: Mapping, gt: Mapping, snapshot: Mapping, device: str = "cpu",
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(envelope, psi, total) of each network of :func:`groundtruth_networks` (column ``epoch`` =
-    its name), taken as the main run's snapshots (docs/method.md §4-5) on the first ``n_diag``
-    sequences of the diag stream with the single-lag task's targets at ``lag``; ``snapshot`` is
-    the config's snapshot section."""
-    T, D, noise = task["T"], task["D"], task["noise_std"]
-    x, y = make_split(seed, "diag", n_diag, T, D, [lag], [gt["coef"]], noise)
+    its name), taken as the main run's snapshots (docs/method.md §4-5) on the first
+    ``task["n_diag"]`` sequences of the diag stream of the networks' seed, with the targets of
+    their single-lag task; ``snapshot`` is the config's snapshot section."""
+    first = next(iter(nets.values()))  # the networks share their seed and task
+    seed, lag = first["seed"], first["task_lag"]
+    x, y = make_split(seed, "diag", task["n_diag"], task["T"], task["D"], [lag], [gt["coef"]], task["noise_std"])
     tables = []
     for name, state in nets.items():
         keys = dict(model=state["cell"], optimizer=state["optimizer_name"], seed=seed, epoch=name)

@@ -159,7 +159,7 @@ def network_stats(envelope: pd.DataFrame, psi: pd.DataFrame, total: pd.DataFrame
     run's chain (docs/method.md §6-8): alpha fits and window per snapshot, decay law per (model,
     optimizer, epoch) over its seeds, and their aggregate; ``*_cfg`` are the config sections."""
     keys = list(RUN_KEYS)
-    parts = {k: dict(list(g.groupby(keys, sort=True))) for k, g in
+    parts = {k: dict(iter(g.groupby(keys, sort=True))) for k, g in
              (("envelope", envelope), ("psi", psi), ("total", total))}
     per_run = []
     for key, p in parts["psi"].items():

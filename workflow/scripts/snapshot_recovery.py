@@ -12,10 +12,10 @@ from learnwin.stats.groundtruth_job import groundtruth_networks, groundtruth_sna
 
 wc, kw = snakemake.wildcards, dict(snakemake.params.items())
 snapshot, device = kw.pop("snapshot"), runtime.resolve_device(kw.pop("device"))
-seed, recorded = int(wc.seed), io.read_table(snakemake.input.scores, "recovery")
-nets = groundtruth_networks(model=wc.model, optimizer=wc.optimizer, seed=seed, recorded=recorded, device=device, **kw)
-tables = groundtruth_snapshots(nets, seed=seed, lag=min(kw["lags"]), task=kw["task"], gt=kw["gt"],
-                               n_diag=kw["task"]["n_diag"], snapshot=snapshot, device=device)
+recorded = io.read_table(snakemake.input.scores, "recovery")
+nets = groundtruth_networks(model=wc.model, optimizer=wc.optimizer, seed=int(wc.seed), recorded=recorded, device=device,
+                            **kw)
+tables = groundtruth_snapshots(nets, task=kw["task"], gt=kw["gt"], snapshot=snapshot, device=device)
 for name, table in zip(("envelope", "psi", "total"), tables):
     io.write_table(table, snakemake.output[name], name)
 log.info("snapshots of %s: %d envelope rows", dict(wc), len(tables[0]))
