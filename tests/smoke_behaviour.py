@@ -14,9 +14,17 @@ among them), so "the untrained stages bit for bit" holds for the random inputs o
 are a float32 matrix product, the epoch-0 snapshots a forward pass. The workflow has no float64
 path to compare within a tolerance. What is left to compare is what the numbers are: for every
 Parquet table and data array, per column, the count of finite, NaN and infinite values, the mean
-and the 10/50/90 % quantiles of the finite values; the value counts of text columns; and the
-random inputs (`*_x.npy`, numpy's Generator, whose stream is the same on every platform) bit for
-bit. A summary value's deviation is measured in units of its column's magnitude (max |x|, at
+and the 10/50/90 % quantiles of the finite values; the value counts of text and list columns; and
+the random inputs (`*_x.npy`, numpy's Generator, whose stream is the same on every platform) bit
+for bit.
+
+Text holds printed numbers too: a list column of floats is recorded as its values' text, a detail
+column as "w_power 0.00 ± nan". Such values are compared by :func:`printed_gap`: the text with its
+decimal numbers masked (integers, nan and inf stay text) must have the same counts, and each
+masked number, sorted over the values of one masked text, may move by one unit of its last printed
+digit plus the tolerance below, in units of the column's largest printed number. Sorting makes the
+comparison independent of row order, as the quantiles of the numeric columns are, and it is
+non-expansive: values that moved by d stay within d of their recorded partners after sorting. A summary value's deviation is measured in units of its column's magnitude (max |x|, at
 least :data:`FLOOR` of the table's largest), so a column of values near zero does not inflate it,
 and must stay within :data:`TOLERANCE`.
 
@@ -31,6 +39,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -88,6 +97,45 @@ def fingerprint(results: Path) -> dict[str, dict]:
     return out
 
 
+#: A decimal number as printed: a point or an exponent (integers are counts and stay text).
+DECIMAL = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+(?=[eE]))(?:[eE][-+]?\d+)?")
+
+
+def _masked(text: str) -> tuple[str, list[tuple[float, float]]]:
+    """(the text with its decimal numbers replaced by '#', each number with one unit of its last
+    printed digit)."""
+    numbers = []
+    for m in DECIMAL.finditer(text):
+        mantissa, _, exponent = m.group().lower().partition("e")
+        decimals = len(mantissa.partition(".")[2])
+        numbers.append((float(m.group()), 10.0 ** (int(exponent or 0) - decimals)))
+    return DECIMAL.sub("#", text), numbers
+
+
+def printed_gap(now: dict[str, int], recorded: dict[str, int], floor: float) -> float | None:
+    """Largest move of the printed numbers of two value-count records, beyond one unit of their last
+    printed digit, in units of the column's largest (at least ``floor``); None when the texts differ
+    in anything but decimal numbers (see the module docstring)."""
+    def grouped(counts):
+        out: dict[str, list] = {}
+        for text, count in counts.items():
+            template, numbers = _masked(text)
+            out.setdefault(template, []).extend([numbers] * count)
+        return out
+
+    a, b = grouped(now), grouped(recorded)
+    if {t: len(v) for t, v in a.items()} != {t: len(v) for t, v in b.items()}:
+        return None
+    pairs = []
+    for template in a:  # per masked text and number position: the sorted values, paired in order
+        for u, v in zip(zip(*a[template]), zip(*b[template])):
+            pairs += zip(sorted(u), sorted(v))
+    if not pairs:
+        return 0.0
+    scale = max(floor, *(abs(n[0]) for pair in pairs for n in pair)) or 1.0
+    return max(max(abs(p[0] - q[0]) - max(p[1], q[1]), 0.0) / scale for p, q in pairs)
+
+
 def deviations(now: dict, recorded: dict) -> tuple[list[str], dict[str, float]]:
     """(what differs in kind: tables, columns, counts, text values or bits; the largest deviation
     of a summary value per table, in units of its column's max |x|)."""
@@ -108,6 +156,13 @@ def deviations(now: dict, recorded: dict) -> tuple[list[str], dict[str, float]]:
         floor = FLOOR * max((c.get("scale", 0.0) for c in [*a.values(), *b.values()]), default=0.0)
         for col in a:
             x, y = a[col], b[col]
+            if "counts" in x and x != y:
+                gap = printed_gap(x["counts"], y["counts"], floor)
+                if gap is None:
+                    mismatch.append(f"{key}[{col}]: {x} != recorded")
+                else:
+                    dev[key] = max(dev[key], gap)
+                continue
             exact = {k: v for k, v in x.items() if k not in ("stats", "scale")}
             if exact != {k: v for k, v in y.items() if k not in ("stats", "scale")}:
                 mismatch.append(f"{key}[{col}]: {exact} != recorded")

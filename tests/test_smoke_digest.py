@@ -9,14 +9,21 @@ counts, mean and quantiles compared within a tolerance, and the random inputs bi
 with a change meant to move numbers.
 """
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from smoke_behaviour import TOLERANCE, compare, fingerprint, load, table_summary
 from smoke_digest import cpu_model, environment, record, recorded, results_digest, table_digest
+from workflow_helpers import copy_workflow, snakemake
 
 from learnwin.infra import layout
+
+#: The smoke run of the landed code on an AMD EPYC, cpu family 25 (../shared/runs/README.md), a CPU
+#: other than the one the fingerprint was recorded on (Intel Xeon, model 207).
+OTHER_CPU_RUN = Path(__file__).resolve().parents[2] / "shared" / "runs" / "smoke-3a84f5f-amd-epyc-family25"
 
 
 def _table(values, meta=None):
@@ -110,6 +117,56 @@ def test_a_column_of_rounding_noise_is_read_against_its_table():
     assert compare(moved, fp(0.0)) != []
     alone = {"t.parquet": table_summary(pa.table({"a": [2e-31, 0.0]}))}
     assert compare(alone, {"t.parquet": table_summary(pa.table({"a": [1e-31, 0.0]}))}) != []
+
+
+def _claims_like(values, detail):
+    """A table with a list column of floats and a text column of printed numbers, as claims.parquet."""
+    return {"claims.parquet": table_summary(pa.table({
+        "values": pa.array(values, pa.list_(pa.float64())), "detail": detail}))}
+
+
+def test_list_and_printed_numbers_pass_rounding_and_fail_a_real_change():
+    rng = np.random.default_rng(3)
+    values = [list(rng.standard_normal(k)) for k in (1, 1, 2, 3)] + [[0.0], [1e-9]]
+    detail = ["0 of 1 seeds; w 0.00 ± nan", "1 of 2 seeds; w 0.31 ± 0.02", "w 0.78", "w 0.12"] + ["-"] * 2
+    base = _claims_like(values, detail)
+    ulp = [list(np.nextafter(v, np.inf)) for v in values]
+    flipped = ["0 of 1 seeds; w 0.01 ± nan", "1 of 2 seeds; w 0.30 ± 0.02", "w 0.78", "w 0.13"] + ["-"] * 2
+    assert compare(_claims_like(ulp, flipped), base) == []  # rounding, and last printed digits flipped
+    assert compare(_claims_like(ulp[::-1], detail[::-1]), base) == []  # the order of rows is not compared
+    moved = [[x * 1.01 for x in v] for v in values]  # a 1 % change of the list values
+    assert [p.split(":")[0] for p in compare(_claims_like(moved, detail), base)] == ["claims.parquet"]
+    assert compare(_claims_like(values, ["0 of 1 seeds; w 0.05 ± nan", *detail[1:]]), base) != []
+    for text in ("1 of 1 seeds; w 0.00 ± nan", "0 of 1 seeds; w 0.00 ± 0.01"):  # a count, a nan
+        assert "[detail]" in compare(_claims_like(values, [text, *detail[1:]]), base)[0]
+    longer = [[*values[0], 0.5], *values[1:]]
+    assert "[values]" in compare(_claims_like(longer, detail), base)[0]
+
+
+@pytest.mark.skipif(not OTHER_CPU_RUN.exists(), reason=f"{OTHER_CPU_RUN} is not laid beside the checkout")
+def test_smoke_run_of_another_cpu_behaves_as_recorded():
+    """The recorded fingerprint (Intel Xeon) passes the AMD EPYC family 25 run, whose list column
+    claims.parquet[values] differs by float rounding only."""
+    other = fingerprint(OTHER_CPU_RUN)
+    assert compare(other, load()) == []
+    recorded_values = load()["claims.parquet"]["values"]
+    assert other["claims.parquet"]["values"] != recorded_values  # the case the guard must pass
+
+
+@pytest.mark.slow
+def test_a_one_percent_learning_rate_change_fails_the_guard(tmp_path):
+    """AdamW's learning rate moved by 1 %: every AdamW training curve of the smoke config moves
+    beyond the tolerance (docs/reliability.md, "The behaviour guard")."""
+    work = copy_workflow(tmp_path)
+    (work / "lr.yaml").write_text("optim: {adamw: {lr: 0.00505, weight_decay: 0.0001}}\n")
+    curves = [f"{layout.ROOT}/train/adamw/{m}/seed2/curve.parquet" for m in ("const", "shared", "diag", "gru", "lstm")]
+    snakemake(work, "--cores", "2", "--configfile", "config/smoke.yaml", "lr.yaml", "--", *curves)
+    now = fingerprint(work / layout.ROOT)
+    recorded_curves = {k: v for k, v in load().items() if k in now and k.endswith("curve.parquet")}
+    assert sorted(recorded_curves) == sorted(c.split("/", 1)[1] for c in curves)
+    problems = compare({k: now[k] for k in recorded_curves}, recorded_curves)
+    assert sorted(p.split(":")[0] for p in problems) == sorted(recorded_curves)
+    assert all(f"> {TOLERANCE:.0e}" in p for p in problems)
 
 
 @pytest.mark.slow
