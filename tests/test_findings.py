@@ -5,6 +5,7 @@ tests/synthetic_claims.py whose verdicts are known row by row."""
 import pandas as pd
 import pytest
 
+from learnwin.infra import io, layout
 from learnwin.report import findings
 from learnwin.stats.claims import verdicts
 
@@ -120,3 +121,54 @@ def test_findings_of_the_synthetic_run(tmp_path):
     assert "| d | master slope CI | gru | sgd | pooled | diagonal | gamma | covers 1 | split | 1/2 | no |" in md
     page = layout.under(tmp_path / "results", layout.CLAIMS["html"]).read_text()
     assert page.count('<tr class="holds">') == 13 and page.count('<tr class="fails">') == 11
+
+
+@pytest.mark.parametrize("hold", [True, False])
+def test_findings_open_with_the_pivot_and_one_plain_sentence_per_claim(hold):
+    table = _verdicts(_per_seed(hold))
+    a, b, c, d = findings.summary_sentences(table)
+    if hold:
+        assert a == "(a) Envelope class holds: 4/4 rows, in every row for const, gru; the same under every optimizer."
+        assert d == ("(d) Master law holds: 8/8 rows, in every row for const, gru; the same under every noise, "
+                     "optimizer.")
+    else:
+        assert b == ("(b) Growth of H_N in N does not hold: 0/8 rows, in none for const, gru; the same under every "
+                     "noise, optimizer.")
+    head = findings.markdown(table).splitlines()[:40]
+    first = next(i for i, line in enumerate(head) if line.startswith("| "))
+    pivot = head[first: head.index("", first)]  # the first table
+    assert pivot[0] == "| claim | check | optimizer | noise | transport | const | gru |"
+    assert len(pivot) == 2 + 12  # header, rule, one row per (claim, check, optimizer, noise)
+    assert all(("✓" in line) == hold for line in pivot[2:])
+    plain = head[first + len(pivot) + 1: first + len(pivot) + 5]  # right after the pivot
+    assert [line[:4] for line in plain] == ["- (a", "- (b", "- (c", "- (d"]
+    assert plain == [f"- {s}" for s in (a, b, c, d)]
+    page = findings.to_html(table)
+    assert page.index('id="claims-glance"') < page.index("<details>") < page.index('id="claims-verdicts"')
+
+
+def test_a_plain_sentence_names_what_the_claim_depends_on():
+    per_seed = _per_seed(True)
+    exact = _per_seed(False)
+    table = pd.concat([_verdicts(per_seed), _verdicts(exact, "exact", "signal")], ignore_index=True)
+    a = findings.summary_sentences(table)[0]
+    assert a == ("(a) Envelope class holds in part: 4/8 rows, in some for const, gru; it depends on the transport "
+                 "(diagonal 4/4, exact 0/4).")
+    no_data = table.assign(n=0)
+    assert findings.summary_sentences(no_data)[3] == (
+        "(d) Master law: not scored, no expectation or no data for these cells.")
+
+
+@pytest.mark.slow
+def test_the_first_screen_of_a_run_is_the_pivot_and_the_plain_sentences(smoke_run):
+    """`head -40 results/findings.md`: the pivot of the run's claims and one sentence per claim."""
+    head = (smoke_run / layout.CLAIMS["findings"]).read_text().splitlines()[:40]
+    table = io.read_table(smoke_run / layout.CLAIMS["parquet"], "claims")
+    glance = findings.at_a_glance(table)
+    first = head.index(next(line for line in head if line.startswith("| claim |")))
+    assert len(head) >= first + 2 + len(glance) + 1 + 4
+    rows = head[first + 2: first + 2 + len(glance)]
+    assert [r.split(" | ")[:5] for r in rows] == [["| " + str(v[0]), *map(str, v[1:5])] for v in glance.values]
+    plain = head[first + 2 + len(glance) + 1:][:4]
+    assert plain == [f"- {s}" for s in findings.summary_sentences(table)]
+    assert all(len(s.split()) <= 60 for s in plain)  # short: about a line each

@@ -1,5 +1,7 @@
-"""The findings of a run: one sentence per claim, generated from its verdict table, and the table
-itself, as markdown (``findings.md``) and HTML (the report's Claims page) (docs/method.md §8b).
+"""The findings of a run, generated from its verdict table, as markdown (``findings.md``) and HTML
+(the report's Claims page) (docs/method.md §8b). Both open with what a reader wants first: the
+claim x model pivot of each transport's primary functional (:func:`at_a_glance`) and one plain
+sentence per claim (:func:`summary_sentences`); the detail follows under its own heading.
 
 :func:`sentences` counts, per claim and per noise definition / transport / functional where they
 apply, the rows that hold and names the (model, optimizer) rows under each majority verdict, so each
@@ -13,10 +15,13 @@ from __future__ import annotations
 import html
 import os
 
+import numpy as np
 import pandas as pd
 
 from learnwin.infra.io import atomic_path
 from learnwin.stats.claims import NO_EXPECTATION, NOISE_ANY, holds_words, number, to_markdown
+from learnwin.stats.claims import markdown as md_table
+from learnwin.stats.decay import PRIMARY
 
 TITLES = {"a": "Envelope class", "b": "Growth of H_N in N", "c": "Optimizer (AdamW against plain SGD)",
           "d": "Master law"}
@@ -25,8 +30,69 @@ HTML_COLUMNS = ["claim", "check", "model", "optimizer", "noise", "transport", "f
                 "verdict", "k/n", "holds", "per-seed values"]
 
 
-def _runs(g: pd.DataFrame) -> str:
-    return ", ".join(f"{r.model}/{r.optimizer}" for r in g.itertuples())
+#: The rows of the pivot, one per claim check and scope; the models are its columns.
+PIVOT_INDEX = ["claim", "check", "optimizer", "noise", "transport", "functional"]
+#: The factors a plain sentence says a claim depends on, when its rows hold at different rates.
+FACTORS = ("transport", "noise", "optimizer")
+
+
+def claims_at_a_glance(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per (claim, check, optimizer, noise, transport, functional), one column per model (in
+    the table's order): "k/n" seeds that agree with the expectation, marked ✓ where the row holds
+    (k > n/2); a cell without an expectation (not scored) shows its majority verdict in italics."""
+    scored = table["k"].astype(str) + "/" + table["n"].astype(str) + np.where(table["holds"], " ✓", "")
+    cell = np.where(table["expected"] == NO_EXPECTATION, "*" + table["verdict"].astype(str) + "*", scored)
+    wide = table.assign(cell=cell).pivot_table(index=PIVOT_INDEX, columns="model", values="cell",
+                                               aggfunc="first", sort=False)
+    return wide[list(pd.unique(table["model"]))].reset_index()
+
+
+def primary_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The verdicts on each transport's primary functional (learnwin.stats.decay.PRIMARY)."""
+    return table[table["functional"] == table["transport"].map(PRIMARY)]
+
+
+def at_a_glance(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`claims_at_a_glance` of the primary functionals, without the functional column."""
+    return claims_at_a_glance(primary_rows(table)).drop(columns="functional")
+
+
+def _rate(s: pd.DataFrame) -> str:
+    return f"{int(s['holds'].sum())}/{len(s)}"
+
+
+def summary_sentence(claim: str, g: pd.DataFrame) -> str:
+    """One plain sentence for one claim's primary rows: how many hold, for which models everywhere,
+    somewhere or nowhere, and the factors (transport, noise, optimizer) under which they hold at
+    different rates."""
+    scored = g[(g["expected"] != NO_EXPECTATION) & (g["n"] > 0)]
+    empty = f" ({int((g['n'] == 0).sum())} rows without data)" if (g["n"] == 0).any() else ""
+    if scored.empty:
+        return f"({claim}) {TITLES[claim]}: not scored, no expectation or no data for these cells."
+    by_model = scored.groupby("model", sort=False)["holds"].agg(["sum", "size"])
+    every = [m for m, r in by_model.iterrows() if r["sum"] == r["size"]]
+    none = [m for m, r in by_model.iterrows() if r["sum"] == 0]
+    some = [m for m in by_model.index if m not in every and m not in none]
+    where = [f"{label} for {', '.join(ms)}" for label, ms in
+             (("in every row", every), ("in some", some), ("in none", none)) if ms]
+    depends = []
+    for factor in FACTORS:
+        rates = {level: _rate(s) for level, s in scored.groupby(factor, sort=False)}
+        fractions = {scored.loc[scored[factor] == level, "holds"].mean() for level in rates}
+        if len(rates) > 1 and len(fractions) > 1:
+            depends.append(f"{factor} (" + ", ".join(f"{level} {r}" for level, r in rates.items()) + ")")
+    verdict = ("holds" if scored["holds"].all() else "does not hold" if not scored["holds"].any()
+               else "holds in part")
+    tail = f"; it depends on the {' and the '.join(depends)}" if depends else "; the same under every " + (
+        ", ".join(f for f in FACTORS if scored[f].nunique() > 1) or "scope") if len(scored) > 1 else ""
+    return f"({claim}) {TITLES[claim]} {verdict}: {_rate(scored)} rows{empty}, {'; '.join(where)}{tail}."
+
+
+def summary_sentences(table: pd.DataFrame) -> list[str]:
+    """:func:`summary_sentence` per claim, on the primary functionals, in claim order."""
+    main = primary_rows(table)
+    return [summary_sentence(c, main[main["claim"] == c]) if (main["claim"] == c).any()
+            else f"({c}) {TITLES[c]}: not measured in this run." for c in TITLES]
 
 
 def _scope(noise: str, transport: str, several_transports: bool) -> str:
@@ -93,11 +159,17 @@ def sentences(table: pd.DataFrame) -> list[str]:
     return out
 
 
+LEGEND = ("The paper's claims (docs/method.md §8b) on each transport's primary functional: k/n seeds agree "
+          "with the expectation, ✓ = the row holds (k > n/2), *italics* = the majority verdict of a cell "
+          "without an expectation.")
+
+
 def markdown(table: pd.DataFrame) -> str:
-    """findings.md: the sentences as a list, then the verdict table."""
-    lines = ["# Findings", "", "Claims of docs/method.md §8b; a row holds when more than half of its seeds "
-             "agree with the expectation (k/n).", ""]
-    lines += [f"- {s}" for s in sentences(table)]
+    """findings.md: the pivot and one plain sentence per claim; then, under their own headings, the
+    sentences per functional and the verdict table."""
+    lines = ["# Findings", "", LEGEND, "", md_table(at_a_glance(table)), ""]
+    lines += [f"- {s}" for s in summary_sentences(table)]
+    lines += ["", "## Per transport, noise and functional", ""] + [f"- {s}" for s in sentences(table)]
     return "\n".join([*lines, "", "## Verdicts", "", to_markdown(table), ""])
 
 
@@ -105,8 +177,17 @@ def _values(values) -> str:
     return ", ".join(number(v) for v in values)
 
 
+def _html_table(df: pd.DataFrame, **attrs) -> str:
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>"
+                   for r in df.itertuples(index=False))
+    attr = "".join(f' {k}="{v}"' for k, v in attrs.items())
+    return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
 def to_html(table: pd.DataFrame) -> str:
-    """The sentences and the verdict table as one self-contained HTML fragment."""
+    """One self-contained HTML fragment: the pivot and the plain sentences first; the sentences per
+    functional and the verdict table one click down (a closed <details>)."""
     t = table.assign(**{"k/n": table["k"].astype(str) + "/" + table["n"].astype(str),
                         "holds": holds_words(table, "holds", "fails"),
                         "per-seed values": [_values(v) for v in table["values"]]})
@@ -116,13 +197,16 @@ def to_html(table: pd.DataFrame) -> str:
         for _, r in t.iterrows())
     head = "".join(f"<th>{html.escape(c)}</th>" for c in HTML_COLUMNS)
     items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences(table))
+    plain = "".join(f"<li>{html.escape(s)}</li>" for s in summary_sentences(table))
     style = ("<style>.claims{font-family:sans-serif;font-size:12px}.claims table{border-collapse:collapse}"
              ".claims td,.claims th{border:1px solid #ccc;padding:2px 5px;text-align:left}"
              ".claims tr.holds td:nth-child(11){background:#d7f0d7}.claims tr.fails td:nth-child(11)"
              "{background:#f6dada}</style>")
-    return (f'{style}<div class="claims"><h2>Claims: verdicts</h2><ul>{items}</ul>'
-            f'<div style="overflow-x:auto"><table id="claims-verdicts"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{rows}</tbody></table></div></div>\n")
+    return (f'{style}<div class="claims"><h2>Claims at a glance</h2><p>{html.escape(LEGEND)}</p>'
+            f'{_html_table(at_a_glance(table), id="claims-glance")}<ul>{plain}</ul>'
+            f"<details><summary>Per transport, noise and functional, and every verdict ({len(table)} rows)"
+            f'</summary><ul>{items}</ul><div style="overflow-x:auto"><table id="claims-verdicts"><thead><tr>'
+            f"{head}</tr></thead><tbody>{rows}</tbody></table></div></details></div>\n")
 
 
 def write(table: pd.DataFrame, *, findings: str | os.PathLike, html_path: str | os.PathLike) -> None:
