@@ -33,8 +33,9 @@ from unittest import mock
 import torch
 import yaml
 
+from learnwin.infra.registry import CELLS, MODELS
 from learnwin.models import bptt, cells
-from learnwin.models.cells import CELLS, MODELS, GatedCell, build_model
+from learnwin.models.cells import GatedCell, build_model
 from learnwin.models.train import make_optimizer
 
 
@@ -86,7 +87,7 @@ def stepper(model, x, y, onednn=True, **kw):
     return step
 
 
-LINEAR = [m for m in MODELS if not issubclass(CELLS[m].cls, GatedCell)]
+LINEAR = [m for m in MODELS if not issubclass(CELLS[m].load(), GatedCell)]
 
 
 def table(T, D, H, B, repeats, rounds, before=None, models=MODELS):

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from learnwin.infra import io, layout
-from learnwin.models.cells import CELLS
+from learnwin.infra.registry import CELLS
 from learnwin.stats import groundtruth
 from learnwin.stats.claims import markdown, number
 

@@ -24,18 +24,18 @@ import numpy as np
 import pandas as pd
 
 from learnwin.infra import io, layout
-from learnwin.models.cells import CELLS
+from learnwin.infra.registry import CELLS
+from learnwin.report.findings import at_a_glance, claims_at_a_glance
 from learnwin.report.formatting import SCALE_NAME
 from learnwin.report.summary import budgets
 from learnwin.stats.claims import (
-    NO_EXPECTATION,
     at_epoch,
     decay_length,
     markdown,
     mean_sd,
     number,
 )
-from learnwin.stats.decay import FUNCTIONALS, PRIMARY, primary
+from learnwin.stats.decay import FUNCTIONALS, primary
 from learnwin.stats.window import with_transport
 
 KEYS = ["model", "optimizer"]
@@ -152,18 +152,6 @@ def transport_table(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
-def claims_at_a_glance(table: pd.DataFrame) -> pd.DataFrame:
-    """One row per (claim, check, optimizer, noise, transport, functional), one column per model: "k/n" seeds
-    that agree with the expectation, marked ✓ where the row holds (k > n/2); a cell without an
-    expectation (not scored) shows its majority verdict in italics instead."""
-    scored = table["k"].astype(str) + "/" + table["n"].astype(str) + np.where(table["holds"], " ✓", "")
-    cell = np.where(table["expected"] == NO_EXPECTATION, "*" + table["verdict"].astype(str) + "*", scored)
-    wide = table.assign(cell=cell).pivot_table(index=["claim", "check", "optimizer", "noise", "transport", "functional"],
-                                               columns="model", values="cell", aggfunc="first", sort=False)
-    models = [m for m in CELLS if m in wide.columns]
-    return wide[models].reset_index()
-
-
 def cost_table(results: Path) -> pd.DataFrame:
     """Per rule, from Snakemake's benchmark TSVs: jobs, mean wall and CPU seconds, max peak RSS."""
     rows = []
@@ -210,10 +198,9 @@ def tables(results: str | Path, epoch: str = "best") -> str:
                 markdown(transport_table(results, runs, epoch)), ""]
     claims = io.read_table(layout.under(results, layout.CLAIMS["parquet"]), "claims")
     findings = layout.under(results, layout.CLAIMS["findings"]).read_text()
-    main = claims[claims["functional"] == claims["transport"].map(PRIMARY)]  # each transport's primary
     out += ["### Claims at a glance, each transport's primary functional (k/n seeds agree; ✓ = holds; *italics*: "
             "the majority verdict of a cell the paper has no expectation for)", "",
-            markdown(claims_at_a_glance(main).drop(columns="functional")), "",
+            markdown(at_a_glance(claims)), "",
             "### Claims at a glance, every functional (k/n seeds agree with the expectation; ✓ = holds; *italics*: "
             "not scored)", "",
             markdown(claims_at_a_glance(claims)), "",

@@ -17,7 +17,7 @@ import torch
 from cost_law import cpu_times
 
 from learnwin.infra import layout
-from learnwin.models.cells import MODELS
+from learnwin.infra.registry import MODELS
 
 
 def per_model(results: Path) -> pd.Series:

@@ -8,14 +8,16 @@ The public face, for use on your own cells and checkpoints:
 - :func:`build_model` -- one of the registered cells with its readout (``learnwin.models.cells``);
 - :class:`Trace` -- what a cell's ``trace`` returns to the probe (docs/method.md §4);
 - :class:`GatedCell`, :class:`StepOut`, :class:`CellSpec` and :func:`register` -- a cell of your
-  own on the public interface, registered in one place for the workflow (docs/method.md §2a);
+  own on the public interface, registered in one place for the workflow by its import path
+  (``learnwin.infra.registry``, docs/method.md §2a);
 - :func:`probe` -- envelope, per-unit rates, psi and the total gradient of a cell on data (§4-5);
 - :func:`snapshot_checkpoint` -- the same for a trained checkpoint, as the workflow runs it.
 
 The stages live in subpackages: ``models`` (data, cells, training), ``probing`` (envelope,
 transports, psi), ``stats`` (tails, decay classes, window, claims), ``report`` and ``plots``
-(what a run shows), ``infra`` (config, layout, I/O, resources). Importing the package is cheap:
-torch is loaded only when one of the names below is first used.
+(what a run shows), ``infra`` (config, layout, I/O, resources, the cell registry). Importing the
+package is cheap: torch is loaded only when one of the names below that needs it is first used
+(``CellSpec`` and ``register`` do not).
 """
 
 __version__ = "0.1.0"
@@ -25,8 +27,8 @@ _PUBLIC = {
     "Trace": "learnwin.models.cells",
     "GatedCell": "learnwin.models.cells",
     "StepOut": "learnwin.models.cells",
-    "CellSpec": "learnwin.models.cells",
-    "register": "learnwin.models.cells",
+    "CellSpec": "learnwin.infra.registry",
+    "register": "learnwin.infra.registry",
     "probe": "learnwin.probing.snapshot",
     "snapshot_checkpoint": "learnwin.probing.snapshot",
 }

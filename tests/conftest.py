@@ -17,12 +17,15 @@ def smoke_run(tmp_path_factory):
 
 @pytest.fixture
 def fresh_registry(monkeypatch):
-    """A copy of the cell registry for one test, and tests/toy_cell.py importable (not yet
-    imported) as ``toy_cell``: what it registers is gone after the test."""
-    from learnwin.models import cells
+    """The cell registry (:mod:`learnwin.infra.registry`, the module yielded), restored after the
+    test, and tests/toy_cell.py importable (not yet imported) as ``toy_cell``: what it registers
+    is gone after the test."""
+    from learnwin.infra import registry
 
-    monkeypatch.setattr(cells, "CELLS", dict(cells.CELLS))
+    saved = dict(registry.CELLS)
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     sys.modules.pop("toy_cell", None)
-    yield cells
+    yield registry
     sys.modules.pop("toy_cell", None)
+    registry.CELLS.clear()
+    registry.CELLS.update(saved)

@@ -3,10 +3,11 @@
 import pytest
 import torch
 
+from learnwin.infra.registry import CELLS, MODELS
 from learnwin.models import bptt
-from learnwin.models.cells import CELLS, MODELS, GatedCell, build_model
+from learnwin.models.cells import GatedCell, build_model
 
-GATED = [m for m in MODELS if issubclass(CELLS[m].cls, GatedCell)]  # the diagonal linear cells: test_linear_cells.py
+GATED = [m for m in MODELS if issubclass(CELLS[m].load(), GatedCell)]  # the diagonal linear cells: test_linear_cells.py
 
 
 def _random_model(name, layer_norm, D=3, H=5):

@@ -5,9 +5,10 @@ import math
 import pytest
 import torch
 
-from learnwin.models.cells import CELLS, MODELS, GatedCell, build_model
+from learnwin.infra.registry import CELLS, MODELS
+from learnwin.models.cells import ConstGate, GatedCell, build_model
 
-GATED = [m for m in MODELS if issubclass(CELLS[m].cls, GatedCell)]  # the diagonal linear cells: test_linear_cells.py
+GATED = [m for m in MODELS if issubclass(CELLS[m].load(), GatedCell)]  # the diagonal linear cells: test_linear_cells.py
 
 
 def _ln(v):
@@ -204,20 +205,28 @@ def test_unknown_gate_init_is_named():
 
 
 def test_register_rejects_bad_entries_by_name(fresh_registry):
-    cells = fresh_registry
-    spec = cells.CellSpec(cells.ConstGate, 1, "k")
+    registry = fresh_registry
+    const = "learnwin.models.cells:ConstGate"
+    spec = registry.CellSpec(const, 1, "k")
     with pytest.raises(ValueError, match="'Toy/1' must match"):
-        cells.register("Toy/1", spec)
+        registry.register("Toy/1", spec)
     with pytest.raises(TypeError, match="takes a CellSpec, not type"):
-        cells.register("toy", cells.ConstGate)
-    with pytest.raises(ValueError, match="already registered as GRU"):
-        cells.register("gru", spec)
+        registry.register("toy", ConstGate)
+    with pytest.raises(ValueError, match="already registered as learnwin.models.cells:GRU"):
+        registry.register("gru", spec)
     with pytest.raises(ValueError, match="expected_class = 'power'; allowed: exponential, power-law-like"):
-        cells.CellSpec(cells.ConstGate, 1, "k", expected_class="power")
+        registry.CellSpec(const, 1, "k", expected_class="power")
     with pytest.raises(ValueError, match="gate_blocks = -1"):
-        cells.CellSpec(cells.ConstGate, -1, "k")
-    cells.register("gru", cells.CELLS["gru"])  # the same entry again: a module imported twice
-    assert list(cells.CELLS) == list(cells.MODELS)
+        registry.CellSpec(const, -1, "k")
+    with pytest.raises(ValueError, match=r"CellSpec.cls = <class .*ConstGate'> must be the class's import path"):
+        registry.CellSpec(ConstGate, 1, "k")  # a class, not its path: the registry would import torch
+    with pytest.raises(ValueError, match="state_per_unit = 0 must be an integer >= 1 or a model config key"):
+        registry.CellSpec(const, 1, "k", state_per_unit=0)
+    registry.register("gru", registry.CELLS["gru"])  # the same entry again: a module imported twice
+    assert list(registry.CELLS) == list(registry.MODELS)
+    registry.register("not_a_module", registry.CellSpec("learnwin.models.cells:Trace", 1, "k"))
+    with pytest.raises(ValueError, match="cell 'not_a_module': learnwin.models.cells:Trace must be an nn.Module subclass"):
+        build_model("not_a_module", 3, 5)
 
 
 def test_one_registration_reaches_resources_colours_and_claims(fresh_registry):

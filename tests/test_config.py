@@ -171,7 +171,7 @@ def test_model_names_are_the_registrys_and_optimizers_the_packages():
     """The schema leaves model names to the registry (a user's cell is not in any enum): the
     config check takes the registered cells and no other; the optimizers are an enum of
     learnwin.models.train.OPTIMIZERS."""
-    from learnwin.models.cells import CELLS
+    from learnwin.infra.registry import CELLS
     from learnwin.models.train import OPTIMIZERS
 
     schema = yaml.safe_load(SCHEMA.read_text())

@@ -7,7 +7,8 @@ import pytest
 import torch
 from scipy.stats import spearmanr
 
-from learnwin.models.cells import MODELS, build_model
+from learnwin.infra.registry import MODELS
+from learnwin.models.cells import build_model
 from learnwin.probing.detect import random_directions, tangents
 from learnwin.probing.envelope import DiagonalTransport, base_rate, rate_matrix, receiving_times, unit_timescales
 from learnwin.probing.snapshot import probe

@@ -161,7 +161,7 @@ def test_a_plain_sentence_names_what_the_claim_depends_on():
 
 @pytest.mark.slow
 def test_the_first_screen_of_a_run_is_the_pivot_and_the_plain_sentences(smoke_run):
-    """`head -40 results/findings.md`: the pivot of the run's claims and one sentence per claim."""
+    """`head -40` of the run's findings.md: the pivot of the run's claims and one sentence per claim."""
     head = (smoke_run / layout.CLAIMS["findings"]).read_text().splitlines()[:40]
     table = io.read_table(smoke_run / layout.CLAIMS["parquet"], "claims")
     glance = findings.at_a_glance(table)

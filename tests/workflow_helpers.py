@@ -26,12 +26,13 @@ def schema_defaults(section: str) -> dict:
     return {key: spec["default"] for key, spec in props.items()}
 
 
-def copy_workflow(dest: Path) -> Path:
-    """Copy what a run needs (Snakefile, workflow/, config/, profiles/) into ``dest``."""
+def copy_workflow(dest: Path, root: Path = ROOT) -> Path:
+    """Copy what a run needs (Snakefile, workflow/, config/, profiles/) of the checkout ``root``
+    into ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)
     ignore = shutil.ignore_patterns("results", ".snakemake", "__pycache__", "*.pyc")
     for item in WORKFLOW_FILES:
-        src = ROOT / item
+        src = root / item
         if src.is_dir():
             shutil.copytree(src, dest / item, ignore=ignore, dirs_exist_ok=True)
         else:
@@ -49,9 +50,10 @@ def snakemake(work: Path, *args: str, timeout: int = 3600, check: bool = True,
     return proc
 
 
-def scheduled(work: Path, *args: str) -> dict[str, int]:
-    """Rule -> job count of a dry run (Snakemake's "Job stats" table); {} when nothing to do."""
-    out = snakemake(work, "-n", "--cores", "2", *args).stdout
+def scheduled(work: Path, *args: str, **popen) -> dict[str, int]:
+    """Rule -> job count of a dry run (Snakemake's "Job stats" table); {} when nothing to do.
+    ``popen``: passed to :func:`snakemake` (an ``env``, say)."""
+    out = snakemake(work, "-n", "--cores", "2", *args, **popen).stdout
     table = out.split("Job stats:", 1)[1] if "Job stats:" in out else ""
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "total"}
 

@@ -1,2 +1,3 @@
-"""Plumbing shared by every stage: config checks, the results layout, atomic I/O, job resources,
-process set-up and provenance."""
+"""Plumbing shared by every stage: config checks, the cell registry's metadata, the results layout,
+atomic I/O, job resources, process set-up and provenance. It imports no higher stage (``models``,
+``probing``: tests/test_imports.py) and no torch at import."""

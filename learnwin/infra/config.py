@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from learnwin.infra import registry
+
 #: Renamed keys still read under their old name: (section, old key, new key).
 RENAMED = (("snapshot", "windows", "times_per_lag"),)
 
@@ -110,18 +112,17 @@ def lag_grid(snapshot: Mapping) -> list[int]:
 def check_models(config: Mapping) -> None:
     """``models`` and ``recovery.models`` name registered cells, after importing
     ``model.cells_module`` (docs/method.md §2a). The registry, not a schema enum, is the list: a
-    user's cell registers itself where the schema cannot see it."""
-    from learnwin.models import cells
-
+    user's cell registers itself where the schema cannot see it. Reads only the registry's
+    metadata: it imports no cell class."""
     module = config["model"].get("cells_module")
     try:
-        cells.load_cells(module)
+        registry.load_cells(module)
     except ImportError as err:
         raise ConfigError(f"model.cells_module = {module!r} cannot be imported: {err}") from err
     for key, names in (("models", config["models"]), ("recovery.models", config["recovery"]["models"] or [])):
-        unknown = [m for m in names if m not in cells.CELLS]
+        unknown = [m for m in names if m not in registry.CELLS]
         if unknown:
-            raise ConfigError(f"{key} {unknown} are not registered cells; allowed: {', '.join(cells.CELLS)}"
+            raise ConfigError(f"{key} {unknown} are not registered cells; allowed: {', '.join(registry.CELLS)}"
                               + ("" if module else " (a cell of your own: set model.cells_module)"))
 
 

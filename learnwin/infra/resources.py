@@ -6,17 +6,16 @@ Each takes the resolved config (schema defaults applied).
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 
 import numpy as np
 
 from learnwin.infra.config import transports_of
-from learnwin.models.cells import Column
+from learnwin.infra.registry import CELLS, Column
 
 #: Gate blocks of each cell's recurrent matrix (its rows / H): the arithmetic per step scales with it.
-#: A live view of the registry's ``gate_blocks`` (:class:`learnwin.models.cells.CellSpec`).
+#: A live view of the registry's ``gate_blocks`` (:class:`learnwin.infra.registry.CellSpec`).
 GATES = Column("gate_blocks")
 #: CPU seconds per unit of each work term of :func:`work`, fitted over the smoke (diagonal transport),
 #: default and medium rungs by `python experiments/cost_law.py` (docs/results.md, "The scale ladder").
@@ -116,17 +115,9 @@ def memory_curve_bytes(batch: int, T: int, hidden: int, times: int) -> int:
 
 def state_width(cfg: Mapping, model: str) -> int:
     """Width n of the model's full state, the side of its one-step Jacobian (docs/method.md §4b):
-    H, 2H for the LSTM, H N for S6, 2H for the LRU's complex state."""
-    return _built_width(model, cfg["task"]["D"], tuple(sorted(cfg["model"].items())))
-
-
-@functools.cache
-def _built_width(model: str, input_size: int, model_config: tuple) -> int:
-    """:func:`state_width` of one built model, once per (model, config): every job of a DAG asks."""
-    from learnwin.models.cells import build_model
-    from learnwin.probing.exact_transport import state_size
-
-    return state_size(build_model(model, input_size, **dict(model_config)).cell)
+    H, 2H for the LSTM, H N for S6, 2H for the LRU's complex state; from the registry's metadata
+    (:meth:`learnwin.infra.registry.CellSpec.state_width`), without building the model."""
+    return CELLS[model].state_width(cfg["model"])
 
 
 def snapshot_mem_mb(cfg: Mapping, model: str) -> int:

@@ -1,4 +1,4 @@
-"""The five gated recurrent cells of docs/method.md §2 behind one public interface, and the cell registry.
+"""The five gated recurrent cells of docs/method.md §2 behind one public interface, and the model they make.
 
 Interface (docs/method.md §2a; a user's cell that implements it can be trained, probed and
 transported exactly, and registered to run through the workflow):
@@ -21,10 +21,8 @@ transported exactly, and registered to run through the workflow):
   full state (the initial state is that of zeros); optionally ``step_jacobian(xp, z_prev)``, the
   one-step Jacobian of the full state in closed form (else autograd of ``step``).
 
-Registry: :func:`register` a :class:`CellSpec` (class, gate blocks of the cost law, figure colour,
-the paper's expected decay class and growth law or None) under a name; the config check, the job
-resources, the figures and the claims read :data:`CELLS`. ``model.cells_module`` names a module
-whose import registers a user's cells (:func:`load_cells`).
+Registry: the cells are registered in :mod:`learnwin.infra.registry` by their import path, with the
+metadata the workflow reads without importing torch; :func:`build_model` loads the class.
 
 Indexing: step t = 0..T-1 consumes x_t and produces h_t from h_{t-1} (h_{-1} = 0). The
 one-step Jacobian diagonal of step t is ``leak[:, t] + correction[:, t]``.
@@ -45,19 +43,15 @@ fused into one. Training (grad mode on) runs through the hand-written BPTT of
 
 from __future__ import annotations
 
-import importlib
 import math
-import re
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from learnwin.infra.registry import CELLS, load_cells
 from learnwin.models import bptt
-from learnwin.models.linear_cells import LRU, RGLRU, S6, MinGRU, MinLSTM
 from learnwin.models.trace import Trace
 
 
@@ -492,110 +486,6 @@ class LSTM(GatedCell):
         return StepOut((h, c, e), h, c, f, corr, e, g)
 
 
-#: Expected decay classes of the envelope (claim (a)) and growth laws of H_N (claim (b), docs/method.md §8b).
-DECAY_CLASSES = ("exponential", "power-law-like")
-GROWTH_LAWS = ("logarithmic", "power")
-_NAME = re.compile(r"[a-z][a-z0-9_]*")
-
-
-@dataclass(frozen=True)
-class CellSpec:
-    """One registry entry: the cell class and what the rest of the package needs to know of it.
-
-    ``gate_blocks``: rows of ``recurrent()`` over H, the arithmetic per step of the cost law
-    (:data:`learnwin.infra.resources.GATES`); ``color``: a matplotlib colour, the model's in every
-    figure (:data:`learnwin.plots.style.MODEL_COLORS`); ``expected_class`` and ``expected_growth``:
-    the paper's expectation for claims (a) and (b) (:mod:`learnwin.stats.claims`), one of
-    :data:`DECAY_CLASSES` and :data:`GROWTH_LAWS`, or None where the paper has none (the claims
-    then report the cell's verdict without scoring it).
-    """
-
-    cls: type[nn.Module]
-    gate_blocks: int
-    color: str
-    expected_class: str | None = None
-    expected_growth: str | None = None
-
-    def __post_init__(self):
-        if not (isinstance(self.cls, type) and issubclass(self.cls, nn.Module)):
-            raise ValueError(f"CellSpec.cls = {self.cls!r} must be an nn.Module subclass")
-        if not isinstance(self.gate_blocks, int) or self.gate_blocks < 0:
-            raise ValueError(f"CellSpec.gate_blocks = {self.gate_blocks!r} must be an integer >= 0")
-        for key, value, allowed in (("expected_class", self.expected_class, DECAY_CLASSES),
-                                    ("expected_growth", self.expected_growth, GROWTH_LAWS)):
-            if value is not None and value not in allowed:
-                raise ValueError(f"CellSpec.{key} = {value!r}; allowed: {', '.join(allowed)} or None")
-
-
-#: The registry: model name -> :class:`CellSpec`, in the canonical order of tables and figures.
-CELLS: dict[str, CellSpec] = {}
-
-
-def register(name: str, spec: CellSpec) -> None:
-    """Add a cell under ``name`` (a config ``models`` entry; lower case, digits, underscores).
-
-    The one place a cell is declared: the config check, the job resources, the figure colours
-    and the claims read the registry. Registering a name again with an equal spec does nothing
-    (a module imported twice); with another spec it raises.
-    """
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ValueError(f"cell name {name!r} must match {_NAME.pattern} (it names result folders)")
-    if not isinstance(spec, CellSpec):
-        raise TypeError(f"register({name!r}, ...) takes a CellSpec, not {type(spec).__name__}")
-    if CELLS.get(name, spec) != spec:
-        raise ValueError(f"cell {name!r} is already registered as {CELLS[name].cls.__name__}")
-    CELLS[name] = spec
-
-
-def load_cells(module: str | None) -> None:
-    """Import ``module`` (a dotted module path, or None for none), whose import registers cells.
-
-    The config key ``model.cells_module`` names it; the config check, :func:`build_model` and the
-    jobs that colour or score models call this, so a user's cell reaches every job of the workflow.
-    """
-    if module:
-        importlib.import_module(module)
-
-
-class Column(Mapping):
-    """A live, read-only view model name -> one :class:`CellSpec` field over the registry (cells
-    whose field is None are absent): the per-model tables of the other modules."""
-
-    def __init__(self, field: str):
-        self.field = field
-
-    def __getitem__(self, name: str):
-        value = getattr(CELLS[name], self.field)
-        if value is None:
-            raise KeyError(name)
-        return value
-
-    def __iter__(self):
-        return (name for name, spec in CELLS.items() if getattr(spec, self.field) is not None)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-for _name, _spec in {
-    "const": CellSpec(ConstGate, 1, "tab:blue", "exponential", "logarithmic"),
-    "shared": CellSpec(SharedGate, 1, "tab:orange", "exponential", "logarithmic"),
-    "diag": CellSpec(DiagGate, 2, "tab:green", "power-law-like", "power"),
-    "gru": CellSpec(GRU, 3, "tab:red", "power-law-like", "power"),
-    "lstm": CellSpec(LSTM, 4, "tab:purple", "power-law-like", "power"),
-    # docs/method.md §2b: no recurrent matrix (RG-LRU's two H x H gate layers act on its input),
-    # and no expectation in the paper: their claims are reported, not scored
-    "mingru": CellSpec(MinGRU, 0, "tab:brown"),
-    "minlstm": CellSpec(MinLSTM, 0, "tab:pink"),
-    "rglru": CellSpec(RGLRU, 2, "tab:gray"),
-    "lru": CellSpec(LRU, 0, "tab:olive"),
-    "s6": CellSpec(S6, 0, "tab:cyan"),
-}.items():
-    register(_name, _spec)
-#: The cells registered here (a ``model.cells_module`` adds more to :data:`CELLS`, not to this).
-MODELS = tuple(CELLS)
-
-
 class GatedRNN(nn.Module):
     """A cell plus the scalar readout y_hat_t = W_out h_t + b_out (docs/method.md §2)."""
 
@@ -614,13 +504,17 @@ class GatedRNN(nn.Module):
 def build_model(cell: str, input_size: int, hidden: int, layer_norm: bool = True,
                 cells_module: str | None = None, **gates) -> GatedRNN:
     """Build a :class:`GatedRNN` from the ``model`` config section and the cell name (a registered
-    one, after importing ``cells_module``: see :func:`load_cells`)."""
+    one, after importing ``cells_module``: see :func:`learnwin.infra.registry.load_cells`); the
+    registry entry's class is imported here."""
     load_cells(cells_module)
     if cell not in CELLS:
         raise ValueError(f"unknown model {cell!r}; allowed: {', '.join(CELLS)}")
     if gates.get("gate_init", "paper") not in GATE_INITS:
         raise ValueError(f"model.gate_init = {gates['gate_init']!r}; allowed: {', '.join(GATE_INITS)}")
-    return GatedRNN(CELLS[cell].cls(input_size, hidden, layer_norm, **gates))
+    cls = CELLS[cell].load()
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise ValueError(f"cell {cell!r}: {CELLS[cell].cls} must be an nn.Module subclass")
+    return GatedRNN(cls(input_size, hidden, layer_norm, **gates))
 
 
 def checkpoint_model(state: dict, device: str = "cpu") -> GatedRNN:

@@ -19,12 +19,12 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatter
 
 from learnwin.infra.io import atomic_path
-from learnwin.models.cells import Column
+from learnwin.infra.registry import Column
 from learnwin.report.formatting import fmt
 from learnwin.stats.window import NOISES
 
 #: Fixed colour of each model in every figure (docs/method.md §9): a live view of the registry's
-#: ``color`` (:class:`learnwin.models.cells.CellSpec`); a model outside it is drawn black.
+#: ``color`` (:class:`learnwin.infra.registry.CellSpec`); a model outside it is drawn black.
 MODEL_COLORS = Column("color")
 #: Line style of the i-th configured optimizer where optimizers share a panel (figure 10).
 OPTIMIZER_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)))

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from learnwin.infra.io import atomic_path
+from learnwin.infra.registry import CELLS
 from learnwin.stats.claims import NO_EXPECTATION, NOISE_ANY, holds_words, number, to_markdown
 from learnwin.stats.claims import markdown as md_table
 from learnwin.stats.decay import PRIMARY
@@ -38,13 +39,14 @@ FACTORS = ("transport", "noise", "optimizer")
 
 def claims_at_a_glance(table: pd.DataFrame) -> pd.DataFrame:
     """One row per (claim, check, optimizer, noise, transport, functional), one column per model (in
-    the table's order): "k/n" seeds that agree with the expectation, marked ✓ where the row holds
+    the registry's order): "k/n" seeds that agree with the expectation, marked ✓ where the row holds
     (k > n/2); a cell without an expectation (not scored) shows its majority verdict in italics."""
     scored = table["k"].astype(str) + "/" + table["n"].astype(str) + np.where(table["holds"], " ✓", "")
     cell = np.where(table["expected"] == NO_EXPECTATION, "*" + table["verdict"].astype(str) + "*", scored)
     wide = table.assign(cell=cell).pivot_table(index=PIVOT_INDEX, columns="model", values="cell",
                                                aggfunc="first", sort=False)
-    return wide[list(pd.unique(table["model"]))].reset_index()
+    models = pd.unique(table["model"])
+    return wide[sorted(models, key=lambda m: list(CELLS).index(m) if m in CELLS else len(CELLS))].reset_index()
 
 
 def primary_rows(table: pd.DataFrame) -> pd.DataFrame:

@@ -19,7 +19,7 @@ Per-seed measurements (:func:`measure`, one table per claim):
   constant on the points, and with fewer than 3 points "censored" (when censoring removed
   points) or "too few points". Expected: logarithmic (saturating) for const and shared ("flat"
   does not count), power for diag, gru and lstm. The expectations of (a) and (b) are the cell
-  registry's (:class:`learnwin.models.cells.CellSpec`); a cell with none (a user's own) gets
+  registry's (:class:`learnwin.infra.registry.CellSpec`); a cell with none (a user's own) gets
   ``expected`` "none": its verdict is reported, never held, and :func:`claim_scores` leaves it out.
 - (c) optimizer, AdamW against plain SGD (``sgd``, else ``sgd_momentum``: both have Lambda = lr) with paired seeds: the spread of log tau_q,
   :func:`log_tau_iqr` (IQR over units; tau = inf counts as the largest values, NaN is left out),
@@ -53,12 +53,12 @@ import numpy as np
 import pandas as pd
 
 from learnwin.infra import io, layout
-from learnwin.models.cells import Column
+from learnwin.infra.registry import Column
 from learnwin.stats.decay import FUNCTIONALS, PRIMARY, ols
 from learnwin.stats.window import NOISES, with_transport
 
 POWER_FAMILY = ("power", "log", "power_floor", "log_floor")
-#: The paper's expectations per model: live views of the registry (learnwin.models.cells.CellSpec);
+#: The paper's expectations per model: live views of the registry (learnwin.infra.registry.CellSpec);
 #: a cell without one is absent, and its rows of claims (a) and (b) are reported but not scored.
 EXPECTED_CLASS = Column("expected_class")
 EXPECTED_GROWTH = Column("expected_growth")

@@ -12,7 +12,7 @@ import pandas as pd
 from learnwin import plots
 from learnwin.infra import runtime
 from learnwin.infra.io import read_table
-from learnwin.models.cells import load_cells
+from learnwin.infra.registry import load_cells
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 load_cells(snakemake.config["model"]["cells_module"])  # the colours of a user's cells

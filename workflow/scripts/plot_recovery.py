@@ -3,7 +3,7 @@
 import logging
 
 from learnwin.infra import io, runtime
-from learnwin.models.cells import load_cells
+from learnwin.infra.registry import load_cells
 from learnwin.plots.recovery import plot_recovery_scores, plot_recovery_window
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)

@@ -2,7 +2,7 @@
 
 from learnwin.infra import runtime
 from learnwin.infra.io import write_table
-from learnwin.models.cells import load_cells
+from learnwin.infra.registry import load_cells
 from learnwin.report import findings
 from learnwin.stats import claims
 

@@ -1,0 +1,112 @@
+"""Import boundaries: ``learnwin.infra`` reaches no higher stage, and the workflow starts without
+torch (the registry's metadata, docs/method.md §2a, is all the Snakefile parse reads)."""
+
+import ast
+import os
+import re
+import shutil
+from pathlib import Path
+
+import yaml
+from workflow_helpers import ROOT, copy_workflow, scheduled, snakemake
+
+from learnwin.infra import resources
+
+INFRA = ROOT / "learnwin" / "infra"
+#: The stages above infra: it may import none of them.
+ABOVE_INFRA = ("learnwin.models", "learnwin.probing")
+
+
+def imported_names(source: str, package: str) -> list[tuple[int, str]]:
+    """(line, dotted name) of every import of ``source``, a module of ``package``: at any depth
+    (function-level included), relative ones resolved, ``from a import b`` as ``a.b``, and
+    ``importlib.import_module`` / ``__import__`` of a literal name."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            parts = package.split(".")
+            base = ".".join(parts[:len(parts) - node.level + 1] if node.level else [])
+            base = ".".join(p for p in (base, node.module) if p)
+            found += [(node.lineno, f"{base}.{alias.name}") for alias in node.names]
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None))
+              in ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant)):
+            found.append((node.lineno, str(node.args[0].value)))
+    return found
+
+
+def reaching_up(folder: Path, package: str) -> list[str]:
+    """``path:line name`` of every import of a module under ``folder`` (the package ``package``)
+    of a stage in :data:`ABOVE_INFRA`."""
+    return [f"{path.name}:{line} {name}" for path in sorted(folder.glob("*.py"))
+            for line, name in imported_names(path.read_text(), package)
+            if any(name == stage or name.startswith(stage + ".") for stage in ABOVE_INFRA)]
+
+
+def test_infra_imports_no_higher_stage():
+    assert len(list(INFRA.glob("*.py"))) >= 8
+    assert reaching_up(INFRA, "learnwin.infra") == []
+
+
+def test_the_check_finds_a_planted_import(tmp_path):
+    """Each way of writing an import of models or probing is found, in a string and in a planted
+    file of a copy of infra; names that only share a prefix are not."""
+    planted = {
+        "from learnwin.models.cells import build_model": "learnwin.models.cells.build_model",
+        "import learnwin.probing.exact_transport as et": "learnwin.probing.exact_transport",
+        "def width():\n    from ..probing import exact_transport": "learnwin.probing.exact_transport",
+        "from .. import models": "learnwin.models",
+        "import importlib\nimportlib.import_module('learnwin.models.cells')": "learnwin.models.cells",
+    }
+    for source, name in planted.items():
+        assert name in [n for _, n in imported_names(source, "learnwin.infra")], source
+    clean = "from learnwin.infra import registry\nfrom learnwin.modelsx import y\nfrom . import layout"
+    assert [n for _, n in imported_names(clean, "learnwin.infra")] == [
+        "learnwin.infra.registry", "learnwin.modelsx.y", "learnwin.infra.layout"]
+    copy = shutil.copytree(INFRA, tmp_path / "infra", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "resources.py").write_text((copy / "resources.py").read_text()
+                                       + "\n\ndef f():\n    from learnwin.probing import exact_transport\n")
+    line = len((copy / "resources.py").read_text().splitlines())
+    assert reaching_up(copy, "learnwin.infra") == [f"resources.py:{line} learnwin.probing.exact_transport"]
+
+
+def _without_torch(tmp_path: Path, *paths: Path) -> dict:
+    """An environment whose ``import torch`` raises ImportError (a ``torch.py`` first on
+    PYTHONPATH), with ``paths`` and the repository importable."""
+    blocked = tmp_path / "no_torch"
+    blocked.mkdir()
+    (blocked / "torch.py").write_text('raise ImportError("torch is blocked: the parse must not need it")\n')
+    path = [str(blocked), *map(str, paths), str(ROOT), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
+def test_the_smoke_dry_run_parses_without_torch(tmp_path):
+    """``snakemake -n`` of the smoke config with torch unimportable: the config check, the
+    resources of every job and the rules' imports need none; the whole DAG is planned."""
+    work = copy_workflow(tmp_path / "work")
+    cfg = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
+    jobs = scheduled(work, "--configfile", "config/smoke.yaml", env=_without_torch(tmp_path))
+    runs = len(cfg["models"]) * len(cfg["optimizers"]) * len(cfg["seeds"])
+    snapshots = runs * len(cfg["train"]["snapshot_epochs"])
+    assert (jobs["make_data"], jobs["train_model"], jobs["take_snapshot"], jobs["compute_window"]) == (
+        len(cfg["seeds"]), runs, snapshots, snapshots)
+
+
+def test_a_users_cell_is_planned_without_torch(tmp_path, fresh_registry):
+    """A user's cell whose registration (tests/toy_cell.py) names its class by path: the dry run
+    with torch unimportable takes the toy as a model and sizes its jobs from the registry's
+    metadata, the same requests as :mod:`learnwin.infra.resources` gives."""
+    work = copy_workflow(tmp_path / "work")
+    cfg = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
+    cfg.update(models=["toy", "lstm"], optimizers=["sgd"])
+    cfg["model"].update(cells_module="toy_cell", hidden=256)  # a width that shows in mem_mb
+    cfg["recovery"]["optimizer"] = "sgd"
+    (work / "config" / "toy.yaml").write_text(yaml.safe_dump(cfg))
+    out = snakemake(work, "-n", "--cores", "1", "--configfile", "config/toy.yaml",
+                    env=_without_torch(tmp_path, ROOT / "tests")).stdout
+    jobs = re.findall(r"rule train_model:.*?model=(\w+), seed=\d+\n\s+resources: .*?mem_mb=(\d+)", out, re.S)
+    requested = {model: int(mem) for model, mem in jobs}
+    fresh_registry.load_cells("toy_cell")
+    assert len(jobs) == 2 and requested == {m: resources.train_mem_mb(cfg, m) for m in ("toy", "lstm")}
+    assert requested["lstm"] > requested["toy"]  # the LSTM's (h, c) doubles the activations
