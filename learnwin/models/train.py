@@ -101,18 +101,27 @@ def train_epoch(
         starts = starts[:max_steps]
     for i in starts:
         idx = order[i:i + batch_size]
-        opt.zero_grad(set_to_none=True)
-        loss = torch.mean((net(x[idx]) - y[idx]) ** 2)
-        if not math.isfinite(loss.item()):
-            raise DivergenceError(
-                f"{run_name}: training loss became {loss.item()} at epoch {epoch}; lower "
-                f"{lr_key} (now {opt.param_groups[0]['lr']}) or set train.grad_clip"
-            )
-        loss.backward()
-        if grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
-        opt.step()
+        train_step(net, opt, x[idx], y[idx], grad_clip=grad_clip, run_name=run_name, lr_key=lr_key,
+                   where=f"epoch {epoch}")
     return len(starts)
+
+
+def train_step(net, opt, x: torch.Tensor, y: torch.Tensor, *, grad_clip: float, run_name: str, lr_key: str,
+               where: str) -> None:
+    """One gradient step of docs/method.md §3 on the batch (x, y): MSE over all outputs, global-norm
+    clip when ``grad_clip > 0``. Raises :class:`DivergenceError` naming ``run_name``, ``where`` (the
+    epoch or budget) and the config key ``lr_key`` when the loss is not finite."""
+    opt.zero_grad(set_to_none=True)
+    loss = torch.mean((net(x) - y) ** 2)
+    if not math.isfinite(loss.item()):
+        raise DivergenceError(
+            f"{run_name}: training loss became {loss.item()} at {where}; lower "
+            f"{lr_key} (now {opt.param_groups[0]['lr']}) or set train.grad_clip"
+        )
+    loss.backward()
+    if grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
+    opt.step()
 
 
 def _fingerprint(*parts) -> str:

@@ -1,0 +1,113 @@
+"""The window under a training budget (docs/method.md §10b): the learning budget N̂_emp(l) per lag
+and the window H_emp(N) per budget, from the scores of :func:`learnwin.stats.budget_job.budget_trainings`.
+Pure numpy, vectorised over (model, optimizer, seed), thresholds, lags and budgets.
+
+* **Margin.** m(l, N) = :func:`learnwin.stats.groundtruth.margin` of the lag's own training against
+  the control at the same (l, N); a budget a training did not reach (early stop) has no score.
+* **Pair.** The first doubling j with m > 0 at N_j and N_{j+1} (:func:`first_pair`): from there the
+  lag stays learned. N̂_grid = N_j; N̂ interpolates log N between N_{j-1} and N_j where the margin
+  crosses 0 (N_j when m_{j-1} is not finite); j = 0 gives N̂ = N_0, left-censored; no pair gives
+  N̂ = N_max, right-censored, N̂_grid NaN (a lag learned only at N_max does not yet stay learned).
+* **Window.** A lag is learned at N when N >= N̂_grid. H_emp(N) is the largest learned grid lag (0
+  when none), holes the grid lags below it not learned at N, censored when H_emp is the last grid
+  lag. Lags not run (the frontier rule) are not learned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from learnwin.stats.groundtruth import margin
+
+KEYS = ["model", "optimizer", "seed"]
+
+
+def first_pair(learned: np.ndarray) -> np.ndarray:
+    """Index j of the first pair learned[..., j] & learned[..., j + 1] along the last axis; -1 when none."""
+    learned = np.asarray(learned, dtype=bool)
+    pair = np.concatenate([learned[..., :-1] & learned[..., 1:], np.ones(learned.shape[:-1] + (1,), bool)], axis=-1)
+    j = pair.argmax(axis=-1)  # the sentinel: no pair
+    return np.where(j < learned.shape[-1] - 1, j, -1)
+
+
+def budget_grid(budgets: Sequence[int], batch_size: int = 1) -> np.ndarray:
+    """``budgets`` as an int array, checked: at least two, increasing, positive multiples of ``batch_size``."""
+    budgets = np.asarray(budgets, dtype=int)
+    if budgets.size < 2 or np.any(np.diff(budgets) <= 0) or budgets[0] <= 0 or np.any(budgets % batch_size):
+        raise ValueError(f"budgets must be at least two increasing positive multiples of batch_size={batch_size}, "
+                         f"got {budgets.tolist()}")
+    return budgets
+
+
+def _grid(scores: pd.DataFrame, budgets: Sequence[int]) -> tuple[pd.MultiIndex, np.ndarray, np.ndarray]:
+    """(index of (keys..., lag) over every grid lag, budgets, lags run): the grid lags are the
+    control's, which every (model, optimizer, seed) scores at every lag and budget."""
+    budgets = budget_grid(budgets)
+    ctrl = scores[scores["target"] == "control"]
+    missing = set(budgets.tolist()) - set(ctrl["N"].astype(int))
+    if missing:
+        raise ValueError(f"the control has no scores at budgets {sorted(missing)}")
+    index = pd.MultiIndex.from_frame(ctrl[[*KEYS, "lag"]].drop_duplicates().sort_values([*KEYS, "lag"]))
+    run = index.isin(pd.MultiIndex.from_frame(scores.loc[scores["target"] == "task", [*KEYS, "lag"]]))
+    return index, budgets, run
+
+
+def _surface(scores: pd.DataFrame, target: str, column: str, index: pd.MultiIndex, budgets: np.ndarray) -> np.ndarray:
+    """``column`` of ``target``'s rows as an array (rows of ``index``, budgets); NaN where not scored."""
+    table = scores[scores["target"] == target].set_index([*KEYS, "lag", "N"])[column].unstack("N")
+    return table.reindex(index=index, columns=budgets).to_numpy(dtype=float)
+
+
+def learning_budget(scores: pd.DataFrame, thresholds: Sequence[float], budgets: Sequence[int]) -> pd.DataFrame:
+    """One row per (model, optimizer, seed, lag of the grid, threshold): N_hat, N_hat_grid,
+    left_censored, right_censored and run (whether the lag was trained; a lag not run is
+    right-censored at N_max). ``budgets``: the doubling grid the trainings were scored on."""
+    index, budgets, run = _grid(scores, budgets)
+    r, null = (_surface(scores, "task", c, index, budgets) for c in ("r", "null"))
+    r_ctrl = _surface(scores, "control", "r", index, budgets)
+    thr = np.asarray(thresholds, dtype=float)
+    m = margin(r[None], r_ctrl[None], null[None], thr[:, None, None])  # (threshold, lag, budget)
+    j = first_pair(m > 0)
+    found = j >= 0
+    jj = np.maximum(j, 1)  # the crossing's bracket (N_{j-1}, N_j); j = 0 is left-censored
+    m_lo = np.take_along_axis(m, (jj - 1)[..., None], axis=-1)[..., 0]
+    m_hi = np.take_along_axis(m, jj[..., None], axis=-1)[..., 0]
+    interior = found & (j > 0)
+    frac = np.ones(j.shape)  # m_{j-1} not finite (no score): N_j
+    ok = interior & np.isfinite(m_lo)
+    frac[ok] = m_lo[ok] / (m_lo[ok] - m_hi[ok])
+    log_n = np.log(budgets.astype(float))
+    n_hat = np.exp(log_n[jj - 1] + frac * (log_n[jj] - log_n[jj - 1]))
+    n_hat = np.where(interior, n_hat, np.where(j == 0, budgets[0], budgets[-1]))
+    n_grid = np.where(found, budgets[np.maximum(j, 0)], np.nan)
+    out = index.to_frame(index=False)
+    return pd.concat(
+        [out.assign(threshold=t, N_hat=n_hat[i], N_hat_grid=n_grid[i], left_censored=j[i] == 0,
+                    right_censored=~found[i], run=run) for i, t in enumerate(thr)],
+        ignore_index=True)
+
+
+def window_by_budget(budget: pd.DataFrame, budgets: Sequence[int]) -> pd.DataFrame:
+    """One row per (model, optimizer, seed, N, threshold) from :func:`learning_budget`'s table:
+    H_emp (the largest grid lag learned at N, 0 when none), holes (grid lags below H_emp not
+    learned at N), censored (H_emp is the last grid lag) and lags_run."""
+    budgets = budget_grid(budgets)
+    cols = [*KEYS, "threshold"]
+    table = budget.set_index([*cols, "lag"])["N_hat_grid"].unstack("lag")
+    runs = budget.groupby(cols)["run"].sum().reindex(table.index).to_numpy()
+    lags = table.columns.to_numpy(dtype=int)
+    n_grid = table.to_numpy(dtype=float)  # (group, lag)
+    with np.errstate(invalid="ignore"):
+        learned = budgets[None, :, None] >= n_grid[:, None, :]  # (group, budget, lag); NaN: never
+    last = np.where(learned.any(axis=-1), lags.size - 1 - learned[..., ::-1].argmax(axis=-1), -1)
+    H = np.where(last >= 0, lags[np.maximum(last, 0)], 0)
+    below = np.arange(lags.size)[None, None, :] < last[..., None]
+    holes = (below & ~learned).sum(axis=-1)
+    out = table.index.to_frame(index=False)
+    return pd.concat(
+        [out.assign(N=N, H_emp=H[:, k], holes=holes[:, k], censored=last[:, k] == lags.size - 1, lags_run=runs)
+         for k, N in enumerate(budgets)],
+        ignore_index=True)[[*KEYS, "N", "threshold", "H_emp", "holes", "censored", "lags_run"]]
