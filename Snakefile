@@ -33,6 +33,7 @@ include: "workflow/rules/figures.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/recovery.smk"
+include: "workflow/rules/budget.smk"
 
 
 report: "workflow/report/workflow.rst"
@@ -89,10 +90,17 @@ rule summary:
         REPORT_TARGETS,
 
 
-# direct measurement of the window (beyond the paper); not part of `all`
+# direct measurement of the window (beyond the paper); not part of `all`. recovery.protocol picks
+# the dataset protocol (docs/method.md §10) or the budget protocol (§10b, exploration seeds)
 rule recovery:
     input:
-        RECOVERY_TARGETS,
+        PROTOCOL_TARGETS[REC["protocol"]],
+
+
+# the budget protocol on the confirmatory seeds recovery.confirm_seeds (docs/method.md §10b)
+rule recovery_confirm:
+    input:
+        BUDGET_TARGETS["confirm"],
 
 
 localrules:
@@ -106,3 +114,4 @@ localrules:
     figures,
     summary,
     recovery,
+    recovery_confirm,

@@ -67,6 +67,14 @@ BAD = {
     "bad device": (_set(["device"], "tpu"), r"'tpu' is not one of \['auto', 'cpu', 'cuda'\]"),
     "leak out of range": (_set(["model", "const_s"], 1.5), r"1.5 is greater than or equal to the maximum of 1"),
     "figure epoch not a snapshot": (_set(["figures", "epoch"], 5), r"figures.epoch = 5 must be one of"),
+    "unknown recovery protocol": (_set(["recovery", "protocol"], "online"), r"'online' is not one of \['budget', 'dataset'\]"),
+    "budget off the batch": (_set(["recovery", "budgets"], [64, 96, 100]),
+                             r"recovery.budgets = \[64, 96, 100\] must be strictly increasing multiples of "
+                             r"train.batch_size = 32"),
+    "budgets not increasing": (_set(["recovery", "budgets"], [128, 64]), r"recovery.budgets = \[128, 64\] must be"),
+    "one budget": (_set(["recovery", "budgets"], [64]), r"\[64\] is too short[\s\S]*\['budgets'\]"),
+    "confirm seeds reused": (_set(["recovery", "confirm_seeds"], [12, 1103]),
+                             r"recovery.confirm_seeds \[12\] are also exploration seeds"),
 }
 
 

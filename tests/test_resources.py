@@ -151,3 +151,19 @@ def test_memory_requests_follow_the_state_width():
     assert resources.snapshot_mem_mb(cfg, "s6") > 9.8 * 1024
     act_mb = 40 * cfg["train"]["batch_size"] * 64 * 4 * (512 - 32) / 2 ** 20
     assert resources.train_mem_mb(cfg, "s6") - resources.train_mem_mb(cfg, "gru") == pytest.approx(act_mb, abs=1)
+
+
+def test_budget_requests_follow_the_worst_case_steps(monkeypatch):
+    """A budget-protocol job (docs/method.md §10b) is sized at worst: the control and every grid lag
+    trained to N_max, (1 + lags) x N_max / B steps; its memory holds the N_max stream."""
+    monkeypatch.setattr(resources, "COEF", {"train_model": (10.0, 1e-3, 0.0), "take_snapshot": (0, 0, 0, 0)})
+    cfg = _config(T=16, H=4, n=64)
+    cfg["recovery"] = {**cfg["recovery"], "budgets": [64, 128, 256], "lags": [1, 3, 5], "n_test": 32, "n_perm": 20}
+    steps = 256 // cfg["train"]["batch_size"]
+    assert resources.budget_cpu_seconds(cfg, "gru") == pytest.approx(10.0 + 4 * steps * 16 * 1e-3)
+    assert resources.budget_runtime_min(cfg, "gru") == resources.MIN_RUNTIME
+    longer = {**cfg, "recovery": {**cfg["recovery"], "budgets": [64, 2**20]}}
+    per_step = [resources.budget_cpu_seconds(c, "gru") - 10.0 for c in (cfg, longer)]
+    assert per_step[1] / per_step[0] == pytest.approx(2**20 / 256)  # the steps grow with N_max only
+    assert resources.budget_mem_mb(longer, "gru") - resources.budget_mem_mb(cfg, "gru") == pytest.approx(
+        2 * (2**20 - 256) * 16 * (cfg["task"]["D"] + 1) * 4 / 2**20, abs=1)

@@ -166,6 +166,7 @@ def check(config: Mapping) -> None:
             f"{train['snapshot_epochs']}"
         )
     check_recovery(config)
+    check_budget(config)
     if config["device"] == "cuda":
         import torch
 
@@ -208,6 +209,21 @@ def check_recovery(config: Mapping) -> None:
     if rec["epoch"] not in config["train"]["snapshot_epochs"]:
         raise ConfigError(f"recovery.epoch = {rec['epoch']!r} must be one of "
                           f"train.snapshot_epochs = {config['train']['snapshot_epochs']}")
+
+
+def check_budget(config: Mapping) -> None:
+    """Cross-field checks of the budget protocol's keys (docs/method.md §10b): ``recovery.budgets``
+    strictly increasing multiples of ``train.batch_size``; ``recovery.confirm_seeds`` disjoint from
+    the exploration seeds."""
+    rec, bs = config["recovery"], config["train"]["batch_size"]
+    budgets = rec["budgets"]
+    if any(b <= a for a, b in zip(budgets, budgets[1:])) or any(b % bs for b in budgets):
+        raise ConfigError(f"recovery.budgets = {budgets} must be strictly increasing multiples of "
+                          f"train.batch_size = {bs} (each budget ends on a full step)")
+    shared = sorted(set(rec["confirm_seeds"]) & set(rec["seeds"] or config["seeds"]))
+    if shared:
+        raise ConfigError(f"recovery.confirm_seeds {shared} are also exploration seeds (recovery.seeds); "
+                          "the confirmatory seeds must be seeds no other run has used")
 
 
 def recovery_lags(config: Mapping) -> list[int]:

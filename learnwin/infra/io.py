@@ -35,6 +35,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "exponents": 2,
     "summary": 4,
     "recovery": 1,
+    "budget": 1,
     "memory": 1,
     "claims": 2,
     "lyapunov": 1,

@@ -47,6 +47,13 @@ RECOVERY = {name: f"{ROOT}/recovery/{name}.parquet"
             for name in ("scores", "window", "growth", "slopes", "monotonicity", "steps_check",
                          "network_H_N", "network_decay", "growth_prediction", "prediction",
                          "prediction_scores")}
+#: The scores of one job of the budget protocol (docs/method.md §10b): one (optimizer, model, seed).
+BUDGET_RUN = f"{ROOT}/recovery/budget/runs/{{optimizer}}/{{model}}/seed{{seed}}/scores.parquet"
+#: Aggregates of the budget protocol over one seed set (``{seed_set}``: exploration or confirm), by table name.
+BUDGET = {name: f"{ROOT}/recovery/budget/{{seed_set}}/{name}.parquet"
+          for name in ("scores", "learning_budget", "window", "H_emp")}
+#: Stems of its figures (:func:`figure`), suffixed ``_{seed_set}``.
+BUDGET_FIGURES = ("budget_surface", "budget_window", "budget_N_hat")
 LOGS = f"{ROOT}/logs"
 BENCH = f"{ROOT}/benchmarks"
 

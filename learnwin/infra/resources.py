@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from learnwin.infra.config import transports_of
+from learnwin.infra.config import recovery_lags, transports_of
 from learnwin.infra.registry import CELLS, Column
 
 #: Gate blocks of each cell's recurrent matrix (its rows / H): the arithmetic per step scales with it.
@@ -158,8 +158,6 @@ def recovery_trainings(cfg: Mapping, n_values: int, full_grid: bool = False) -> 
     """Upper bound on the trainings of one ground-truth job over ``n_values`` N: per N, one
     control and, per threshold, the bisection's ceil(log2(L - 1)) midpoints after the two ends
     (shared), or every lag of the grid L in the full-grid arm."""
-    from learnwin.infra.config import recovery_lags
-
     L = len(recovery_lags(cfg))
     k = len(cfg["recovery"]["thresholds"])
     per_n = L if full_grid else min(L, 2 + k * math.ceil(math.log2(max(L - 1, 1))))
@@ -185,11 +183,36 @@ def recovery_runtime_min(cfg: Mapping, model: str, arm: str) -> int:
 def recovery_mem_mb(cfg: Mapping, model: str) -> int:
     """Largest training set plus the held-out set, one batch of activations and the score's
     (lags, n_test, n_test) cross products."""
+    return _scored_training_mem_mb(cfg, model, cfg["recovery"]["n_train"][-1])
+
+
+def _scored_training_mem_mb(cfg: Mapping, model: str, sequences: int) -> int:
+    """``sequences`` training sequences plus the held-out set, one batch of activations and the
+    score's (lags, n_test, n_test) cross products."""
     rec = cfg["recovery"]
-    data = (rec["n_train"][-1] + rec["n_test"]) * _sample_bytes(cfg["task"])
+    data = (sequences + rec["n_test"]) * _sample_bytes(cfg["task"])
     n, T = rec["n_test"], cfg["task"]["T"]
     cross = 8 * T * n * (n + rec["n_perm"] + 4 * T)  # per lag: C, the permutation gather, 4 (n, T) arrays
     return _mb(data + _activation_bytes(cfg, model) + cross, base=1200)
+
+
+def budget_cpu_seconds(cfg: Mapping, model: str) -> float:
+    """CPU seconds of one budget-protocol job (docs/method.md §10b) at worst: the control and every
+    grid lag trained to N_max (no early stop, no frontier), (1 + lags) x N_max / B steps, by the
+    training cost law."""
+    steps = cfg["recovery"]["budgets"][-1] // cfg["train"]["batch_size"]
+    return recovery_cpu_seconds(cfg, model, 1 + len(recovery_lags(cfg)), steps)
+
+
+def budget_runtime_min(cfg: Mapping, model: str) -> int:
+    """Wall-time request of one budget-protocol job: :data:`MARGIN` times its worst-case cost law."""
+    return _minutes(budget_cpu_seconds(cfg, model))
+
+
+def budget_mem_mb(cfg: Mapping, model: str) -> int:
+    """The N_max stream twice over (inputs and noise, plus the components and one training's
+    targets), the held-out set, one batch of activations and the score's cross products."""
+    return _scored_training_mem_mb(cfg, model, 2 * cfg["recovery"]["budgets"][-1])
 
 
 def recovery_snapshot_cpu_seconds(cfg: Mapping, model: str) -> float:

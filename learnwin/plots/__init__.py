@@ -14,7 +14,8 @@ so no pyplot state or display is involved. Missing runs, empty tables and non-fi
 are drawn around: a panel with nothing to show says "no data".
 
 Modules: :mod:`.style` (colours, fonts, saving, shared helpers), :mod:`.envelope`,
-:mod:`.window`, :mod:`.training` and :mod:`.recovery` (the ground truth's two figures).
+:mod:`.window`, :mod:`.training`, :mod:`.recovery` (the ground truth's two figures) and
+:mod:`.budget` (the window under a training budget: three figures).
 """
 
 from __future__ import annotations

@@ -18,16 +18,11 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from learnwin.plots.style import MODEL_COLORS, PANEL_H, draw_band, no_data, saved, seed_band
+from learnwin.plots.style import MODEL_COLORS, PANEL_H, draw_band, model_panels, no_data, saved, seed_band
 from learnwin.stats.prediction import PRIMARY
 from learnwin.stats.window import PER_LAG, POOLED
 
 NOISE_STYLE = {PER_LAG: "--", POOLED: ":"}
-
-
-def _panels(models, height=PANEL_H):
-    fig = Figure(figsize=(2.6 * max(len(models), 1), height), layout="constrained")
-    return fig, fig.subplots(1, max(len(models), 1), squeeze=False, sharey=True)[0]
 
 
 @saved
@@ -35,7 +30,7 @@ def plot_recovery_window(window: pd.DataFrame, prediction: pd.DataFrame, *, thre
     """H_emp(N) per model with the predicted curves over it."""
     w = window[(window["arm"] == "main") & np.isclose(window["threshold"], threshold)]
     models = [m for m in MODEL_COLORS if m in set(w["model"])]
-    fig, axes = _panels(models)
+    fig, axes = model_panels(models)
     pred = prediction[np.isclose(prediction["threshold"], threshold) & prediction["primary"]] \
         if len(prediction) else prediction
     for ax, model in zip(axes, models):
@@ -69,7 +64,7 @@ def plot_recovery_scores(scores: pd.DataFrame, *, threshold: float) -> Figure:
     s = scores[scores["arm"] == arm]
     s = s[s["seed"] == s["seed"].min()]
     models = [m for m in MODEL_COLORS if m in set(s["model"])]
-    fig, axes = _panels(models, height=PANEL_H + 0.3)
+    fig, axes = model_panels(models, height=PANEL_H + 0.3)
     Ns = sorted(s["N"].unique())
     cmap = colormaps["viridis"]
     colors = {n: cmap(i / max(len(Ns) - 1, 1)) for i, n in enumerate(Ns)}

@@ -78,6 +78,12 @@ def finite(df: pd.DataFrame, *cols: str, positive: bool = False) -> pd.DataFrame
     return df[mask]
 
 
+def model_panels(models: Sequence[str], height: float = PANEL_H) -> tuple[Figure, np.ndarray]:
+    """One row of narrow panels (2.6 in), one per model, sharing the y axis."""
+    fig = Figure(figsize=(2.6 * max(len(models), 1), height), layout="constrained")
+    return fig, fig.subplots(1, max(len(models), 1), squeeze=False, sharey=True)[0]
+
+
 def subplots(nrows: int, ncols: int, height: float = PANEL_H) -> tuple[Figure, np.ndarray]:
     fig = Figure(figsize=(PANEL_W * ncols, height * nrows), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False)

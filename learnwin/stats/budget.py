@@ -11,6 +11,7 @@ Pure numpy, vectorised over (model, optimizer, seed), thresholds, lags and budge
 * **Window.** A lag is learned at N when N >= N̂_grid. H_emp(N) is the largest learned grid lag (0
   when none), holes the grid lags below it not learned at N, censored when H_emp is the last grid
   lag. Lags not run (the frontier rule) are not learned.
+* **Over seeds.** :func:`window_over_seeds`: H_emp(N) per model, seed mean ± sd.
 """
 
 from __future__ import annotations
@@ -111,3 +112,13 @@ def window_by_budget(budget: pd.DataFrame, budgets: Sequence[int]) -> pd.DataFra
         [out.assign(N=N, H_emp=H[:, k], holes=holes[:, k], censored=last[:, k] == lags.size - 1, lags_run=runs)
          for k, N in enumerate(budgets)],
         ignore_index=True)[[*KEYS, "N", "threshold", "H_emp", "holes", "censored", "lags_run"]]
+
+
+def window_over_seeds(window: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, optimizer, N, threshold) of :func:`window_by_budget`'s table, over its
+    seeds: n_seeds, H_mean, H_sd (sample sd, NaN with one seed), n_censored (seeds whose H_emp is
+    censored), holes_mean."""
+    cols = ["model", "optimizer", "N", "threshold"]
+    return window.groupby(cols, sort=False).agg(
+        n_seeds=("seed", "nunique"), H_mean=("H_emp", "mean"), H_sd=("H_emp", "std"),
+        n_censored=("censored", "sum"), holes_mean=("holes", "mean")).reset_index()

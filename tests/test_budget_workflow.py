@@ -1,0 +1,142 @@
+"""End to end: `snakemake recovery` under the budget protocol (docs/method.md §10b) on the smoke
+config at a tiny size (a fixed-gate and a learned-gate cell, budgets 16 .. 1024, batch 16): the
+tables' keys and values against their definitions, early stop in the scores, the figures and their
+report entries, a re-run with nothing to do, the confirmatory target, and the dataset protocol's
+DAG unchanged."""
+
+import itertools
+import zipfile
+
+import numpy as np
+import pandas as pd
+import pytest
+from workflow_helpers import copy_workflow, scheduled, snakemake
+
+from learnwin.infra import layout
+from learnwin.infra.io import read_table
+
+pytestmark = pytest.mark.slow
+
+MODELS, SMOKE_MODELS = ["const", "gru"], 5
+SEEDS, LAGS, THRESHOLDS, BUDGETS = [2, 3, 4], [1, 3, 5, 7, 9, 11], [0.1, 0.2, 0.3], [16, 32, 64, 128, 256, 512, 1024]
+SMOKE = ("--configfile", "config/smoke.yaml")
+SIZE = f"budgets: {BUDGETS}, models: [const, gru]"
+BUDGET = (*SMOKE, "--config", f"recovery={{protocol: budget, {SIZE}}}")
+DATASET_RULES = {"train_recovery", "snapshot_recovery", "aggregate_recovery", "plot_recovery", "recovery"}
+BUDGET_RULES = {"train_budget", "aggregate_budget", "plot_budget"}
+
+
+@pytest.fixture(scope="module")
+def budget_run(tmp_path_factory):
+    work = copy_workflow(tmp_path_factory.mktemp("budget") / "w")
+    snakemake(work, "--cores", "2", *BUDGET, "--", "recovery")
+    return work
+
+
+@pytest.fixture(scope="module")
+def tables(budget_run) -> dict[str, pd.DataFrame]:
+    return {name: read_table(budget_run / path.format(seed_set="exploration"), "budget")
+            for name, path in layout.BUDGET.items()}
+
+
+def test_scores_hold_every_control_and_early_stopped_lags(tables):
+    s = tables["scores"]
+    assert set(zip(s["model"], s["seed"])) == set(itertools.product(MODELS, SEEDS)) and set(s["optimizer"]) == {"adamw"}
+    ctrl = s[s["target"] == "control"]
+    assert len(ctrl) == len(MODELS) * len(SEEDS) * len(LAGS) * len(BUDGETS)
+    assert sorted(set(ctrl["lag"])) == LAGS and sorted(set(ctrl["N"])) == BUDGETS
+    assert np.isfinite(s["r"]).all() and (s["r"].abs() <= 1).all()
+    task = s[s["target"] == "task"].groupby(["model", "seed", "lag"])["N"].apply(sorted)
+    assert all(ns == BUDGETS[:len(ns)] and len(ns) >= 2 for ns in task)  # a prefix of the budgets: early stop
+    assert any(len(ns) < len(BUDGETS) for ns in task)  # a lag stopped before N_max
+    lb = tables["learning_budget"].set_index(["model", "seed", "lag", "threshold"])
+    top = lb.xs(np.float32(THRESHOLDS[-1]), level="threshold")
+    for key, ns in task.items():  # a lag stops at the budget after its pair's first under the largest threshold
+        row = top.loc[key]
+        expect = BUDGETS[-1] if row["right_censored"] else BUDGETS[BUDGETS.index(int(row["N_hat_grid"])) + 1]
+        assert ns[-1] == expect, key
+    runs = s[s["target"] == "task"].groupby(["model", "seed"])["lag"].nunique()
+    assert (runs >= 1).all() and (runs <= len(LAGS)).all()
+
+
+def test_learning_budget_within_the_budgets_and_censoring_consistent(tables):
+    lb = tables["learning_budget"]
+    assert len(lb) == len(MODELS) * len(SEEDS) * len(LAGS) * len(THRESHOLDS)
+    assert ((lb["N_hat"] >= BUDGETS[0]) & (lb["N_hat"] <= BUDGETS[-1])).all()
+    right, left = lb["right_censored"], lb["left_censored"]
+    assert (right == lb["N_hat_grid"].isna()).all() and not (right & left).any()
+    assert (lb.loc[right, "N_hat"] == BUDGETS[-1]).all() and (lb.loc[left, "N_hat"] == BUDGETS[0]).all()
+    assert (left == (lb["N_hat_grid"] == BUDGETS[0])).all()
+    inner = lb[~right & ~left]
+    below = inner["N_hat_grid"].map(lambda g: BUDGETS[BUDGETS.index(int(g)) - 1])
+    assert ((inner["N_hat"] >= below - 1e-3) & (inner["N_hat"] <= inner["N_hat_grid"] + 1e-3)).all()
+    assert lb.loc[~lb["run"], "right_censored"].all()
+    # a lower bar finds the pair no later: N_hat_grid never rises as the threshold falls
+    grid = lb.set_index(["model", "seed", "lag", "threshold"])["N_hat_grid"].unstack("threshold")
+    grid = grid.sort_index(axis=1).fillna(np.inf).to_numpy()
+    assert (grid[:, 1:] >= grid[:, :-1]).all()
+    assert (~right).sum() > 0  # something is learned at this size
+
+
+def test_window_is_the_learning_budget_read_per_budget(tables):
+    """H_emp, holes, censoring and lags run recomputed lag by lag from the learning_budget table;
+    H_emp does not fall as N grows or as the threshold falls."""
+    lb, w = tables["learning_budget"], tables["window"]
+    assert len(w) == len(MODELS) * len(SEEDS) * len(BUDGETS) * len(THRESHOLDS)
+    grid = lb.set_index(["model", "seed", "threshold", "lag"]).sort_index()
+    for row in w.itertuples():
+        g = grid.loc[(row.model, row.seed, row.threshold)]
+        learned = [lag for lag in LAGS if g.loc[lag, "N_hat_grid"] <= row.N]  # NaN: never
+        H = max(learned, default=0)
+        assert row.H_emp == H and row.holes == sum(lag < H and lag not in learned for lag in LAGS), row
+        assert row.censored == (H == LAGS[-1]) and row.lags_run == g["run"].sum(), row
+    assert (w["holes"] > 0).any() and w["censored"].any()  # the bookkeeping is exercised at this size
+    by_n = w.sort_values("N").groupby(["model", "seed", "threshold"])["H_emp"]
+    assert by_n.apply(lambda h: h.is_monotonic_increasing).all()
+    by_t = w.sort_values("threshold").groupby(["model", "seed", "N"])["H_emp"]
+    assert by_t.apply(lambda h: h.is_monotonic_decreasing).all()
+
+
+def test_H_emp_over_seeds(tables):
+    w, h = tables["window"], tables["H_emp"]
+    assert len(h) == len(MODELS) * len(BUDGETS) * len(THRESHOLDS) and (h["n_seeds"] == len(SEEDS)).all()
+    keys = ["model", "optimizer", "N", "threshold"]
+    ref = w.groupby(keys).agg(mean=("H_emp", "mean"), sd=("H_emp", "std"), cens=("censored", "sum"),
+                              holes=("holes", "mean"))
+    both = h.set_index(keys).join(ref)
+    np.testing.assert_allclose(both["H_mean"], both["mean"], rtol=1e-6)
+    np.testing.assert_allclose(both["H_sd"], both["sd"], rtol=1e-5, atol=1e-6)
+    assert (both["n_censored"] == both["cens"]).all()
+    np.testing.assert_allclose(both["holes_mean"], both["holes"], rtol=1e-6)
+
+
+def test_figures_and_their_report_entries(budget_run):
+    for fig in layout.BUDGET_FIGURES:
+        assert (budget_run / layout.figure(f"{fig}_exploration", "png")).stat().st_size > 10_000, fig
+        assert (budget_run / layout.figure(f"{fig}_exploration", "pdf")).stat().st_size > 5_000, fig
+    # the report's landing page embeds the claims page and the reading of `snakemake all`, not run here
+    (budget_run / layout.CLAIMS["html"]).write_text("<p>not run</p>")
+    (budget_run / layout.SUMMARY["reading"]).write_text("Not run.\n")
+    report = budget_run / "report.zip"
+    snakemake(budget_run, "--report", str(report), *BUDGET, "--", "recovery")
+    names = "\n".join(zipfile.ZipFile(report).namelist())
+    for fig in layout.BUDGET_FIGURES:
+        assert f"{fig}_exploration.png" in names, fig
+
+
+def test_rerun_has_nothing_to_do_and_the_dataset_dag_is_unchanged(budget_run):
+    assert scheduled(budget_run, "recovery", *BUDGET) == {}
+    dataset = scheduled(budget_run, "recovery", *SMOKE)
+    assert not BUDGET_RULES & set(dataset) and DATASET_RULES <= set(dataset)
+    assert dataset["train_recovery"] == SMOKE_MODELS * (len(SEEDS) + 2)  # main; full_grid, double_steps: first seed
+    assert dataset["snapshot_recovery"] == SMOKE_MODELS * len(SEEDS)
+    # the budget protocol's keys do not reach the dataset protocol's jobs
+    other = "recovery={budgets: [32, 64], frontier_stop: 0, confirm_seeds: [7]}"
+    assert scheduled(budget_run, "recovery", *SMOKE, "--config", other) == dataset
+
+
+def test_confirm_target_runs_the_budget_protocol_on_the_confirm_seeds(budget_run):
+    """Whatever recovery.protocol says; the exploration seeds' trainings are done, so every
+    training scheduled is one of the five confirmatory seeds'."""
+    jobs = scheduled(budget_run, "recovery_confirm", *SMOKE, "--config", f"recovery={{protocol: dataset, {SIZE}}}")
+    assert jobs == {"train_budget": len(MODELS) * 5, "aggregate_budget": 1, "plot_budget": 1, "recovery_confirm": 1}

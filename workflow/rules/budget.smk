@@ -1,0 +1,127 @@
+# Stage recovery under the budget protocol (docs/method.md §10b): one job per (model, seed) trains
+# the shuffled-target control and the lags online, one pass over fresh sequences of the seed's
+# train stream, scored at every budget of recovery.budgets, with early stop and the frontier rule
+# (learnwin.stats.budget_job). Per seed set (exploration: recovery.seeds; confirm:
+# recovery.confirm_seeds) the aggregate reads N̂_emp(l) and H_emp(N) off the scores
+# (learnwin.stats.budget) and one job draws its three figures. The target `recovery` requests the
+# exploration set when recovery.protocol is budget; `recovery_confirm` the confirm set, always.
+BUDGET_SEEDS = {"exploration": REC_SEEDS, "confirm": REC["confirm_seeds"]}
+BUDGET_JOB = "{optimizer}/{model}/seed{seed}"
+BUDGET_LABELS = {
+    "budget_surface": "budget · r(l, N) surface",
+    "budget_window": "budget · H_emp(N)",
+    "budget_N_hat": "budget · log N_hat_emp(l)",
+}
+
+
+localrules:
+    aggregate_budget,
+    plot_budget,
+
+
+wildcard_constraints:
+    seed_set="|".join(BUDGET_SEEDS),
+
+
+rule train_budget:
+    output:
+        scores=layout.BUDGET_RUN,
+    log:
+        f"{LOGS}/train_budget/{BUDGET_JOB}.log",
+    benchmark:
+        f"{BENCH}/train_budget/{BUDGET_JOB}.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **sized(resources.budget_mem_mb, resources.budget_runtime_min),
+        train_slot=1,
+        gpu=0,
+    params:
+        task={k: config["task"][k] for k in ("T", "D", "noise_std")},
+        model_config=section("model"),
+        optim_config=section("optim", REC_OPT),
+        train_config={k: config["train"][k] for k in ("batch_size", "grad_clip")},
+        gt={k: REC[k] for k in ("coef", "n_test", "n_perm", "null_quantile")},
+        lags=REC_LAGS,
+        thresholds=REC["thresholds"],
+        budgets=REC["budgets"],
+        frontier_stop=REC["frontier_stop"],
+        device=config["device"],
+    script:
+        "../scripts/train_budget.py"
+
+
+rule aggregate_budget:
+    input:
+        scores=lambda wc: expand(
+            layout.BUDGET_RUN,
+            optimizer=REC_OPT,
+            model=REC_MODELS,
+            seed=BUDGET_SEEDS[wc.seed_set],
+        ),
+    output:
+        **layout.BUDGET,
+    log:
+        f"{LOGS}/aggregate_budget/{{seed_set}}.log",
+    benchmark:
+        f"{BENCH}/aggregate_budget/{{seed_set}}.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        thresholds=REC["thresholds"],
+        budgets=REC["budgets"],
+    script:
+        "../scripts/aggregate_budget.py"
+
+
+rule plot_budget:
+    input:
+        **{name: layout.BUDGET[name] for name in ("scores", "learning_budget", "H_emp")},
+    output:
+        **{
+            f"{fig}_png": report(
+                layout.figure(f"{fig}_{{seed_set}}", "png"),
+                caption=f"../report/{fig}.rst",
+                category="Learnability window",
+                labels={"figure": BUDGET_LABELS[fig], "seeds": "{seed_set}"},
+            )
+            for fig in layout.BUDGET_FIGURES
+        },
+        **{
+            f"{fig}_pdf": layout.figure(f"{fig}_{{seed_set}}", "pdf")
+            for fig in layout.BUDGET_FIGURES
+        },
+    log:
+        f"{LOGS}/plot_budget/{{seed_set}}.log",
+    benchmark:
+        f"{BENCH}/plot_budget/{{seed_set}}.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    params:
+        threshold=REC["thresholds"][len(REC["thresholds"]) // 2],
+        dpi=config["figures"]["dpi"],
+    script:
+        "../scripts/plot_budget.py"
+
+
+BUDGET_TARGETS = {
+    seed_set: expand(
+        [*rules.aggregate_budget.output, *rules.plot_budget.output], seed_set=seed_set
+    )
+    for seed_set in BUDGET_SEEDS
+}
+
+# what the target `recovery` requests under each recovery.protocol
+PROTOCOL_TARGETS = {
+    "dataset": RECOVERY_TARGETS,
+    "budget": BUDGET_TARGETS["exploration"],
+}
