@@ -1,10 +1,37 @@
-"""Session fixtures: one smoke run of the whole workflow, shared by the end-to-end tests."""
+"""Session fixtures: one smoke run of the whole workflow, shared by the end-to-end tests; and the
+grouping that lets pytest-xdist run the suite in parallel (``-n auto --dist loadgroup``, pyproject.toml)
+without running a shared fixture twice: every test of one file runs in one worker (its module
+fixtures are built once), and every test that reads the smoke run joins one group, "smoke", so the
+session's smoke run is made once."""
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 from workflow_helpers import copy_workflow, snakemake
+
+SMOKE_GROUP = "smoke"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Group the tests (see the module docstring) and put the longest chains first: the smoke
+    group, then the files that run workflows (a ``slow`` test), then the rest, each in file order."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    for item in items:
+        group = SMOKE_GROUP if "smoke_run" in item.fixturenames else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: 0 if "smoke_run" in item.fixturenames else 1 if item.path in slow_files else 2)
+
+
+def pytest_configure(config):
+    """Under xdist, each worker's torch gets its share of the cores (workers x threads <= cores):
+    oversubscribed OpenMP threads slow CPU training by orders of magnitude."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
 @pytest.fixture(scope="session")
