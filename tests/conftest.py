@@ -14,14 +14,21 @@ from workflow_helpers import copy_workflow, snakemake
 SMOKE_GROUP = "smoke"
 
 
+def _group(item) -> str:
+    return SMOKE_GROUP if "smoke_run" in item.fixturenames else item.nodeid.split("::")[0]
+
+
+def pytest_itemcollected(item):
+    """Group the tests (see the module docstring), as each is collected: before any
+    pytest_collection_modifyitems, where xdist reads the groups."""
+    item.add_marker(pytest.mark.xdist_group(_group(item)))
+
+
 def pytest_collection_modifyitems(config, items):
-    """Group the tests (see the module docstring) and put the longest chains first: the smoke
-    group, then the files that run workflows (a ``slow`` test), then the rest, each in file order."""
+    """The longest chains first: the smoke group, then the files that run workflows (a ``slow``
+    test), then the rest, each in file order."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    for item in items:
-        group = SMOKE_GROUP if "smoke_run" in item.fixturenames else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: 0 if "smoke_run" in item.fixturenames else 1 if item.path in slow_files else 2)
+    items.sort(key=lambda item: 0 if _group(item) == SMOKE_GROUP else 1 if item.path in slow_files else 2)
 
 
 def pytest_configure(config):
