@@ -25,7 +25,7 @@ import pandas as pd
 
 from learnwin.infra import io, layout
 from learnwin.infra.registry import CELLS
-from learnwin.report.findings import at_a_glance, claims_at_a_glance
+from learnwin.report.findings import claims_at_a_glance
 from learnwin.report.formatting import SCALE_NAME
 from learnwin.report.summary import budgets
 from learnwin.stats.claims import (
@@ -198,13 +198,11 @@ def tables(results: str | Path, epoch: str = "best") -> str:
                 markdown(transport_table(results, runs, epoch)), ""]
     claims = io.read_table(layout.under(results, layout.CLAIMS["parquet"]), "claims")
     findings = layout.under(results, layout.CLAIMS["findings"]).read_text()
-    out += ["### Claims at a glance, each transport's primary functional (k/n seeds agree; ✓ = holds; *italics*: "
-            "the majority verdict of a cell the paper has no expectation for)", "",
-            markdown(at_a_glance(claims)), "",
-            "### Claims at a glance, every functional (k/n seeds agree with the expectation; ✓ = holds; *italics*: "
+    out += ["### Claims at a glance, every functional (k/n seeds agree with the expectation; ✓ = holds; *italics*: "
             "not scored)", "",
             markdown(claims_at_a_glance(claims)), "",
-            "### Claims (docs/method.md §8b; the run's findings.md)", "",
+            "### Claims (docs/method.md §8b; the run's findings.md, which opens with the table of each "
+            "transport's primary functional)", "",
             findings.replace("# Findings\n", "", 1).replace("\n## ", "\n#### "), ""]
     if layout.under(results, layout.BENCH).is_dir():
         out += ["### Cost per job (Snakemake benchmark TSVs)", "", markdown(cost_table(results)), ""]

@@ -77,7 +77,8 @@ def test_results_tables_read_the_claims_artifacts(tmp_path, capsys):
     results = tmp_path / "results"
     out = _run(capsys, results)
     findings = layout.under(results, layout.CLAIMS["findings"]).read_text()
-    assert findings.split("\n## Verdicts")[0].split("\n", 2)[2] in out  # the sentences, verbatim
+    # the pivot and the sentences, verbatim (its headings one level down, under the page's own)
+    assert findings.split("\n## Verdicts")[0].split("\n", 2)[2].replace("\n## ", "\n#### ") in out
     write_claims(results, spec, transport="exact")  # the stored table now says "exact"
     out = _run(capsys, results)
     assert "| a | envelope class | adamw | - | exact | gamma | 2/2 ✓ | 2/2 ✓ |" in out.splitlines()
@@ -92,7 +93,8 @@ def test_results_tables_without_exponents(tmp_path, capsys):
     (tmp_path / layout.STATS["exponents"]).unlink()
     out = _run(capsys, tmp_path / "results")
     assert "Exponents" not in out and "### Claims" in out
-    # 4 verdict rows (2 models x 2 optimizers) and 2 rows in each table at a glance (one per optimizer)
+    # 4 verdict rows (2 models x 2 optimizers) and 2 rows in each table at a glance (one per optimizer:
+    # every functional's, and the primary one's that opens findings.md)
     assert pd.Series(out.splitlines()).str.startswith("| a | envelope class |").sum() == 4 + 2 + 2
 
 
