@@ -165,11 +165,10 @@ def test_scores_and_loo_calibration():
     measured = pd.DataFrame(rows)
     slope = dict(a=1.0, b=2.0, c=3.0)
 
-    def predict(eps):
-        return measured[["model", "N"]].assign(
-            predicted=lambda d: d["model"].map(slope) * np.log(d["N"]) - np.log(eps))
-
-    loo = prediction.leave_one_model_out(measured[["model", "N", "measured", "censored"]], predict)
+    keys = measured[["model", "N"]]
+    levels = prediction.Levels(keys, (keys["model"].map(slope) * np.log(keys["N"])).to_numpy()[:, None]
+                               - np.log(prediction.EPS_GRID))
+    loo = prediction.leave_one_model_out(measured[["model", "N", "measured", "censored"]], levels)
     assert np.allclose(loo["eps"], 2.0, rtol=0.05)
     s = prediction.score(loo)
     assert [s[k] for k in ("tau_within_N", "tau_within_model", "c_within_N")] == pytest.approx([1, 1, 1])

@@ -3,6 +3,9 @@ ones the ground truth scored (learnwin.stats.groundtruth_job.groundtruth_network
 snapshots carry each network's own rates, and the snapshot chain (learnwin.stats.prediction
 .network_stats) recovers a known alpha and decay law, which then order the models."""
 
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -12,7 +15,7 @@ from scipy import stats
 from learnwin.infra import io
 from learnwin.models.cells import build_model, checkpoint_model
 from learnwin.models.train import checkpoint, make_optimizer
-from learnwin.stats import prediction
+from learnwin.stats import growth, prediction
 from learnwin.stats.groundtruth_job import (
     groundtruth_job,
     groundtruth_networks,
@@ -128,3 +131,29 @@ def test_network_stats_recover_alpha_and_law_and_order_the_models():
     assert sc["primary"].to_dict() == {("init", "per_lag"): False, ("init", "pooled"): False,
                                        ("trained", "per_lag"): True, ("trained", "pooled"): False}
     assert set(levels["networks"]) == {"init", "trained"}
+
+
+def test_a_process_pool_gives_the_same_tables():
+    """The aggregate's parallel path (workflow/scripts/aggregate_recovery.py: forked processes)
+    returns network_stats', growth_table's and prediction_tables' sequential tables, in order."""
+    taus = dict(const=3.0, diag=6.0, gru=9.0)
+    snaps = synthetic_snapshots(taus, "trained")
+    rng = np.random.default_rng(1)
+    window = pd.DataFrame([dict(arm="main", threshold=thr, model=m, seed=s, N=n, H=tau * np.log(n) + rng.normal(),
+                                censored=False) for thr in (0.1, 0.2) for m, tau in taus.items() for s in (1, 2, 3)
+                           for n in (64, 1024)])  # two N: no curvature bootstrap (slow, per block as the fits)
+
+    def tables(map_fn):
+        h_n, decay = prediction.network_stats(*snaps, **CFG, map_fn=map_fn)
+        fits = growth.growth_table(window, map_fn=map_fn)
+        return (h_n, decay, fits, *prediction.prediction_tables(window, fits, {"trained": (h_n, decay, "trained")},
+                                                                optimizer="adamw", map_fn=map_fn))
+
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
+        parallel = tables(pool.map)
+    sequential = tables(map)
+    for a, b in zip(parallel, sequential, strict=True):
+        pd.testing.assert_frame_equal(a, b, check_exact=True)
+    fits, sc = sequential[2], sequential[5]
+    assert len(fits) == 6 and np.allclose(fits["log_b"], np.repeat(list(taus.values()), 2), rtol=0.1)
+    assert len(sc) == 4 and (sc["tau_within_N"] == 1).all()  # the trained networks order the models

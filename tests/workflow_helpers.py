@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -56,6 +57,17 @@ def scheduled(work: Path, *args: str, **popen) -> dict[str, int]:
     out = snakemake(work, "-n", "--cores", "2", *args, **popen).stdout
     table = out.split("Job stats:", 1)[1] if "Job stats:" in out else ""
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "total"}
+
+
+@contextlib.contextmanager
+def worktree(rev: str, dest: Path):
+    """A git worktree of revision ``rev`` of this checkout at ``dest``, removed on exit."""
+    subprocess.run(["git", "worktree", "add", "--detach", str(dest), rev], cwd=ROOT, capture_output=True,
+                   check=True)
+    try:
+        yield dest
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(dest)], cwd=ROOT, check=True)
 
 
 def parquet_tables(results: Path) -> dict[str, object]:

@@ -444,9 +444,11 @@ def primary(decay: pd.DataFrame) -> pd.DataFrame:
     return decay[decay["functional"] == decay["transport"].map(PRIMARY)]
 
 
-def predict_window(decay_row, alpha: float, sigma: float, c: float, eps: float, N_grid) -> np.ndarray:
-    """Closed-form H_N(N) of docs/method.md §8 from one selected decay row (see the module docstring)."""
+def predict_window(decay_row, alpha: float, sigma: float, c: float, eps, N_grid) -> np.ndarray:
+    """Closed-form H_N(N) of docs/method.md §8 from one selected decay row (see the module docstring):
+    shape (N,) for a scalar ``eps``, (eps, N) for a 1-D array of eps (every eps at once)."""
     N = np.asarray(N_grid, dtype=float)
+    eps = np.asarray(eps, dtype=float)[..., None]
     law = decay_row["law"]
     inv_kappa = max(1.0 - 1.0 / alpha, 0.0) if alpha > 0 else np.nan
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -456,9 +458,11 @@ def predict_window(decay_row, alpha: float, sigma: float, c: float, eps: float, 
     if law == "tempered":
         grid = np.geomspace(lag_min, 1e4 * float(decay_row["lag_max"]), 20001)
         fg = law_f(decay_row, grid)
-        above = fg[:, None] > theta[None, :]
-        last = grid.size - 1 - np.argmax(above[::-1], axis=0)
-        out = np.where(above[-1], np.inf, grid[last])
+        # the largest grid lag with f > theta is the last one whose tail max(f[i:]) > theta
+        tail_max = np.maximum.accumulate(np.where(np.isnan(fg), -np.inf, fg)[::-1])[::-1]
+        n_above = np.searchsorted(-tail_max, -theta, side="left")
+        last = np.where(n_above > 0, n_above - 1, grid.size - 1)
+        out = np.where(n_above == grid.size, np.inf, grid[last])
     else:
         b = _axis(law).slope_from_scale(float(decay_row["scale"]))
         F = float(decay_row["floor"]) if LAW_SPECS[law].has_floor else 0.0

@@ -20,6 +20,9 @@ architectures' slopes differ.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 from scipy import optimize, stats
@@ -139,14 +142,18 @@ def growth_fit(N, H, censored, seed_ids, *, n_boot: int = N_BOOT) -> dict:
     )
 
 
-def growth_table(window: pd.DataFrame, *, n_boot: int = N_BOOT) -> pd.DataFrame:
+def growth_table(window: pd.DataFrame, *, n_boot: int = N_BOOT, map_fn: Callable = map) -> pd.DataFrame:
     """:func:`growth_fit` per (model, threshold) of a table with model, threshold, seed, N, H,
-    censored."""
-    rows = []
-    for (model, thr), g in window.groupby(["model", "threshold"], sort=True):
-        rows.append(dict(model=model, threshold=thr,
-                         **growth_fit(g["N"], g["H"], g["censored"], g["seed"], n_boot=n_boot)))
-    return pd.DataFrame(rows)
+    censored; ``map_fn`` maps over the (model, threshold) blocks (an executor's map runs them in
+    parallel)."""
+    blocks = list(window.groupby(["model", "threshold"], sort=True))
+    fits = map_fn(functools.partial(_block_fit, n_boot=n_boot), [g for _, g in blocks])
+    return pd.DataFrame([dict(model=model, threshold=thr, **fit) for ((model, thr), _), fit in zip(blocks, fits)])
+
+
+def _block_fit(g: pd.DataFrame, *, n_boot: int) -> dict:
+    """:func:`growth_fit` of one (model, threshold) block."""
+    return growth_fit(g["N"], g["H"], g["censored"], g["seed"], n_boot=n_boot)
 
 
 def slopes_differ(window: pd.DataFrame) -> pd.DataFrame:

@@ -6,7 +6,8 @@
   :func:`predicted_growth` gives both from a decay row; the measured counterparts are the log
   law's slope b and the power law's exponent c of :mod:`learnwin.stats.growth`.
 * **Levels.** :func:`calibrate_eps` picks the eps whose predicted windows match the measured
-  seed means of the calibration points best (least squares over a log-spaced eps grid);
+  seed means of the calibration points best (least squares over a log-spaced eps grid, every eps
+  at once: :func:`predict_levels` gives a variant's windows on the whole grid);
   leave-one-model-out calibrates on the other models and predicts the held-out one.
 * **Scores.** Within each N the models' ordering, within each model the growth over N:
   Kendall's tau-b (scipy.stats.kendalltau, variant b) per block, averaged, with Fisher's
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -93,27 +95,48 @@ def _mean_finite(values) -> float:
     return float(v.mean()) if v.size else float("nan")
 
 
-def calibrate_eps(measured: pd.DataFrame, predict: Callable[[float], pd.DataFrame]) -> float:
-    """The eps of :data:`EPS_GRID` minimising the squared error between ``predict(eps)`` (model,
-    N, predicted) and ``measured`` (model, N, measured), on their common points (finite only)."""
-    errors = []
-    for eps in EPS_GRID:
-        both = measured.merge(predict(eps), on=["model", "N"])
-        d = (both["predicted"] - both["measured"]).to_numpy(float)
-        d = d[np.isfinite(d)]
-        errors.append(np.mean(d ** 2) if d.size else np.inf)
-    return float(EPS_GRID[int(np.argmin(errors))])
+@dataclass(frozen=True)
+class Levels:
+    """Predicted windows of one variant at every eps of :data:`EPS_GRID`: ``keys`` (model, N) and
+    ``values`` (row of ``keys``, eps)."""
+
+    keys: pd.DataFrame
+    values: np.ndarray
+
+    def at(self, j: int) -> pd.DataFrame:
+        """(model, N, predicted) at the eps ``EPS_GRID[j]``."""
+        return self.keys.assign(predicted=self.values[:, j])
 
 
-def leave_one_model_out(measured: pd.DataFrame, predict: Callable[[float], pd.DataFrame]) -> pd.DataFrame:
-    """Per model: eps calibrated on the other models, and that model's predicted windows
-    (``predict`` is called once per eps: the folds share its predictions)."""
-    predict = functools.cache(predict)
+def _mean_square_finite(d: np.ndarray) -> np.ndarray:
+    """Per column of ``d`` (point, eps): the mean square of its finite entries, inf where none.
+    Columns with the same finite points are averaged together, each summed as ``np.mean`` sums
+    one column alone (so the result equals the per-eps mean bit for bit)."""
+    ok = np.isfinite(d.T)
+    out = np.full(ok.shape[0], np.inf)
+    patterns, which = np.unique(ok, axis=0, return_inverse=True)
+    for k, keep in enumerate(patterns):
+        cols = np.flatnonzero(which.ravel() == k)
+        if keep.any():
+            out[cols] = np.mean(np.ascontiguousarray(d[np.ix_(keep, cols)].T) ** 2, axis=1)
+    return out
+
+
+def calibrate_eps(measured: pd.DataFrame, levels: Levels) -> int:
+    """Index into :data:`EPS_GRID` of the eps minimising the squared error between the predicted
+    ``levels`` and ``measured`` (model, N, measured), on their common points (finite only)."""
+    both = measured.merge(levels.keys.assign(row=np.arange(len(levels.keys))), on=["model", "N"])
+    d = levels.values[both["row"].to_numpy()] - both["measured"].to_numpy(float)[:, None]
+    return int(np.argmin(_mean_square_finite(d)))
+
+
+def leave_one_model_out(measured: pd.DataFrame, levels: Levels) -> pd.DataFrame:
+    """Per model: eps calibrated on the other models, and that model's predicted windows."""
     out = []
     for model in sorted(measured["model"].unique()):
-        eps = calibrate_eps(measured[measured["model"] != model], predict)
-        pred = predict(eps)
-        out.append(measured[measured["model"] == model].merge(pred, on=["model", "N"]).assign(eps=eps))
+        j = calibrate_eps(measured[measured["model"] != model], levels)
+        out.append(measured[measured["model"] == model].merge(levels.at(j), on=["model", "N"])
+                   .assign(eps=float(EPS_GRID[j])))
     return pd.concat(out, ignore_index=True)
 
 
@@ -154,33 +177,41 @@ def variant_inputs(h_n_agg: pd.DataFrame, decay: pd.DataFrame, *, optimizer: str
 
 
 def network_stats(envelope: pd.DataFrame, psi: pd.DataFrame, total: pd.DataFrame, *, alpha_cfg: Mapping,
-                  window_cfg: Mapping, decay_cfg: Mapping) -> tuple[pd.DataFrame, pd.DataFrame]:
+                  window_cfg: Mapping, decay_cfg: Mapping, map_fn: Callable = map) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(H_N_agg, decay) of a set of snapshots (run keys model, optimizer, seed, epoch), by the main
     run's chain (docs/method.md §6-8): alpha fits and window per snapshot, decay law per (model,
-    optimizer, epoch) over its seeds, and their aggregate; ``*_cfg`` are the config sections."""
+    optimizer, epoch) over its seeds, and their aggregate; ``*_cfg`` are the config sections.
+    ``map_fn`` maps over the snapshots and the decay groups (an executor's map runs them in parallel)."""
     keys = list(RUN_KEYS)
     parts = {k: dict(iter(g.groupby(keys, sort=True))) for k, g in
              (("envelope", envelope), ("psi", psi), ("total", total))}
-    per_run = []
-    for key, p in parts["psi"].items():
-        fits = fit_lags(p, **alpha_cfg)
-        per_run.append(window_table(p, fits, parts["envelope"][key], parts["total"].get(key), eps=window_cfg["eps"],
-                                    N_grid=window_cfg["N_grid"], noise=window_cfg["noise"],
-                                    bootstrap=window_cfg["bootstrap"], alpha_fit=alpha_cfg))
-    decays = [fit_envelopes(g, **decay_cfg) for _, g in envelope.groupby(AGG_KEYS, sort=True)]
+    runs = list(parts["psi"])
+    per_run = map_fn(functools.partial(_snapshot_tables, alpha_cfg=alpha_cfg, window_cfg=window_cfg),
+                     [parts["psi"][k] for k in runs], [parts["envelope"][k] for k in runs],
+                     [parts["total"].get(k) for k in runs])
+    decays = map_fn(functools.partial(fit_envelopes, **decay_cfg), [g for _, g in envelope.groupby(AGG_KEYS, sort=True)])
     win, h_n, master, expo = (list(t) for t in zip(*per_run))
+    decays = list(decays)
     _, agg, _, _ = aggregate(h_n, win, master, expo, decays, eps=window_cfg["eps"], N_grid=window_cfg["N_grid"])
     return agg, pd.concat(decays, ignore_index=True)
 
 
-def predict_levels(inputs: pd.DataFrame, eps: float, N) -> pd.DataFrame:
-    """Predicted H_N(N) (docs/method.md §8) of every model of one variant's ``inputs`` at ``eps``."""
-    rows = []
-    for row in inputs.itertuples(index=False):
-        r = row._asdict()
-        curve = predict_window(r, r["pred_alpha"], r["pred_sigma"], r["pred_c"], eps, N)
-        rows += [dict(model=r["model"], N=int(n), predicted=float(h)) for n, h in zip(N, curve)]
-    return pd.DataFrame(rows, columns=["model", "N", "predicted"])
+def _snapshot_tables(psi: pd.DataFrame, envelope: pd.DataFrame, total: pd.DataFrame | None, *, alpha_cfg: Mapping,
+                     window_cfg: Mapping) -> tuple:
+    """One snapshot's alpha fits (docs/method.md §6) and its window tables (§7, :func:`window_table`)."""
+    fits = fit_lags(psi, **alpha_cfg)
+    return window_table(psi, fits, envelope, total, eps=window_cfg["eps"], N_grid=window_cfg["N_grid"],
+                        noise=window_cfg["noise"], bootstrap=window_cfg["bootstrap"], alpha_fit=alpha_cfg)
+
+
+def predict_levels(inputs: pd.DataFrame, N) -> Levels:
+    """Predicted H_N(N) (docs/method.md §8) of every model of one variant's ``inputs`` at every eps
+    of :data:`EPS_GRID`."""
+    rows = [row._asdict() for row in inputs.itertuples(index=False)]
+    keys = pd.DataFrame(dict(model=[r["model"] for r in rows for _ in N], N=[int(n) for _ in rows for n in N]),
+                         columns=["model", "N"])
+    curves = [predict_window(r, r["pred_alpha"], r["pred_sigma"], r["pred_c"], EPS_GRID, N).T for r in rows]
+    return Levels(keys, np.concatenate(curves) if curves else np.empty((0, EPS_GRID.size)))
 
 
 def measured_means(window: pd.DataFrame) -> pd.DataFrame:
@@ -192,28 +223,21 @@ def measured_means(window: pd.DataFrame) -> pd.DataFrame:
 
 
 def prediction_tables(window: pd.DataFrame, growth: pd.DataFrame, sources: Mapping[str, tuple], *,
-                      optimizer: str):
+                      optimizer: str, map_fn: Callable = map):
     """(growth_prediction, prediction, prediction_scores) of every (networks, transport, noise)
     variant: the eps-free growth per model, the leave-one-model-out levels, and their scores with
     Holm-adjusted p-values within the primary and the secondary family. ``sources`` maps a name
-    of the networks the prediction is taken from to their (H_N_agg, decay, epoch) tables."""
+    of the networks the prediction is taken from to their (H_N_agg, decay, epoch) tables;
+    ``map_fn`` maps over the variants (an executor's map runs them in parallel)."""
     meas = measured_means(window)
-    N = np.sort(meas["N"].unique())
-    gp, levels, scores = [], [], []
+    variants = []
     for networks, (h_n_agg, decay, epoch) in sources.items():
         inputs = variant_inputs(h_n_agg, decay, optimizer=optimizer, epoch=epoch)
-        for (transport, noise), inp in inputs.groupby(["transport", "noise"], sort=True):
-            keys = dict(networks=networks, transport=transport, noise=noise,
-                        primary=networks == PRIMARY_NETWORKS and (transport, noise) in PRIMARY)
-            for row in inp.itertuples(index=False):
-                r = row._asdict()
-                gp.append(dict(model=r["model"], **keys, law=r["law"], pred_alpha=r["pred_alpha"],
-                               **predicted_growth(r, r["pred_alpha"])))
-            for thr, m in meas.groupby("threshold", sort=True):
-                loo = leave_one_model_out(m[["model", "N", "measured", "censored"]],
-                                          lambda eps, inp=inp: predict_levels(inp, eps, N))  # noqa: B023
-                levels.append(loo.assign(threshold=thr, **keys))
-                scores.append(dict(threshold=thr, **keys, n_models=int(loo["model"].nunique()), **score(loo)))
+        variants += [(dict(networks=networks, transport=transport, noise=noise,
+                           primary=networks == PRIMARY_NETWORKS and (transport, noise) in PRIMARY), inp)
+                     for (transport, noise), inp in inputs.groupby(["transport", "noise"], sort=True)]
+    parts = list(map_fn(functools.partial(_variant_tables, meas=meas), variants))
+    gp, levels, scores = ([x for part in parts for x in part[i]] for i in range(3))
     growth_pred = pd.DataFrame(gp)
     if len(growth_pred):
         growth_pred = growth_pred.merge(growth[["model", "threshold", "log_b", "power_c", "verdict"]],
@@ -223,3 +247,18 @@ def prediction_tables(window: pd.DataFrame, growth: pd.DataFrame, sources: Mappi
         if len(sc):
             sc[f"{col}_holm"] = sc.groupby(["threshold", "primary"])[col].transform(holm)
     return growth_pred, (pd.concat(levels, ignore_index=True) if levels else pd.DataFrame()), sc
+
+
+def _variant_tables(variant: tuple[dict, pd.DataFrame], meas: pd.DataFrame) -> tuple[list, list, list]:
+    """One variant's (keys, inputs) growth rows, leave-one-model-out level tables and score rows,
+    one of each per threshold of the seed means ``meas``."""
+    keys, inp = variant
+    gp = [dict(model=r["model"], **keys, law=r["law"], pred_alpha=r["pred_alpha"],
+               **predicted_growth(r, r["pred_alpha"])) for r in (row._asdict() for row in inp.itertuples(index=False))]
+    pred = predict_levels(inp, np.sort(meas["N"].unique()))
+    levels, scores = [], []
+    for thr, m in meas.groupby("threshold", sort=True):
+        loo = leave_one_model_out(m[["model", "N", "measured", "censored"]], pred)
+        levels.append(loo.assign(threshold=thr, **keys))
+        scores.append(dict(threshold=thr, **keys, n_models=int(loo["model"].nunique()), **score(loo)))
+    return gp, levels, scores

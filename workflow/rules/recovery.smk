@@ -123,7 +123,7 @@ rule aggregate_recovery:
         f"{BENCH}/aggregate_recovery/aggregate_recovery.tsv"
     conda:
         ENV
-    threads: 1
+    threads: 4
     resources:
         mem_mb=2000,
         runtime=30,
