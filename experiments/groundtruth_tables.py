@@ -1,11 +1,19 @@
 """Print the markdown tables of docs/results.md, "Does the theory predict the window?", from a
-finished `snakemake recovery` run (docs/method.md §10).
+finished `snakemake recovery` run: the budget protocol (docs/method.md §10b, the default) per seed
+set, or the dataset protocol (§10).
 
-    python experiments/groundtruth_tables.py RESULTS_DIR [--threshold 0.2]
+    python experiments/groundtruth_tables.py RESULTS_DIR --budget confirm      # snakemake recovery_confirm
+    python experiments/groundtruth_tables.py RESULTS_DIR --budget exploration  # snakemake recovery
+    python experiments/groundtruth_tables.py RESULTS_DIR [--threshold 0.2]     # the dataset protocol
     python experiments/groundtruth_tables.py RESULTS_DIR --steps   # before the aggregate exists
 
+The budget protocol's tables (learnwin.infra.layout.BUDGET): the confirmatory test (the
+pre-registered variant first, then the secondary ones), H_emp(N) as mean ± sd over seeds, claim
+(b) (growth fits per model, the learned-gate against the fixed-gate group test), claim (d) (the
+slope of log N̂_emp against -log f beside kappa), and the cost per rule.
 
-Reads only the aggregate tables of learnwin.infra.layout.RECOVERY: the measured window H per
+
+The dataset protocol's, from the aggregate tables of learnwin.infra.layout.RECOVERY: the measured window H per
 (model, N) as mean ± sd over seeds with its censored count, at the primary threshold; the growth
 fits per (model, threshold) (H = a + b log N against H = a N^c, censoring-aware, Akaike weights,
 curvature in log N); the test of one common slope; the monotonicity and steps checks; the eps-free
@@ -75,14 +83,17 @@ def steps_table(results: str | Path) -> str:
 
 
 RULES = ("train_recovery", "snapshot_recovery", "aggregate_recovery", "plot_recovery")
+BUDGET_RULES = ("train_budget", "snapshot_budget", "aggregate_budget", "plot_budget")
 
 
-def cost(results: Path, cores: int = 2) -> pd.DataFrame:
-    """Per rule of the ground truth, from its benchmark TSVs: jobs, total and largest wall seconds,
-    and the total over ``cores`` cores in minutes (every job is one thread; perfect packing)."""
+def cost(results: Path, cores: int = 2, rules=RULES, stems=None) -> pd.DataFrame:
+    """Per rule of the ground truth, from its benchmark TSVs (those named in ``stems``, default
+    all): jobs, total and largest wall seconds, and the total over ``cores`` cores in minutes
+    (every job is one thread; perfect packing)."""
     rows = []
-    for rule in RULES:
-        files = sorted((layout.under(results, layout.BENCH) / rule).rglob("*.tsv"))
+    for rule in rules:
+        files = sorted(f for f in (layout.under(results, layout.BENCH) / rule).rglob("*.tsv")
+                       if stems is None or f.stem in stems)
         if files:
             s = pd.concat([pd.read_csv(f, sep="\t") for f in files])["s"]
             rows.append({"rule": rule, "jobs": len(s), "wall s (sum)": number(s.sum(), 0),
@@ -118,13 +129,60 @@ def tables(results: str | Path, threshold: float) -> str:
     return "\n".join(out)
 
 
+def budget_window_means(h_emp: pd.DataFrame, threshold: float) -> pd.DataFrame:
+    """H_emp mean ± sd over seeds per (model, N) at ``threshold``, with the censored seeds' count."""
+    rows = h_emp[np.isclose(h_emp["threshold"], threshold)]
+    cells = {(r.model, r.N): f"{number(r.H_mean, 1)} ± {number(r.H_sd, 1)}"
+             + (f" ({int(r.n_censored)} cens.)" if r.n_censored else "") for r in rows.itertuples()}
+    Ns = sorted({n for _, n in cells})
+    models = [m for m in CELLS if any(k[0] == m for k in cells)]
+    return pd.DataFrame([{"model": m, **{f"N = {n}": cells.get((m, n), "–") for n in Ns}} for m in models])
+
+
+def budget_tables(results: str | Path, seed_set: str, threshold: float) -> str:
+    """The budget protocol's tables of one seed set (docs/method.md §10b)."""
+    results = Path(results)
+
+    def read(name):
+        return io.read_table(layout.under(results, layout.BUDGET[name].format(seed_set=seed_set)), "budget")
+
+    confirm = read("confirm").sort_values(["pre_registered", "threshold", "networks", "transport", "noise"],
+                                          ascending=[False, True, True, True, True])
+    growth = read("growth")
+    cols = ["model", "threshold", "n_points", "n_censored", "log_b", "power_c", "weight_log", "weight_power",
+            "verdict", "curvature", "curvature_lo", "curvature_hi"]
+    stems = {seed_set, *(f"seed{s}" for s in read("scores")["seed"].unique())}  # this seed set's jobs
+    slope = read("learning_slope")
+    slope = slope[np.isclose(slope["threshold"], threshold)]
+    return "\n".join([
+        f"## The window under a training budget in {results}, seed set {seed_set}", "",
+        "### The confirmatory test (pre-registered row first; mean Kendall tau-b within N, exact permutation p)", "",
+        markdown(_rounded(confirm)), "",
+        f"### H_emp(N), threshold {threshold} (mean ± sd over seeds)", "",
+        markdown(budget_window_means(read("H_emp"), threshold)), "",
+        "### Claim (b): growth of H_emp with N (censoring-aware fits, Akaike weights, curvature in log N)", "",
+        markdown(_rounded(growth[[c for c in cols if c in growth]])), "",
+        "### Claim (b): learned-gate against fixed-gate cells (one log-N slope per group against one for all)", "",
+        markdown(_rounded(read("groups"))), "",
+        "### One common log-N slope across models (likelihood-ratio test)", "",
+        markdown(_rounded(read("slopes"))), "",
+        f"### Claim (d): slope of log N̂_emp(l) against -log f(l), threshold {threshold}, beside kappa", "",
+        markdown(_rounded(slope)), "",
+        "### Cost (benchmark TSVs)", "", markdown(cost(results, rules=BUDGET_RULES, stems=stems)), ""])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", help="a results folder after `snakemake recovery`")
     ap.add_argument("--threshold", type=float, default=0.2, help="effect threshold of the H table")
     ap.add_argument("--steps", action="store_true", help="only the convergence check, from the per-job windows")
+    ap.add_argument("--budget", choices=("exploration", "confirm"),
+                    help="the budget protocol's tables of this seed set (docs/method.md §10b)")
     args = ap.parse_args(argv)
-    print(steps_table(args.results) if args.steps else tables(args.results, args.threshold))
+    if args.budget:
+        print(budget_tables(args.results, args.budget, args.threshold))
+    else:
+        print(steps_table(args.results) if args.steps else tables(args.results, args.threshold))
 
 
 if __name__ == "__main__":

@@ -264,3 +264,33 @@ def test_divergence_names_the_run_and_budgets_are_checked():
         run(optimizer="sgd", optim_config=dict(lr=1e12), train_config=dict(grad_clip=0.0))
     with pytest.raises(ValueError, match="multiples of batch_size=8"):
         run(budgets=[12, 24])
+
+
+def test_budget_networks_are_the_init_and_the_first_lags_scored_training():
+    """The init equals a fresh init and has no optimizer state; the trained network is the first
+    grid lag's training at its last scored budget (early stop: 64 here), bitwise the network that
+    budget_trainings scored: its state equals a separate online training to that budget, and a
+    tampered record raises."""
+    scores = run()
+    kw = dict(model="gru", optimizer="adamw", seed=SEED, lags=LAGS[:4], budgets=BUDGETS, batch_size=B, task=TASK,
+              model_config=MODEL, optim_config=OPTIM["adamw"], train_config=dict(grad_clip=1.0), gt=GT)
+    nets = budget_job.budget_networks(recorded=scores, **kw)
+    assert list(nets) == ["init", "trained"] and {n["task_lag"] for n in nets.values()} == {1}
+    init = init_seed(SEED, "gru")
+    fresh, fresh_opt = initial("gru", "adamw", TASK["D"], init=init, model_config=MODEL, optim_config=OPTIM["adamw"])
+    assert_equal_states(nets["init"]["model"], fresh.state_dict())
+    assert nets["init"]["optimizer"]["state"] == {}
+    n_stop = int(scores.loc[(scores["target"] == "task") & (scores["lag"] == 1), "N"].max())
+    assert n_stop == 64  # early stop: learned at 32 and 64 under the largest threshold
+    data = job_data(SEED, TASK, GT, n_stop)
+    y = torch.from_numpy(lag_targets(data["y0_all"], data["comp_train"], 1, GT["coef"]))
+    for _ in online(fresh, fresh_opt, torch.from_numpy(data["x_all"]), y, budgets=[16, 32, 64], batch_size=B,
+                    grad_clip=1.0, run_name="check", lr_key="optim.adamw.lr"):
+        pass
+    assert_equal_states(nets["trained"]["model"], fresh.state_dict())
+    assert_equal_states(nets["trained"]["optimizer"], fresh_opt.state_dict())
+    assert nets["trained"]["optimizer"]["state"][0]["step"] == n_stop // B
+    tampered = scores.copy()
+    tampered.loc[(tampered["target"] == "task") & (tampered["lag"] == 1) & (tampered["N"] == n_stop), "r"] += 1e-3
+    with pytest.raises(ValueError, match="not the same network"):
+        budget_job.budget_networks(recorded=tampered, **kw)

@@ -1,8 +1,9 @@
 """End to end: `snakemake recovery` under the budget protocol (docs/method.md §10b) on the smoke
 config at a tiny size (a fixed-gate and a learned-gate cell, budgets 16 .. 1024, batch 16): the
-tables' keys and values against their definitions, early stop in the scores, the figures and their
-report entries, a re-run with nothing to do, the confirmatory target, and the dataset protocol's
-DAG unchanged."""
+tables' keys and values against their definitions, early stop in the scores, the same networks'
+snapshots, claims (b) and (d), the prediction and the confirmatory test recomputed from the
+tables, the figures and their report entries, a re-run with nothing to do, the confirmatory
+target, and the dataset protocol's DAG unchanged."""
 
 import itertools
 import zipfile
@@ -10,6 +11,8 @@ import zipfile
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
+from scipy import stats
 from workflow_helpers import copy_workflow, scheduled, snakemake
 
 from learnwin.infra import layout
@@ -22,8 +25,10 @@ SEEDS, LAGS, THRESHOLDS, BUDGETS = [2, 3, 4], [1, 3, 5, 7, 9, 11], [0.1, 0.2, 0.
 SMOKE = ("--configfile", "config/smoke.yaml")
 SIZE = f"budgets: {BUDGETS}, models: [const, gru]"
 BUDGET = (*SMOKE, "--config", f"recovery={{protocol: budget, {SIZE}}}")
+DATASET = (*SMOKE, "--config", "recovery={protocol: dataset}")
 DATASET_RULES = {"train_recovery", "snapshot_recovery", "aggregate_recovery", "plot_recovery", "recovery"}
-BUDGET_RULES = {"train_budget", "aggregate_budget", "plot_budget"}
+BUDGET_RULES = {"train_budget", "snapshot_budget", "aggregate_budget", "plot_budget"}
+LR = yaml.safe_load(open("config/config.yaml"))["optim"]["adamw"]["lr"]  # the smoke config keeps it
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +115,91 @@ def test_H_emp_over_seeds(tables):
     np.testing.assert_allclose(both["holes_mean"], both["holes"], rtol=1e-6)
 
 
+def test_snapshots_are_the_init_and_the_first_lags_training(budget_run, tables):
+    """Per (model, seed): the init network's rate is the plain lr, the trained one's AdamW's own;
+    both under both transports at every snapshot lag; the same networks' window aggregate holds
+    both epochs."""
+    for model, seed in itertools.product(MODELS, SEEDS):
+        path = layout.BUDGET_SNAPSHOT["envelope"].format(optimizer="adamw", model=model, seed=seed)
+        env = read_table(budget_run / path, "envelope")
+        assert set(env["epoch"]) == {"init", "trained"} and set(env["transport"]) == {"diagonal", "exact"}
+        rate = env.groupby("epoch")["lambda_mean"]
+        assert np.allclose(rate.min()["init"], LR) and np.allclose(rate.max()["init"], LR)
+        assert not np.allclose(env.loc[env["epoch"] == "trained", "lambda_mean"], LR)
+    assert set(tables["network_H_N"]["epoch"]) == {"init", "trained"}
+
+
+def test_claim_b_growth_and_the_group_test(tables):
+    g, groups, slopes = tables["growth"], tables["groups"], tables["slopes"]
+    assert set(zip(g["model"], g["threshold"])) == set(itertools.product(MODELS, np.float32(THRESHOLDS)))
+    assert (g["n_points"] == len(SEEDS) * len(BUDGETS)).all() and set(g["verdict"]) <= {"log N", "power", "undecided"}
+    n_cens = tables["window"].groupby(["model", "threshold"])["censored"].sum()
+    assert (g.set_index(["model", "threshold"])["n_censored"] == n_cens.reindex(
+        g.set_index(["model", "threshold"]).index)).all()
+    assert len(groups) == len(THRESHOLDS) and (groups["df"] == 1).all()
+    assert set(groups["groups"]) == {"logarithmic: const; power: gru"}  # the registry's expected growth
+    assert (groups["p_value"].between(0, 1)).all() and (slopes["df"] == 1).all()
+
+
+def test_claim_d_slope_recomputed_from_the_tables(budget_run, tables):
+    """The seed mean of per-seed least-squares slopes of log N̂ on -log f (uncensored lags, f > 0,
+    at least three), beside kappa = alpha / (alpha - 1) of the networks' per_lag alpha."""
+    lb = tables["learning_budget"]
+    env = pd.concat([read_table(budget_run / layout.BUDGET_SNAPSHOT["envelope"].format(
+        optimizer="adamw", model=m, seed=s), "envelope") for m, s in itertools.product(MODELS, SEEDS)])
+    d = tables["learning_slope"]
+    assert set(d["epoch"]) == {"init", "trained"} and set(d["transport"]) == {"diagonal", "exact"}
+    checked = 0
+    for row in d.itertuples():
+        slopes = []
+        for seed in SEEDS:
+            b = lb[(lb["model"] == row.model) & (lb["seed"] == seed) & np.isclose(lb["threshold"], row.threshold)
+                   & ~lb["left_censored"] & ~lb["right_censored"]]
+            e = env[(env["model"] == row.model) & (env["seed"] == seed) & (env["epoch"] == row.epoch)
+                    & (env["transport"] == row.transport) & (env["f"] > 0)]
+            both = b.merge(e[["lag", "f"]], on="lag")
+            if both["f"].nunique() >= 3:
+                slopes.append(np.polyfit(-np.log(both["f"]), np.log(both["N_hat"]), 1)[0])
+        assert row.n_seeds == len(slopes)
+        if slopes:
+            assert np.isclose(row.slope, np.mean(slopes), rtol=1e-4), row
+            assert row.slope_lo <= row.slope + 1e-9 and row.slope <= row.slope_hi + 1e-9
+            checked += 1
+        alpha = tables["network_H_N"].query("model == @row.model and epoch == @row.epoch and "
+                                            "transport == @row.transport and noise == 'per_lag'")["pred_alpha"].iloc[0]
+        assert np.isclose(row.alpha, alpha) and (np.isclose(row.kappa, alpha / (alpha - 1)) if alpha > 1
+                                                  else np.isnan(row.kappa))
+    assert checked > 0  # some slope is defined at this size
+
+
+def test_prediction_and_the_confirmatory_test_recomputed(tables):
+    """Only the confirmatory variant is primary; each variant's mean tau-b within N and its exact
+    permutation p recomputed with scipy from the prediction table; one pre-registered row."""
+    sc, conf, pred = tables["prediction_scores"], tables["confirm"], tables["prediction"]
+    primary = sc[sc["primary"]]
+    assert set(zip(primary["networks"], primary["transport"], primary["noise"])) == {("init", "diagonal", "per_lag")}
+    assert set(pred["networks"]) == {"init", "trained"}
+    keys = ["threshold", "networks", "transport", "noise"]
+    assert len(conf) == len(pred.drop_duplicates(keys))
+    for row in conf.itertuples():
+        g = pred[(pred[keys] == pd.Series(row._asdict())[keys]).all(axis=1)]
+        p_, m_ = (g.pivot(index="model", columns="N", values=c) for c in ("predicted", "measured"))
+        ok = np.isfinite(p_).all(axis=1) & np.isfinite(m_).all(axis=1)
+        p_, m_ = p_[ok].to_numpy(), m_[ok].to_numpy()
+        means = [np.nanmean(taus) if np.isfinite(taus).any() else np.nan for taus in
+                 ([stats.kendalltau(p_[list(perm), k], m_[:, k], variant="b").statistic for k in range(m_.shape[1])]
+                  for perm in itertools.permutations(range(len(p_))))]
+        if len(p_) < 2 or np.isnan(means[0]):
+            assert np.isnan(row.tau_mean)
+            continue
+        observed = means[0]
+        assert np.isclose(row.tau_mean, observed) and row.n_perms == 2
+        assert row.p_perm == np.mean([m >= observed - 1e-12 for m in means])
+        assert row.passes == (row.tau_mean > 0 and row.p_perm < 0.05)
+    pre = conf[conf["pre_registered"]]
+    assert len(pre) == 1 and pre["networks"].item() == "init" and np.isclose(pre["threshold"].item(), 0.2)
+
+
 def test_figures_and_their_report_entries(budget_run):
     for fig in layout.BUDGET_FIGURES:
         assert (budget_run / layout.figure(f"{fig}_exploration", "png")).stat().st_size > 10_000, fig
@@ -126,12 +216,13 @@ def test_figures_and_their_report_entries(budget_run):
 
 def test_rerun_has_nothing_to_do_and_the_dataset_dag_is_unchanged(budget_run):
     assert scheduled(budget_run, "recovery", *BUDGET) == {}
-    dataset = scheduled(budget_run, "recovery", *SMOKE)
+    assert scheduled(budget_run, "recovery", *SMOKE) != {}  # the budget protocol is the default
+    dataset = scheduled(budget_run, "recovery", *DATASET)
     assert not BUDGET_RULES & set(dataset) and DATASET_RULES <= set(dataset)
     assert dataset["train_recovery"] == SMOKE_MODELS * (len(SEEDS) + 2)  # main; full_grid, double_steps: first seed
     assert dataset["snapshot_recovery"] == SMOKE_MODELS * len(SEEDS)
     # the budget protocol's keys do not reach the dataset protocol's jobs
-    other = "recovery={budgets: [32, 64], frontier_stop: 0, confirm_seeds: [7]}"
+    other = "recovery={protocol: dataset, budgets: [32, 64], frontier_stop: 0, confirm_seeds: [7]}"
     assert scheduled(budget_run, "recovery", *SMOKE, "--config", other) == dataset
 
 
@@ -139,4 +230,5 @@ def test_confirm_target_runs_the_budget_protocol_on_the_confirm_seeds(budget_run
     """Whatever recovery.protocol says; the exploration seeds' trainings are done, so every
     training scheduled is one of the five confirmatory seeds'."""
     jobs = scheduled(budget_run, "recovery_confirm", *SMOKE, "--config", f"recovery={{protocol: dataset, {SIZE}}}")
-    assert jobs == {"train_budget": len(MODELS) * 5, "aggregate_budget": 1, "plot_budget": 1, "recovery_confirm": 1}
+    assert jobs == {"train_budget": len(MODELS) * 5, "snapshot_budget": len(MODELS) * 5, "aggregate_budget": 1,
+                    "plot_budget": 1, "recovery_confirm": 1}

@@ -125,7 +125,8 @@ def test_network_stats_recover_alpha_and_law_and_order_the_models():
                                 censored=False) for m, tau in taus.items() for s in (1, 2) for n in N])
     growth = pd.DataFrame(dict(model=list(taus), threshold=0.2, log_b=np.nan, power_c=np.nan, verdict="undecided"))
     _, levels, sc = prediction.prediction_tables(
-        window, growth, {"init": (*init, "init"), "trained": (*trained, "trained")}, optimizer="adamw")
+        prediction.measured_means(window), growth, {"init": (*init, "init"), "trained": (*trained, "trained")},
+        optimizer="adamw")
     sc = sc.set_index(["networks", "noise"])
     assert (sc.loc["trained", "tau_within_N"] == 1).all() and (sc.loc["init", "tau_within_N"] == -1).all()
     assert sc["primary"].to_dict() == {("init", "per_lag"): False, ("init", "pooled"): False,
@@ -146,7 +147,8 @@ def test_a_process_pool_gives_the_same_tables():
     def tables(map_fn):
         h_n, decay = prediction.network_stats(*snaps, **CFG, map_fn=map_fn)
         fits = growth.growth_table(window, map_fn=map_fn)
-        return (h_n, decay, fits, *prediction.prediction_tables(window, fits, {"trained": (h_n, decay, "trained")},
+        return (h_n, decay, fits, *prediction.prediction_tables(prediction.measured_means(window), fits,
+                                                                {"trained": (h_n, decay, "trained")},
                                                                 optimizer="adamw", map_fn=map_fn))
 
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:

@@ -1,5 +1,5 @@
-"""End to end: `snakemake recovery` (docs/method.md §10) on the smoke config, on a copy of the
-session's smoke run (the prediction side needs its snapshot statistics)."""
+"""End to end: `snakemake recovery` under the dataset protocol (docs/method.md §10) on the smoke
+config, on a copy of the session's smoke run (the prediction side needs its snapshot statistics)."""
 
 import shutil
 
@@ -13,13 +13,14 @@ from learnwin.infra.io import read_table
 pytestmark = pytest.mark.slow
 
 MODELS, SEEDS, N, THRESHOLDS, LAGS = 5, 3, [64, 512], [0.1, 0.2, 0.3], [1, 3, 5, 7, 9, 11]
+DATASET = ("--config", "recovery={protocol: dataset}")  # the budget protocol is the default
 
 
 @pytest.fixture(scope="module")
 def recovery_run(smoke_run, tmp_path_factory):
     work = tmp_path_factory.mktemp("recovery") / "w"
     shutil.copytree(smoke_run, work, symlinks=True)
-    snakemake(work, "--cores", "2", "--configfile", "config/smoke.yaml", "--", "recovery")
+    snakemake(work, "--cores", "2", "--configfile", "config/smoke.yaml", *DATASET, "--", "recovery")
     return work
 
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-from workflow_helpers import ROOT, SNAKEMAKE, assert_same_tables, copy_workflow, snakemake
+from workflow_helpers import ROOT, SNAKEMAKE, TABLE_TARGETS, assert_same_tables, copy_workflow, snakemake
 
 from learnwin.infra import layout
 from learnwin.infra.io import load_checkpoint
@@ -37,13 +37,13 @@ def _config(work: Path) -> str:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     work = copy_workflow(tmp_path_factory.mktemp("clean"))
-    snakemake(work, "--cores", "2", "--configfile", _config(work))
+    snakemake(work, "--cores", "2", "--configfile", _config(work), "--", *TABLE_TARGETS)
     return work
 
 
 def _kill_when(work: Path, ready, timeout: float = 600) -> None:
     """Start the workflow, wait until ``ready()``, then SIGKILL Snakemake and all its jobs."""
-    proc = subprocess.Popen([*SNAKEMAKE, "--cores", "2", "--configfile", _config(work)], cwd=work,
+    proc = subprocess.Popen([*SNAKEMAKE, "--cores", "2", "--configfile", _config(work), "--", *TABLE_TARGETS], cwd=work,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + timeout
     try:
@@ -67,7 +67,7 @@ def _resume_state_epoch(work: Path) -> int:
 def _same_as_reference(work: Path, reference: Path) -> None:
     """Re-run as a user would after a hard kill (unlock, then the same command) and compare."""
     snakemake(work, "--unlock", "--configfile", _config(work))
-    snakemake(work, "--cores", "2", "--configfile", _config(work))
+    snakemake(work, "--cores", "2", "--configfile", _config(work), "--", *TABLE_TARGETS)
     assert assert_same_tables(reference / "results", work / "results") > 10
     for name in ("final.pt", "best.pt", "epoch0.pt"):
         a, b = load_checkpoint(reference / RUN / name), load_checkpoint(work / RUN / name)

@@ -167,3 +167,20 @@ def test_budget_requests_follow_the_worst_case_steps(monkeypatch):
     assert per_step[1] / per_step[0] == pytest.approx(2**20 / 256)  # the steps grow with N_max only
     assert resources.budget_mem_mb(longer, "gru") - resources.budget_mem_mb(cfg, "gru") == pytest.approx(
         2 * (2**20 - 256) * 16 * (cfg["task"]["D"] + 1) * 4 / 2**20, abs=1)
+
+
+def test_budget_snapshot_requests_train_the_first_lag_to_n_max_at_worst(monkeypatch):
+    """The same-network snapshot job of the budget protocol: one training of N_max / B steps and two
+    snapshots by the cost laws; its memory the larger of the N_max stream's and a snapshot's."""
+    monkeypatch.setattr(resources, "COEF", {"train_model": (10.0, 1e-3, 0.0), "take_snapshot": (0, 0, 0, 0)})
+    cfg = _config(T=16, H=4, n=64)
+    cfg["recovery"] = {**cfg["recovery"], "budgets": [64, 128, 2**20], "lags": [1, 3, 5], "n_test": 32, "n_perm": 20}
+    steps = 2**20 // cfg["train"]["batch_size"]
+    train = resources.recovery_cpu_seconds(cfg, "gru", 1, steps)
+    assert train == pytest.approx(10.0 + steps * 16 * 1e-3)
+    assert resources.recovery_snapshot_cpu_seconds(cfg, "gru", steps) == pytest.approx(
+        train + 2 * resources._snapshot_cpu_seconds(cfg, "gru"))
+    assert resources.budget_snapshot_runtime_min(cfg, "gru") == resources._minutes(
+        resources.recovery_snapshot_cpu_seconds(cfg, "gru", steps)) > resources.MIN_RUNTIME
+    assert resources.budget_snapshot_mem_mb(cfg, "gru") == max(resources.budget_mem_mb(cfg, "gru"),
+                                                               resources.snapshot_mem_mb(cfg, "gru"))

@@ -191,6 +191,18 @@ def test_compare_claims_finds_exactly_the_cells_whose_verdict_differs(tmp_path, 
         compare.glance("## no tables here\n")
 
 
+def test_budget_window_means_per_model_and_N():
+    """experiments/groundtruth_tables.py --budget: H_emp mean ± sd per model and N at one threshold
+    from the H_emp table, censored seeds counted, other thresholds left out, registry order."""
+    rows = [dict(model=m, optimizer="adamw", N=n, threshold=thr, n_seeds=5, H_mean=h, H_sd=0.5, n_censored=c,
+                 holes_mean=0.0) for m, base in (("gru", 10.0), ("const", 20.0))
+            for n, shift, c in ((64, 0.0, 0), (65536, 43.0, 2)) for thr, h in ((0.2, base + shift), (0.1, 99.0))]
+    table = _script("groundtruth_tables").budget_window_means(pd.DataFrame(rows), 0.2).set_index("model")
+    assert table.index.tolist() == ["const", "gru"]
+    assert table.loc["gru"].tolist() == ["10.0 ± 0.5", "53.0 ± 0.5 (2 cens.)"]
+    assert table.columns.tolist() == ["N = 64", "N = 65536"]
+
+
 def test_groundtruth_window_means_per_model_and_N():
     """experiments/groundtruth_tables.py: H mean ± sd over seeds of the main arm at one threshold,
     with the censored seeds counted; other arms and thresholds are left out."""

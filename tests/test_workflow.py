@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from workflow_helpers import assert_same_tables, copy_workflow, scheduled, snakemake
+from workflow_helpers import TABLE_TARGETS, assert_same_tables, copy_workflow, scheduled, snakemake
 
 from learnwin.infra import io, layout
 from learnwin.infra.config import lag_grid
@@ -82,7 +82,7 @@ def test_parquet_schema_dtypes(smoke_run):
 def test_two_runs_give_identical_parquet(smoke_run, tmp_path):
     """Determinism: same config and seed on CPU -> bitwise-identical table contents."""
     work = copy_workflow(tmp_path / "again")
-    snakemake(work, "--cores", "2", "--configfile", "config/smoke.yaml")
+    snakemake(work, "--cores", "2", "--configfile", "config/smoke.yaml", "--", *TABLE_TARGETS)
     assert assert_same_tables(smoke_run / "results", work / "results") > 100
 
 

@@ -17,6 +17,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles")
+#: The target rules that make every Parquet table of `all` without drawing its figures: for runs
+#: whose assertions read tables only (figures are each a job of their own, a fifth of a smoke
+#: run's CPU).
+TABLE_TARGETS = ("train", "snapshot", "alpha", "decay", "window", "write_summary", "claims")
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 

@@ -49,9 +49,15 @@ RECOVERY = {name: f"{ROOT}/recovery/{name}.parquet"
                          "prediction_scores")}
 #: The scores of one job of the budget protocol (docs/method.md §10b): one (optimizer, model, seed).
 BUDGET_RUN = f"{ROOT}/recovery/budget/runs/{{optimizer}}/{{model}}/seed{{seed}}/scores.parquet"
+#: Snapshots of one (optimizer, model, seed)'s own networks under the budget protocol, at init and
+#: trained (column epoch), by table name.
+BUDGET_SNAPSHOT = {name: f"{ROOT}/recovery/budget/runs/{{optimizer}}/{{model}}/seed{{seed}}/{name}.parquet"
+                   for name in ("envelope", "psi", "total")}
 #: Aggregates of the budget protocol over one seed set (``{seed_set}``: exploration or confirm), by table name.
 BUDGET = {name: f"{ROOT}/recovery/budget/{{seed_set}}/{name}.parquet"
-          for name in ("scores", "learning_budget", "window", "H_emp")}
+          for name in ("scores", "learning_budget", "window", "H_emp", "growth", "slopes", "groups",
+                       "learning_slope", "network_H_N", "network_decay", "growth_prediction", "prediction",
+                       "prediction_scores", "confirm")}
 #: Stems of its figures (:func:`figure`), suffixed ``_{seed_set}``.
 BUDGET_FIGURES = ("budget_surface", "budget_window", "budget_N_hat")
 LOGS = f"{ROOT}/logs"

@@ -215,11 +215,11 @@ def budget_mem_mb(cfg: Mapping, model: str) -> int:
     return _scored_training_mem_mb(cfg, model, 2 * cfg["recovery"]["budgets"][-1])
 
 
-def recovery_snapshot_cpu_seconds(cfg: Mapping, model: str) -> float:
+def recovery_snapshot_cpu_seconds(cfg: Mapping, model: str, steps: int | None = None) -> float:
     """CPU seconds of one same-network snapshot job (docs/method.md §10): one training of
-    ``recovery.steps`` and two snapshots (init, trained) by the snapshot law, which also counts
-    the memory curve this job skips."""
-    train = recovery_cpu_seconds(cfg, model, 1, cfg["recovery"]["steps"])
+    ``steps`` (default ``recovery.steps``) and two snapshots (init, trained) by the snapshot law,
+    which also counts the memory curve this job skips."""
+    train = recovery_cpu_seconds(cfg, model, 1, cfg["recovery"]["steps"] if steps is None else steps)
     return train + 2 * _snapshot_cpu_seconds(cfg, model)
 
 
@@ -231,3 +231,15 @@ def recovery_snapshot_runtime_min(cfg: Mapping, model: str) -> int:
 def recovery_snapshot_mem_mb(cfg: Mapping, model: str) -> int:
     """The larger of a ground-truth training's and a snapshot's memory."""
     return max(recovery_mem_mb(cfg, model), snapshot_mem_mb(cfg, model))
+
+
+def budget_snapshot_runtime_min(cfg: Mapping, model: str) -> int:
+    """Wall-time request of one same-network snapshot job of the budget protocol (docs/method.md
+    §10b): the first grid lag's training at worst to N_max (N_max / B steps) and two snapshots."""
+    steps = cfg["recovery"]["budgets"][-1] // cfg["train"]["batch_size"]
+    return _minutes(recovery_snapshot_cpu_seconds(cfg, model, steps))
+
+
+def budget_snapshot_mem_mb(cfg: Mapping, model: str) -> int:
+    """The larger of a budget-protocol training's and a snapshot's memory."""
+    return max(budget_mem_mb(cfg, model), snapshot_mem_mb(cfg, model))

@@ -6,7 +6,8 @@ of the budget protocol; the only aggregation is the display's seed mean (± 1 sd
   lag's training stops once it is learned at two consecutive budgets, and lags beyond the frontier
   are not run), with H_emp(N) (seed mean, one threshold) over it; triangles where a seed is censored.
 * :func:`plot_budget_window`: H_emp(N) per model against N (log2 x), one panel per threshold: seed
-  mean ± 1 sd; open triangles where a seed is censored (the last grid lag learned).
+  mean ± 1 sd; open triangles where a seed is censored (the last grid lag learned); dashed, the
+  primary variant's leave-one-model-out prediction (the confirmatory test's, §10b).
 * :func:`plot_budget_N_hat`: log2 N̂_emp(l) against the lag per model, one panel per threshold: seed
   mean ± 1 sd over the lags run; open up-triangles where a seed is right-censored at N_max (the lag
   never stays learned), down-triangles where one is left-censored at the first budget.
@@ -118,14 +119,20 @@ def _draw_window(ax, g: pd.DataFrame, color) -> None:
     draw_band(ax, band[["N", "mean", "std"]], "N", color)
     cens = g[g["n_censored"] > 0]
     ax.scatter(cens["N"], cens["H_mean"], edgecolor=color, **CENSORED)
+    ax.plot(g["N"], g["predicted"], color=color, ls="--", lw=1.0)
     ax.set_xscale("log", base=2)
 
 
 @saved
-def plot_budget_window(h_emp: pd.DataFrame) -> Figure:
-    """H_emp(N) per model against N, one panel per threshold."""
-    return _per_threshold(h_emp, _draw_window, xlabel="training budget $N$ (sequences, one pass)",
-                          ylabel="$H_{emp}(N)$ (lags; seed mean ± sd)", extra=_censored_legend(("^", "censored")))
+def plot_budget_window(h_emp: pd.DataFrame, prediction: pd.DataFrame) -> Figure:
+    """H_emp(N) per model against N, one panel per threshold, with the primary variant's
+    prediction (rows of ``prediction`` flagged ``primary``; NaN where it has none)."""
+    pred = prediction[prediction["primary"]] if len(prediction) else pd.DataFrame(
+        columns=["model", "N", "threshold", "predicted"])
+    rows = h_emp.merge(pred[["model", "N", "threshold", "predicted"]], on=["model", "N", "threshold"], how="left")
+    extra = [*_censored_legend(("^", "censored")), Line2D([], [], color="k", ls="--", lw=1.0, label="predicted")]
+    return _per_threshold(rows, _draw_window, xlabel="training budget $N$ (sequences, one pass)",
+                          ylabel="$H_{emp}(N)$ (lags; seed mean ± sd)", extra=extra)
 
 
 def _draw_N_hat(ax, g: pd.DataFrame, color) -> None:

@@ -12,6 +12,9 @@ Pure numpy, vectorised over (model, optimizer, seed), thresholds, lags and budge
   when none), holes the grid lags below it not learned at N, censored when H_emp is the last grid
   lag. Lags not run (the frontier rule) are not learned.
 * **Over seeds.** :func:`window_over_seeds`: H_emp(N) per model, seed mean ± sd.
+* **Claim (d).** :func:`seed_slopes`: per (model, optimizer, seed, epoch, transport, threshold) the OLS
+  slope of log N̂ on -log f(l) over the uncensored lags; :func:`learning_slope`: its seed mean with a
+  percentile bootstrap over seeds, beside kappa = alpha / (alpha - 1) of the same snapshot.
 """
 
 from __future__ import annotations
@@ -22,8 +25,13 @@ import numpy as np
 import pandas as pd
 
 from learnwin.stats.groundtruth import margin
+from learnwin.stats.window import PER_LAG
 
 KEYS = ["model", "optimizer", "seed"]
+SLOPE_KEYS = ["model", "optimizer", "epoch", "transport", "threshold"]
+MIN_SLOPE_LAGS = 3
+N_BOOT = 2000
+SEED = 26_000  # base seed of learning_slope's bootstrap generator
 
 
 def first_pair(learned: np.ndarray) -> np.ndarray:
@@ -122,3 +130,65 @@ def window_over_seeds(window: pd.DataFrame) -> pd.DataFrame:
     return window.groupby(cols, sort=False).agg(
         n_seeds=("seed", "nunique"), H_mean=("H_emp", "mean"), H_sd=("H_emp", "std"),
         n_censored=("censored", "sum"), holes_mean=("holes", "mean")).reset_index()
+
+
+def measured_means(h_emp: pd.DataFrame) -> pd.DataFrame:
+    """:func:`window_over_seeds`' table as the measured side of the prediction
+    (:func:`learnwin.stats.prediction.prediction_tables`): threshold, model, N, measured (the seed
+    mean of H_emp), measured_std, censored (any seed censored) and n_seeds."""
+    return pd.DataFrame(dict(threshold=h_emp["threshold"], model=h_emp["model"], N=h_emp["N"],
+                             measured=h_emp["H_mean"], measured_std=h_emp["H_sd"], censored=h_emp["n_censored"] > 0,
+                             n_seeds=h_emp["n_seeds"]))
+
+
+def kappa_inputs(network_h_n: pd.DataFrame) -> pd.DataFrame:
+    """The alpha of claim (d) (docs/method.md §10b) from the same networks' window aggregate
+    (:func:`learnwin.stats.prediction.network_stats`): pred_alpha under per_lag noise, one row per
+    (model, optimizer, epoch, transport)."""
+    rows = network_h_n[network_h_n["noise"] == PER_LAG]
+    return (rows.drop_duplicates(SLOPE_KEYS[:-1])[[*SLOPE_KEYS[:-1], "pred_alpha"]]
+            .rename(columns={"pred_alpha": "alpha"}).reset_index(drop=True))
+
+
+def seed_slopes(learning_budget: pd.DataFrame, envelope: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, optimizer, seed, epoch, transport, threshold): slope, the OLS slope of
+    log N_hat on -log f over the lags neither left- nor right-censored with finite f > 0 (NaN with
+    fewer than 3 distinct -log f), and n_lags, those lags' number (docs/method.md §10b, claim (d)).
+    ``envelope``'s ``f`` is each transport's primary functional; lags absent from it are dropped."""
+    env = envelope[[*KEYS, "epoch", "transport", "lag", "f"]]
+    d = learning_budget.merge(env, on=[*KEYS, "lag"], how="inner")
+    keys = [*KEYS, "epoch", "transport", "threshold"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x, y = -np.log(d["f"].to_numpy(float)), np.log(d["N_hat"].to_numpy(float))
+    ok = ~d["left_censored"].to_numpy(bool) & ~d["right_censored"].to_numpy(bool) & np.isfinite(x) & np.isfinite(y)
+    d = d[keys].assign(x=np.where(ok, x, np.nan), y=np.where(ok, y, np.nan), ok=ok)
+    grouped = d.groupby(keys, sort=True)
+    dx, dy = d["x"] - grouped["x"].transform("mean"), d["y"] - grouped["y"].transform("mean")
+    sums = d.assign(sxy=dx * dy, sxx=dx * dx).groupby(keys, sort=True)
+    out = sums.agg(sxy=("sxy", "sum"), sxx=("sxx", "sum"), n_lags=("ok", "sum"), n_x=("x", "nunique"))
+    slope = np.where(out["n_x"] >= MIN_SLOPE_LAGS, out["sxy"] / out["sxx"].where(out["sxx"] > 0), np.nan)
+    return out.assign(slope=slope)[["slope", "n_lags"]].reset_index()
+
+
+def learning_slope(learning_budget: pd.DataFrame, envelope: pd.DataFrame, kappa: pd.DataFrame, *,
+                   n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
+    """Claim (d) of docs/method.md §10b: one row per (model, optimizer, epoch, transport, threshold)
+    of :func:`seed_slopes` over seeds: slope (mean of the seeds' finite slopes), n_seeds, slope_lo and
+    slope_hi (2.5 / 97.5 % percentile bootstrap of the mean, seeds resampled with replacement; each
+    row's generator is seeded by ``seed`` alone), alpha and kappa = alpha / (alpha - 1) (NaN when
+    alpha <= 1) from ``kappa`` (model, optimizer, epoch, transport, alpha)."""
+    per_seed = seed_slopes(learning_budget, envelope)
+    rows = []
+    for key, g in per_seed.groupby(SLOPE_KEYS, sort=True):
+        v = g["slope"].to_numpy(float)
+        v = v[np.isfinite(v)]
+        lo = hi = np.nan
+        if v.size:
+            boot = v[np.random.default_rng(seed).integers(v.size, size=(n_boot, v.size))].mean(axis=1)
+            lo, hi = np.quantile(boot, [0.025, 0.975])
+        rows.append(dict(zip(SLOPE_KEYS, key), slope=v.mean() if v.size else np.nan, n_seeds=v.size,
+                         slope_lo=lo, slope_hi=hi))
+    out = pd.DataFrame(rows, columns=[*SLOPE_KEYS, "slope", "n_seeds", "slope_lo", "slope_hi"])
+    a = kappa[[*SLOPE_KEYS[:-1], "alpha"]]
+    a = a.assign(kappa=(a["alpha"] / (a["alpha"] - 1)).where(a["alpha"] > 1))
+    return out.merge(a, on=SLOPE_KEYS[:-1], how="left", validate="many_to_one")

@@ -16,6 +16,9 @@ runs the control and the lags of one (model, seed). The estimators are :mod:`lea
 * **Frontier.** Lags run in increasing order; after ``frontier_stop`` consecutive lags with no
   learned pair by N_max under the smallest threshold, the larger lags are not run (they have no
   task rows; :func:`learnwin.stats.budget.learning_budget` marks them).
+* **Same networks.** :func:`budget_networks` rebuilds a (model, seed)'s init and its first grid
+  lag's training as checkpoints, for the prediction and claim (d), snapshotted by
+  :func:`learnwin.stats.groundtruth_job.groundtruth_snapshots`.
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from learnwin.models.train import train_step
+from learnwin.models.train import checkpoint, checkpoint_meta, train_step
 from learnwin.stats.budget import budget_grid, first_pair
 from learnwin.stats.groundtruth import margin
-from learnwin.stats.groundtruth_job import held_out_scores, init_seed, initial, job_data, lag_targets
+from learnwin.stats.groundtruth_job import check_recorded, held_out_scores, init_seed, initial, job_data, lag_targets
 
 
 def online(net, opt, x: torch.Tensor, y: torch.Tensor, *, budgets: Sequence[int], batch_size: int, grad_clip: float,
@@ -106,3 +109,40 @@ def budget_trainings(
     keys = dict(model=model, optimizer=optimizer, seed=seed)
     out = pd.DataFrame(table).assign(**keys)
     return out[[*keys, "target", "lag", "N", "r", "null", "seconds"]]
+
+
+def budget_networks(
+    *, model: str, optimizer: str, seed: int, lags: Sequence[int], budgets: Sequence[int], batch_size: int,
+    task: Mapping, model_config: Mapping, optim_config: Mapping, train_config: Mapping, gt: Mapping,
+    recorded: pd.DataFrame, device: str = "cpu",
+) -> dict[str, dict]:
+    """The networks of one (model, seed) of the budget protocol as checkpoints (docs/method.md
+    §10b), named as :data:`learnwin.stats.prediction.NETWORKS`: the shared init, and the first grid
+    lag's online training at its last scored budget (where early stop ended it, else N_max). Both
+    record that lag as ``task_lag``.
+
+    The trained network is trained again as :func:`budget_trainings` trained it, so on CPU it is
+    bitwise the network the protocol scored: its held-out score must equal the ``recorded`` one
+    (the job's scores table) or this raises.
+    """
+    lag = int(min(lags))
+    rows = recorded[(recorded["target"] == "task") & (recorded["lag"] == lag)]
+    if rows.empty:
+        raise ValueError(f"model={model} seed={seed}: the scores have no task row at the first grid lag {lag}")
+    budgets = budget_grid(budgets, batch_size)
+    n_stop = int(rows["N"].max())
+    init = init_seed(seed, model)
+    data = job_data(seed, task, gt, n_stop, device)
+    kw = dict(model_config=model_config, optim_config=optim_config)
+    meta = {**checkpoint_meta(model, optimizer, seed, input_size=task["D"], **kw), "task_lag": lag}
+    net, opt = initial(model, optimizer, task["D"], init=init, device=device, **kw)
+    nets = {"init": checkpoint(net, opt, "init", meta, float("nan"))}
+    y = torch.from_numpy(lag_targets(data["y0_all"], data["comp_train"], lag, gt["coef"])).to(device)
+    for _ in online(net, opt, torch.from_numpy(data["x_all"]).to(device), y, budgets=budgets[budgets <= n_stop],
+                    batch_size=batch_size, grad_clip=train_config["grad_clip"],
+                    run_name=f"model={model} seed={seed} lag={lag}", lr_key=f"optim.{optimizer}.lr"):
+        pass
+    check_recorded(held_out_scores(net, data, [lag], init=init, gt=gt)[0][0], recorded, N=n_stop, lag=lag,
+                   who=f"model={model} seed={seed}")
+    nets["trained"] = checkpoint(net, opt, "trained", meta, float("nan"))
+    return nets

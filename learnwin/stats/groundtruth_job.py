@@ -212,13 +212,19 @@ def groundtruth_networks(
     y = torch.from_numpy(lag_targets(data["y0_all"], data["comp_train"], lag, gt["coef"])).to(device)
     net, opt = train(model, optimizer, torch.from_numpy(data["x_all"]).to(device), y, init=init, steps=steps,
                      train_config=train_config, run_name=f"model={model} seed={seed} N={N} lag={lag}", **kw)
-    r = held_out_scores(net, data, [lag], init=init, gt=gt)[0][0]
-    rec = recorded[(recorded["N"] == N) & (recorded["lag"] == lag) & (recorded["target"] == "task")]
-    if len(rec) != 1 or np.float32(r) != np.float32(rec["r"].iloc[0]):  # tables store float32
-        raise ValueError(f"model={model} seed={seed}: the re-trained network (N={N}, lag={lag}) scores r={r:.9g}, "
-                         f"the ground truth recorded {rec['r'].tolist()}: not the same network (settings changed?)")
+    check_recorded(held_out_scores(net, data, [lag], init=init, gt=gt)[0][0], recorded, N=N, lag=lag,
+                   who=f"model={model} seed={seed}")
     nets["trained"] = checkpoint(net, opt, "trained", meta, float("nan"))
     return nets
+
+
+def check_recorded(r: float, recorded: pd.DataFrame, *, N: int, lag: int, who: str) -> None:
+    """Raise unless a re-trained network's held-out score ``r`` at (N, lag) equals the ``recorded``
+    one (a scores table's task row, to float32, as tables store it): not the same network."""
+    rec = recorded[(recorded["N"] == N) & (recorded["lag"] == lag) & (recorded["target"] == "task")]
+    if len(rec) != 1 or np.float32(r) != np.float32(rec["r"].iloc[0]):
+        raise ValueError(f"{who}: the re-trained network (N={N}, lag={lag}) scores r={r:.9g}, the ground truth "
+                         f"recorded {rec['r'].tolist()}: not the same network (settings changed?)")
 
 
 def groundtruth_snapshots(

@@ -15,13 +15,14 @@ architectures' slopes differ.
   and the fraction of resamples with q > 0.
 * **Architectures.** Likelihood-ratio test of one common slope b (each model its own a and
   sigma) against a slope per model under the log law: 2 (ll_separate - ll_common) against
-  chi^2 with (models - 1) degrees of freedom.
+  chi^2 with (models - 1) degrees of freedom. :func:`groups_differ`: the same test of one common
+  slope against one slope per group of models (docs/method.md §10b, claim (b)).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -31,6 +32,7 @@ LAWS = ("log", "power")
 DECISIVE_WEIGHT = 0.9
 N_BOOT = 200
 SEED = 25_000
+SIGMA_FLOOR = 1e-6  # a law that fits every point exactly (H constant, say) keeps a finite likelihood
 
 
 def design(law: str, N) -> np.ndarray:
@@ -69,9 +71,18 @@ def _start(law: str, N, H) -> np.ndarray:
 
 
 def fit_law(law: str, N, H, censored) -> dict:
-    """Maximum-likelihood fit of one law: parameters, sigma, log-likelihood, AIC, n."""
+    """Maximum-likelihood fit of one law: parameters, sigma, log-likelihood, AIC, n. A law linear
+    in its parameters on uncensored points is least squares, in closed form (sigma^2 = RSS / n,
+    floored at :data:`SIGMA_FLOOR`); with censored points BFGS with the exact gradient from the
+    least-squares start; the power law by Nelder-Mead, then BFGS."""
     N, H = np.asarray(N, dtype=float), np.asarray(H, dtype=float)
     cens = np.asarray(censored, dtype=bool)
+    if law != "power" and not cens.any():
+        theta = _start(law, N, H)
+        mu = mean_curve(law, theta, N)
+        sigma = max(float(np.sqrt(np.mean((H - mu) ** 2))), SIGMA_FLOOR)
+        ll = tobit_loglik(H, cens, mu, sigma)
+        return dict(law=law, params=theta, sigma=sigma, loglik=ll, aic=2 * (theta.size + 1) - 2 * ll, n=int(H.size))
     theta0 = _start(law, N, H)
     resid = H - mean_curve(law, theta0, N)
     p0 = np.append(theta0, np.log(max(resid.std(), 1e-2 * max(H.std(), 1e-3), 1e-6)))
@@ -83,14 +94,28 @@ def fit_law(law: str, N, H, censored) -> dict:
             return np.inf
         return -tobit_loglik(H, cens, mu, np.exp(p[-1]))
 
-    best = optimize.minimize(nll, p0, method="Nelder-Mead",
-                             options=dict(maxiter=4000, xatol=1e-8, fatol=1e-10))
-    polished = optimize.minimize(nll, best.x, method="BFGS")
-    p = polished.x if polished.fun < best.fun else best.x
+    if law == "power":
+        best = optimize.minimize(nll, p0, method="Nelder-Mead",
+                                 options=dict(maxiter=4000, xatol=1e-8, fatol=1e-10))
+        polished = optimize.minimize(nll, best.x, method="BFGS")
+        p = polished.x if polished.fun < best.fun else best.x
+    else:  # linear in theta: BFGS with the exact gradient
+        p = optimize.minimize(nll, p0, jac=functools.partial(_linear_nll_grad, design(law, N), H, cens),
+                              method="BFGS", options=dict(gtol=1e-9)).x
     ll = -nll(p)
     k = p.size
     return dict(law=law, params=p[:-1], sigma=float(np.exp(p[-1])), loglik=ll, aic=2 * k - 2 * ll,
                 n=int(H.size))
+
+
+def _linear_nll_grad(X: np.ndarray, H: np.ndarray, cens: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Gradient of the censored negative log-likelihood of mu = X theta in (theta, log sigma)."""
+    sigma = np.exp(p[-1])
+    z = (H - X @ p[:-1]) / sigma
+    mills = np.exp(stats.norm.logpdf(z) - stats.norm.logsf(z))  # -d logsf / dz
+    d_mu = np.where(cens, mills, z) / sigma  # d loglik / d mu
+    d_s = np.where(cens, mills * z, z ** 2 - 1.0)  # d loglik / d log sigma
+    return -np.append(X.T @ d_mu, d_s.sum())
 
 
 def akaike_weights(aic) -> np.ndarray:
@@ -170,8 +195,45 @@ def slopes_differ(window: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def groups_differ(window: pd.DataFrame, groups: Mapping[str, str]) -> pd.DataFrame:
+    """Per threshold: the likelihood-ratio test of one common log-N slope for every model against one
+    slope per group (docs/method.md §10b, claim (b)); ``groups`` maps model -> group, models absent
+    from it are left out. Every model keeps its own intercept and sigma. One row per threshold:
+    threshold, groups, n_models, slope_<group> (the group's common slope), lr, df (groups - 1), p_value."""
+    names = list(dict.fromkeys(groups.values()))
+    cols = ["threshold", "groups", "n_models", *(f"slope_{g}" for g in names), "lr", "df", "p_value"]
+    window = window[window["model"].isin(list(groups))]
+    rows = []
+    for thr, g in window.groupby("threshold", sort=True):
+        blocks = dict(list(g.groupby("model", sort=True)))
+        members = {k: [m for m in blocks if groups[m] == k] for k in names}
+        members = {k: v for k, v in members.items() if v}
+        fits = {k: _group_fit([blocks[m] for m in v]) for k, v in members.items()}
+        common = _common_slope_fit(list(blocks.values()))[0]
+        lr = max(2 * (sum(ll for ll, _ in fits.values()) - common), 0.0)
+        df = len(fits) - 1
+        rows.append(dict(threshold=thr, groups="; ".join(f"{k}: {', '.join(v)}" for k, v in members.items()),
+                         n_models=len(blocks), **{f"slope_{k}": fits[k][1] if k in fits else np.nan for k in names},
+                         lr=lr, df=df, p_value=float(stats.chi2.sf(lr, df)) if df > 0 else np.nan))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _group_fit(blocks) -> tuple[float, float]:
+    """(max log-likelihood, slope) of blocks sharing one slope; one block is its own log-law fit."""
+    if len(blocks) == 1:
+        fit = fit_law("log", blocks[0]["N"], blocks[0]["H"], blocks[0]["censored"])
+        return fit["loglik"], float(fit["params"][1])
+    return _common_slope_fit(blocks)
+
+
 def _common_slope_loglik(blocks) -> float:
     """Max log-likelihood with one slope b shared by every block (own intercept and sigma),
+    profiled over b."""
+    return _common_slope_fit(blocks)[0]
+
+
+def _common_slope_fit(blocks) -> tuple[float, float]:
+    """(max log-likelihood, b) with one slope b shared by every block (own intercept and sigma),
     profiled over b."""
     def neg(b):
         total = 0.0
@@ -183,4 +245,4 @@ def _common_slope_loglik(blocks) -> float:
         return -total
     slopes = [fit_law("log", b["N"], b["H"], b["censored"])["params"][1] for b in blocks]
     res = optimize.minimize_scalar(neg, bounds=(min(slopes) - 1, max(slopes) + 1), method="bounded")
-    return -float(res.fun)
+    return -float(res.fun), float(res.x)

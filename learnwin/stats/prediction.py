@@ -15,12 +15,16 @@
   ordered only against measurements below c. :func:`holm` corrects p-values across variants.
 * **Networks.** A variant is (networks, transport, noise). The networks are the ground truth's
   own, at init and trained (their snapshot statistics by :func:`network_stats`), or the main
-  run's; the primary variants, named before looking, are :data:`PRIMARY` on :data:`PRIMARY_NETWORKS`.
+  run's; the primary variants, named before looking, are :data:`PRIMARY` (docs/method.md §10) and,
+  under a training budget, :data:`CONFIRMATORY` (§10b).
+* **Confirmatory test** (§10b). :func:`permutation_test`: the mean Kendall tau-b within N and its
+  exact one-sided p-value over every relabelling of the models, each applied to every N at once.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -152,14 +156,15 @@ def holm(p) -> np.ndarray:
     return out
 
 
-#: The variants (transport, noise) named primary before the comparison (docs/method.md §10),
-#: taken from :data:`PRIMARY_NETWORKS`.
-PRIMARY = (("diagonal", PER_LAG), ("exact", POOLED))
-#: The ground truth's own networks the prediction is taken from (docs/method.md §10): each (model,
-#: seed)'s init, and its training on the first grid lag at the largest N.
+#: The ground truth's own networks the prediction is taken from (docs/method.md §10, §10b): each
+#: (model, seed)'s init, and its training on the first grid lag.
 NETWORKS = ("init", "trained")
-#: The networks of the primary variants.
-PRIMARY_NETWORKS = "trained"
+#: The variants (networks, transport, noise) named primary before the comparison (docs/method.md §10).
+PRIMARY = (("trained", "diagonal", PER_LAG), ("trained", "exact", POOLED))
+#: The confirmatory test's variant and threshold, written before any budget run (docs/method.md §10b).
+CONFIRMATORY = dict(networks="init", transport="diagonal", noise=PER_LAG, threshold=0.2)
+#: Its pass criterion: mean tau-b within N above 0 at a one-sided p below this.
+CONFIRM_ALPHA = 0.05
 
 
 def variant_inputs(h_n_agg: pd.DataFrame, decay: pd.DataFrame, *, optimizer: str, epoch: str) -> pd.DataFrame:
@@ -222,19 +227,20 @@ def measured_means(window: pd.DataFrame) -> pd.DataFrame:
                  n_seeds=("H", "count")).reset_index()
 
 
-def prediction_tables(window: pd.DataFrame, growth: pd.DataFrame, sources: Mapping[str, tuple], *,
-                      optimizer: str, map_fn: Callable = map):
+def prediction_tables(meas: pd.DataFrame, growth: pd.DataFrame, sources: Mapping[str, tuple], *,
+                      optimizer: str, primary=PRIMARY, map_fn: Callable = map):
     """(growth_prediction, prediction, prediction_scores) of every (networks, transport, noise)
-    variant: the eps-free growth per model, the leave-one-model-out levels, and their scores with
-    Holm-adjusted p-values within the primary and the secondary family. ``sources`` maps a name
-    of the networks the prediction is taken from to their (H_N_agg, decay, epoch) tables;
-    ``map_fn`` maps over the variants (an executor's map runs them in parallel)."""
-    meas = measured_means(window)
+    variant against the measured seed means ``meas`` (threshold, model, N, measured, censored:
+    :func:`measured_means`): the eps-free growth per model, the leave-one-model-out levels, and
+    their scores with Holm-adjusted p-values within the primary and the secondary family.
+    ``sources`` maps a name of the networks the prediction is taken from to their (H_N_agg,
+    decay, epoch) tables; ``primary``: the (networks, transport, noise) named primary; ``map_fn``
+    maps over the variants (an executor's map runs them in parallel)."""
     variants = []
     for networks, (h_n_agg, decay, epoch) in sources.items():
         inputs = variant_inputs(h_n_agg, decay, optimizer=optimizer, epoch=epoch)
         variants += [(dict(networks=networks, transport=transport, noise=noise,
-                           primary=networks == PRIMARY_NETWORKS and (transport, noise) in PRIMARY), inp)
+                           primary=(networks, transport, noise) in primary), inp)
                      for (transport, noise), inp in inputs.groupby(["transport", "noise"], sort=True)]
     parts = list(map_fn(functools.partial(_variant_tables, meas=meas), variants))
     gp, levels, scores = ([x for part in parts for x in part[i]] for i in range(3))
@@ -262,3 +268,52 @@ def _variant_tables(variant: tuple[dict, pd.DataFrame], meas: pd.DataFrame) -> t
         levels.append(loo.assign(threshold=thr, **keys))
         scores.append(dict(threshold=thr, **keys, n_models=int(loo["model"].nunique()), **score(loo)))
     return gp, levels, scores
+
+
+def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b between ``x`` (..., M, K) and ``y`` (M, K) along the M axis, per column K
+    and leading index: the sum of sign products over pairs over the root of the untied pairs'
+    counts (scipy.stats.kendalltau's variant b); NaN where either has a single value."""
+    sx = np.sign(x[..., :, None, :] - x[..., None, :, :])
+    sy = np.sign(y[:, None, :] - y[None, :, :])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (sx * sy).sum(axis=(-3, -2)) / np.sqrt(np.abs(sx).sum(axis=(-3, -2)) * np.abs(sy).sum(axis=(0, 1)))
+
+
+def permutation_test(table: pd.DataFrame) -> dict:
+    """The confirmatory statistic of docs/method.md §10b on one variant's leave-one-model-out
+    levels (model, N, measured, predicted): the mean over N of Kendall's tau-b between predicted
+    and measured across models (N where it is undefined left out), and its exact one-sided
+    p-value, the share of the M! relabellings of the models' predictions (each applied to every N
+    at once) whose mean is at least the observed one. Models without a finite prediction and
+    measurement at every N are left out."""
+    meas, pred = (table.pivot(index="model", columns="N", values=c) for c in ("measured", "predicted"))
+    pred = pred.reindex(index=meas.index, columns=meas.columns)
+    keep = np.isfinite(meas.to_numpy()).all(axis=1) & np.isfinite(pred.to_numpy()).all(axis=1)
+    m, p = meas.to_numpy()[keep], pred.to_numpy()[keep]
+    out = dict(n_models=int(keep.sum()), n_blocks=0, tau_mean=np.nan, p_perm=np.nan, n_perms=0)
+    if m.shape[0] < 2:
+        return out
+    perms = np.array(list(itertools.permutations(range(m.shape[0]))))
+    taus = kendall_tau_b(p[perms], m)  # (relabelling, N); the identity first
+    blocks = np.isfinite(taus[0])
+    if not blocks.any():
+        return out
+    means = taus[:, blocks].mean(axis=1)
+    return dict(out, n_blocks=int(blocks.sum()), tau_mean=float(means[0]),
+                p_perm=float(np.mean(means >= means[0] - 1e-12)), n_perms=len(perms))
+
+
+def confirmatory_table(levels: pd.DataFrame) -> pd.DataFrame:
+    """:func:`permutation_test` per (threshold, networks, transport, noise) of
+    :func:`prediction_tables`' levels; ``pre_registered`` marks :data:`CONFIRMATORY`'s row, and
+    ``passes`` is its criterion (tau_mean > 0 at p_perm < :data:`CONFIRM_ALPHA`), on every row."""
+    keys = ["threshold", "networks", "transport", "noise"]
+    rows = [dict(zip(keys, k), **permutation_test(g)) for k, g in levels.groupby(keys, sort=True)]
+    out = pd.DataFrame(rows, columns=[*keys, "n_models", "n_blocks", "tau_mean", "p_perm", "n_perms"])
+    out["passes"] = (out["tau_mean"] > 0) & (out["p_perm"] < CONFIRM_ALPHA)
+    pre = pd.Series(True, index=out.index)
+    for key, value in CONFIRMATORY.items():
+        pre &= np.isclose(out[key], value) if key == "threshold" else out[key] == value
+    out.insert(len(keys), "pre_registered", pre)
+    return out

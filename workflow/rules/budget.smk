@@ -1,9 +1,12 @@
 # Stage recovery under the budget protocol (docs/method.md §10b): one job per (model, seed) trains
 # the shuffled-target control and the lags online, one pass over fresh sequences of the seed's
 # train stream, scored at every budget of recovery.budgets, with early stop and the frontier rule
-# (learnwin.stats.budget_job). Per seed set (exploration: recovery.seeds; confirm:
+# (learnwin.stats.budget_job); one job per (model, seed) snapshots its init and its first lag's
+# training (the same networks). Per seed set (exploration: recovery.seeds; confirm:
 # recovery.confirm_seeds) the aggregate reads N̂_emp(l) and H_emp(N) off the scores
-# (learnwin.stats.budget) and one job draws its three figures. The target `recovery` requests the
+# (learnwin.stats.budget), fits claims (b) and (d) on them, predicts the window from the networks and
+# scores the prediction, the confirmatory test included (learnwin.stats.prediction); one job draws
+# its three figures. The target `recovery` requests the
 # exploration set when recovery.protocol is budget; `recovery_confirm` the confirm set, always.
 BUDGET_SEEDS = {"exploration": REC_SEEDS, "confirm": REC["confirm_seeds"]}
 BUDGET_JOB = "{optimizer}/{model}/seed{seed}"
@@ -52,14 +55,44 @@ rule train_budget:
         "../scripts/train_budget.py"
 
 
+rule snapshot_budget:
+    input:
+        scores=layout.BUDGET_RUN,
+    output:
+        **layout.BUDGET_SNAPSHOT,
+    log:
+        f"{LOGS}/snapshot_budget/{BUDGET_JOB}.log",
+    benchmark:
+        f"{BENCH}/snapshot_budget/{BUDGET_JOB}.tsv"
+    conda:
+        ENV
+    threads: 1
+    resources:
+        **sized(resources.budget_snapshot_mem_mb, resources.budget_snapshot_runtime_min),
+        gpu=0,
+    params:
+        task={k: config["task"][k] for k in ("T", "D", "noise_std", "n_diag")},
+        model_config=section("model"),
+        optim_config=section("optim", REC_OPT),
+        train_config={k: config["train"][k] for k in ("batch_size", "grad_clip")},
+        gt={k: REC[k] for k in ("coef", "n_test", "n_perm", "null_quantile")},
+        lags=REC_LAGS,
+        budgets=REC["budgets"],
+        snapshot={
+            k: v for k, v in section("snapshot").items() if k != "memory_sequences"
+        },
+        device=config["device"],
+    script:
+        "../scripts/snapshot_budget.py"
+
+
 rule aggregate_budget:
     input:
-        scores=lambda wc: expand(
-            layout.BUDGET_RUN,
-            optimizer=REC_OPT,
-            model=REC_MODELS,
-            seed=BUDGET_SEEDS[wc.seed_set],
-        ),
+        **{
+            f"network_{name}": budget_runs(path)
+            for name, path in layout.BUDGET_SNAPSHOT.items()
+        },
+        scores=budget_runs(layout.BUDGET_RUN),
     output:
         **layout.BUDGET,
     log:
@@ -68,20 +101,27 @@ rule aggregate_budget:
         f"{BENCH}/aggregate_budget/{{seed_set}}.tsv"
     conda:
         ENV
-    threads: 1
+    threads: 4
     resources:
         mem_mb=2000,
-        runtime=10,
+        runtime=30,
     params:
         thresholds=REC["thresholds"],
         budgets=REC["budgets"],
+        optimizer=REC_OPT,
+        alpha=section("alpha"),
+        window=section("window"),
+        decay=section("decay"),
     script:
         "../scripts/aggregate_budget.py"
 
 
 rule plot_budget:
     input:
-        **{name: layout.BUDGET[name] for name in ("scores", "learning_budget", "H_emp")},
+        **{
+            name: layout.BUDGET[name]
+            for name in ("scores", "learning_budget", "H_emp", "prediction")
+        },
     output:
         **{
             f"{fig}_png": report(

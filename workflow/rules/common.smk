@@ -175,3 +175,11 @@ FIGURES = {
     ),
 }
 FIGURE_TARGETS = expand(layout.FIGURE, name=FIGURES, ext=["png", "pdf"])
+
+
+def budget_runs(path):
+    """``path`` (a pattern of one (optimizer, model, seed)) of every job of a budget-protocol seed
+    set (``BUDGET_SEEDS``, workflow/rules/budget.smk)."""
+    return lambda wc: expand(
+        path, optimizer=REC_OPT, model=REC_MODELS, seed=BUDGET_SEEDS[wc.seed_set]
+    )

@@ -13,6 +13,6 @@ inp, out, params = snakemake.input, snakemake.output, snakemake.params
 h_emp = io.read_table(inp.H_emp, "budget")
 plot_budget_surface(io.read_table(inp.scores, "budget"), h_emp, threshold=params.threshold, dpi=params.dpi,
                     png=out.budget_surface_png, pdf=out.budget_surface_pdf)
-plot_budget_window(h_emp, dpi=params.dpi, png=out.budget_window_png, pdf=out.budget_window_pdf)
+plot_budget_window(h_emp, io.read_table(inp.prediction, "budget"), dpi=params.dpi, png=out.budget_window_png, pdf=out.budget_window_pdf)
 plot_budget_N_hat(io.read_table(inp.learning_budget, "budget"), dpi=params.dpi, png=out.budget_N_hat_png,
                   pdf=out.budget_N_hat_pdf)

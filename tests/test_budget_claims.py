@@ -1,0 +1,201 @@
+"""Claims (b) and (d) of the window under a training budget and its confirmatory test (docs/method.md
+§10b) on synthetic tables with a known answer: the group test of the log-N growth slopes, the slope
+of log N̂_emp(l) against -log f(l) beside kappa = alpha / (alpha - 1), and the exact permutation
+test of the prediction's order."""
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from learnwin.stats import prediction
+from learnwin.stats.budget import learning_slope, seed_slopes
+from learnwin.stats.growth import groups_differ, slopes_differ
+
+GROUPS = {"const": "logarithmic", "shared": "logarithmic", "diag": "power", "gru": "power", "lstm": "power"}
+INTERCEPT = {"const": 1.0, "shared": 2.0, "diag": 0.5, "gru": 1.5, "lstm": 3.0}
+
+
+def window(slope, *, cap=np.inf, seed=0):
+    """5 seeds x N = 64 .. 65536: H = a_m + slope[group] log N + N(0, 0.1^2), censored at ``cap``."""
+    rng = np.random.default_rng(seed)
+    N = 2.0 ** np.arange(6, 17)
+    rows = []
+    for m, g in GROUPS.items():
+        for s in range(5):
+            H = INTERCEPT[m] + slope[g] * np.log(N) + rng.normal(0, 0.1, N.size)
+            rows.append(pd.DataFrame(dict(model=m, threshold=0.2, seed=s, N=N, H=np.minimum(H, cap), censored=H >= cap)))
+    return pd.concat(rows, ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def steeper():
+    """The power group grows 3x faster than the logarithmic group."""
+    return window({"logarithmic": 1.0, "power": 3.0})
+
+
+def test_groups_differ_detects_different_slopes(steeper):
+    out = groups_differ(steeper, GROUPS).iloc[0]
+    assert out["groups"] == "logarithmic: const, shared; power: diag, gru, lstm"
+    assert (out["n_models"], out["df"]) == (5, 1)
+    assert out["p_value"] < 1e-6
+    assert out["slope_logarithmic"] == pytest.approx(1.0, abs=0.1)
+    assert out["slope_power"] == pytest.approx(3.0, abs=0.1)
+
+
+def test_groups_differ_equal_slopes():
+    out = groups_differ(window({"logarithmic": 2.0, "power": 2.0}), GROUPS).iloc[0]
+    assert out["p_value"] > 0.01
+    assert out["slope_logarithmic"] == pytest.approx(2.0, abs=0.1)
+    assert out["slope_power"] == pytest.approx(2.0, abs=0.1)
+
+
+def test_groups_differ_censored():
+    w = window({"logarithmic": 1.0, "power": 3.0}, cap=30.0)
+    assert 0 < w["censored"].sum() < len(w)
+    out = groups_differ(w, GROUPS).iloc[0]
+    assert np.isfinite(out["lr"]) and out["p_value"] < 1e-6
+    assert out["slope_logarithmic"] == pytest.approx(1.0, abs=0.1)
+    assert out["slope_power"] == pytest.approx(3.0, abs=0.1)
+
+
+def test_groups_differ_singletons_equal_slopes_differ():
+    w = window({"logarithmic": 1.0, "power": 1.2})
+    own = groups_differ(w, {m: m for m in GROUPS}).iloc[0]
+    ref = slopes_differ(w).iloc[0]
+    assert own["df"] == ref["df"] == 4
+    assert own["lr"] == pytest.approx(ref["lr"], abs=1e-9)
+    assert own["p_value"] == pytest.approx(ref["p_value"], abs=1e-9)
+
+
+def test_groups_differ_subsets_and_one_group(steeper):
+    part = groups_differ(steeper, {"shared": "logarithmic", "gru": "power", "lstm": "power"}).iloc[0]
+    assert part["n_models"] == 3 and part["groups"] == "logarithmic: shared; power: gru, lstm"
+    assert part["p_value"] < 1e-6 and part["slope_logarithmic"] == pytest.approx(1.0, abs=0.1)
+    one = groups_differ(steeper, {"const": "all", "shared": "all"}).iloc[0]
+    assert one["df"] == 0 and one["lr"] == 0 and np.isnan(one["p_value"])
+    assert one["slope_all"] == pytest.approx(1.0, abs=0.1)
+    empty = groups_differ(steeper, {"other": "x"})
+    assert empty.empty and list(empty.columns) == ["threshold", "groups", "n_models", "slope_x", "lr", "df", "p_value"]
+
+
+LAGS = np.arange(1, 11)
+TAU, KAPPA = 4.0, 3.0  # alpha = 1.5
+
+
+def tables(C=(1.0, 5.0, 30.0), kappa_of_seed=None):
+    """N_hat = C_s f^(-kappa_s) exactly, f = exp(-l / tau), two thresholds and two transports."""
+    seeds = np.arange(1, len(C) + 1)
+    k = np.full(len(C), KAPPA) if kappa_of_seed is None else np.asarray(kappa_of_seed)
+    f = np.exp(-LAGS / TAU)
+    lb = pd.concat([pd.DataFrame(dict(model="gru", optimizer="adamw", seed=s, lag=LAGS, threshold=t,
+                                      N_hat=c * f ** -ks, N_hat_grid=np.nan, left_censored=False,
+                                      right_censored=False, run=True))
+                    for s, c, ks in zip(seeds, C, k) for t in (0.1, 0.2)], ignore_index=True)
+    env = pd.concat([pd.DataFrame(dict(model="gru", optimizer="adamw", seed=s, epoch=7, transport=tr, lag=LAGS,
+                                       f=f, f_gates=0.5))
+                     for s in seeds for tr in ("diagonal", "exact")], ignore_index=True)
+    kap = pd.DataFrame(dict(model="gru", optimizer="adamw", epoch=7, transport=["diagonal", "exact"], alpha=[1.5, 0.8]))
+    return lb, env, kap
+
+
+def test_learning_slope_recovers_kappa():
+    lb, env, kap = tables()
+    per_seed = seed_slopes(lb, env)
+    assert len(per_seed) == 3 * 2 * 2
+    np.testing.assert_allclose(per_seed["slope"], KAPPA, atol=1e-9)
+    assert (per_seed["n_lags"] == LAGS.size).all()
+    out = learning_slope(lb, env, kap, n_boot=200).set_index(["transport", "threshold"])
+    np.testing.assert_allclose(out["slope"], KAPPA, atol=1e-9)
+    np.testing.assert_allclose(out[["slope_lo", "slope_hi"]], KAPPA, atol=1e-9)  # equal slopes: no spread
+    assert (out["n_seeds"] == 3).all()
+    assert out.loc[("diagonal", 0.1), "kappa"] == pytest.approx(1.5 / 0.5)
+    assert np.isnan(out.loc[("exact", 0.1), "kappa"]) and out.loc[("exact", 0.1), "alpha"] == 0.8
+
+
+def test_learning_slope_drops_censored_and_missing_lags():
+    lb, env, kap = tables()
+    lb.loc[lb["lag"] == 1, "left_censored"] = True
+    lb.loc[lb["lag"] >= 9, "right_censored"] = True
+    lb.loc[lb["left_censored"] | lb["right_censored"], "N_hat"] = 1e9  # wrong values, must not count
+    env = env[env["lag"] != 5]  # absent from the envelope: dropped
+    env.loc[env["lag"] == 6, "f"] = 0.0  # no -log f: dropped
+    per_seed = seed_slopes(lb, env)
+    np.testing.assert_allclose(per_seed["slope"], KAPPA, atol=1e-9)
+    assert (per_seed["n_lags"] == 10 - 1 - 2 - 1 - 1).all()
+
+
+def test_learning_slope_needs_three_lags():
+    lb, env, kap = tables()
+    lb.loc[(lb["seed"] == 2) & (lb["lag"] > 2), "right_censored"] = True
+    per_seed = seed_slopes(lb, env).set_index("seed")
+    assert per_seed.loc[2, "slope"].isna().all() and (per_seed.loc[2, "n_lags"] == 2).all()
+    out = learning_slope(lb, env, kap, n_boot=200)
+    assert (out["n_seeds"] == 2).all()
+    np.testing.assert_allclose(out["slope"], KAPPA, atol=1e-9)
+
+
+def test_learning_slope_bootstrap_over_seeds():
+    ks = [2.0, 2.5, 3.5, 4.0]
+    lb, env, kap = tables(C=(1.0, 2.0, 3.0, 4.0), kappa_of_seed=ks)
+    out = learning_slope(lb, env, kap, n_boot=500, seed=1)
+    np.testing.assert_allclose(out["slope"], np.mean(ks), atol=1e-9)
+    assert (out["slope_lo"] < out["slope"]).all() and (out["slope"] < out["slope_hi"]).all()
+    assert (out["slope_lo"] >= min(ks)).all() and (out["slope_hi"] <= max(ks)).all()
+    again = learning_slope(lb, env, kap, n_boot=500, seed=1)
+    pd.testing.assert_frame_equal(out, again)
+
+
+def test_kendall_tau_b_equals_scipy_with_ties():
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 4, size=(7, 6, 3)).astype(float)  # ties on purpose
+    y = rng.integers(0, 4, size=(6, 3)).astype(float)
+    got = prediction.kendall_tau_b(x, y)
+    for i, k in itertools.product(range(7), range(3)):
+        ref = stats.kendalltau(x[i, :, k], y[:, k], variant="b").statistic
+        assert np.isclose(got[i, k], ref, atol=1e-12) or (np.isnan(ref) and np.isnan(got[i, k]))
+    assert np.isnan(prediction.kendall_tau_b(np.ones((4, 2)), y[:4, :2])).all()  # one predicted value
+
+
+def levels_table(measured: np.ndarray, predicted: np.ndarray, N=(64, 128, 256)) -> pd.DataFrame:
+    models = [f"m{i}" for i in range(measured.shape[0])]
+    return pd.DataFrame([dict(model=m, N=n, measured=measured[i, k], predicted=predicted[i, k])
+                         for i, m in enumerate(models) for k, n in enumerate(N)])
+
+
+def test_permutation_test_exact_p_both_ways():
+    """Five models ordered alike at every N: tau 1, and only the identity reaches it (p = 1/120);
+    reversed: tau -1 and p = 1; a brute-force loop over the relabellings with scipy agrees on noise."""
+    meas = np.array([[1, 2, 3], [2, 4, 6], [3, 6, 9], [4, 8, 12], [5, 10, 15]], float)
+    up = prediction.permutation_test(levels_table(meas, meas * 0.5 + 1))
+    assert up["tau_mean"] == 1 and up["p_perm"] == 1 / 120 and up["n_perms"] == 120 and up["n_blocks"] == 3
+    down = prediction.permutation_test(levels_table(meas, -meas))
+    assert down["tau_mean"] == -1 and down["p_perm"] == 1
+    rng = np.random.default_rng(2)
+    pred = rng.normal(size=meas.shape)
+    got = prediction.permutation_test(levels_table(meas, pred))
+    means = [np.mean([stats.kendalltau(pred[list(p), k], meas[:, k], variant="b").statistic for k in range(3)])
+             for p in itertools.permutations(range(5))]
+    assert np.isclose(got["tau_mean"], means[0]) and got["p_perm"] == np.mean(np.array(means) >= means[0] - 1e-12)
+
+
+def test_permutation_test_skips_constant_budgets_and_models_without_prediction():
+    meas = np.array([[0, 2, 3], [0, 4, 6], [0, 6, 9], [0, 8, 12]], float)  # N = 64: every model 0
+    pred = meas + 1.0
+    pred[3, 1] = np.nan  # this model leaves the test
+    got = prediction.permutation_test(levels_table(meas, pred))
+    assert got["n_models"] == 3 and got["n_blocks"] == 2 and got["tau_mean"] == 1 and got["p_perm"] == 1 / 6
+
+
+def test_confirmatory_table_flags_the_pre_registered_row():
+    meas = np.array([[1, 2, 3], [2, 4, 6], [3, 6, 9], [4, 8, 12], [5, 10, 15]], float)
+    rows = []
+    for thr, net, sign in ((0.2, "init", 1), (0.1, "init", 1), (0.2, "trained", -1)):
+        rows.append(levels_table(meas, sign * meas).assign(threshold=thr, networks=net, transport="diagonal",
+                                                          noise="per_lag"))
+    table = prediction.confirmatory_table(pd.concat(rows, ignore_index=True)).set_index(["threshold", "networks"])
+    assert table["pre_registered"].to_dict() == {(0.1, "init"): False, (0.2, "init"): True, (0.2, "trained"): False}
+    assert table.loc[(0.2, "init"), "passes"] and not table.loc[(0.2, "trained"), "passes"]
+    assert table.loc[(0.2, "init"), "p_perm"] == 1 / 120

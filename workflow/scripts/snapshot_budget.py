@@ -1,0 +1,22 @@
+"""Adapter: rule snapshot_budget, one (model, seed) of the budget protocol ->
+learnwin.stats.budget_job.budget_networks (its init and its first lag's training, checked against
+the job's recorded score; the rule's params are its keywords) and
+learnwin.stats.groundtruth_job.groundtruth_snapshots (their envelope, psi and total)."""
+from learnwin.infra import io, runtime
+
+log = runtime.setup(snakemake.log[0], snakemake.threads)
+runtime.set_torch_threads(snakemake.threads)
+runtime.deterministic()
+
+from learnwin.stats.budget_job import budget_networks  # noqa: E402  (after the thread caps)
+from learnwin.stats.groundtruth_job import groundtruth_snapshots  # noqa: E402
+
+wc, kw = snakemake.wildcards, dict(snakemake.params.items())
+snapshot, device = kw.pop("snapshot"), runtime.resolve_device(kw.pop("device"))
+recorded = io.read_table(snakemake.input.scores, "budget")
+nets = budget_networks(model=wc.model, optimizer=wc.optimizer, seed=int(wc.seed), recorded=recorded, device=device,
+                       batch_size=kw["train_config"]["batch_size"], **kw)
+tables = groundtruth_snapshots(nets, task=kw["task"], gt=kw["gt"], snapshot=snapshot, device=device)
+for name, table in zip(("envelope", "psi", "total"), tables):
+    io.write_table(table, snakemake.output[name], name)
+log.info("snapshots of %s: %d envelope rows", dict(wc), len(tables[0]))
