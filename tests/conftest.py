@@ -26,7 +26,8 @@ def pytest_itemcollected(item):
 
 def pytest_collection_modifyitems(config, items):
     """The longest chains first: the smoke group, then the files that run workflows (a ``slow``
-    test), then the rest, each in file order."""
+    test), then the rest, each in file order. xdist keeps this order (``--no-loadscope-reorder``,
+    pyproject.toml; by default it would hand out the groups with the most tests first)."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: 0 if _group(item) == SMOKE_GROUP else 1 if item.path in slow_files else 2)
 
