@@ -1,9 +1,14 @@
-"""Cost of the ground-truth grid (`snakemake recovery`, docs/method.md §10) from the training cost law.
+"""Cost of the ground truth of the window (`snakemake recovery`) from the training cost law: the
+budget protocol (docs/method.md §10b) or the dataset protocol's grid (§10), as the config's
+recovery.protocol says.
 
     python experiments/recovery_cost.py CONFIG[,OVERLAY...] [CONFIG[,OVERLAY...] ...] [--cores 2] [--measure]
 
 Each argument is a config file (comma-separated overlays read on top of it, in order, one level
-deep, as repeated `--configfile` does), itself read on top of config/config.yaml. Per arm (main,
+deep, as repeated `--configfile` does), itself read on top of config/config.yaml. The budget
+protocol: per seed set (exploration, confirm) its jobs and their worst-case CPU time (every lag
+trained to N_max; early stop and the frontier make a run cheaper), and the same-network snapshots.
+The dataset protocol: per arm (main,
 full_grid, double_steps) it prints the jobs, an upper bound on their trainings
 (learnwin.infra.resources.recovery_trainings: per N one control and, per threshold, the
 bisection's midpoints after the two shared ends) and their CPU time by the training cost law
@@ -52,6 +57,23 @@ def grid_cost(cfg: dict) -> list[dict]:
     return rows
 
 
+def budget_cost(cfg: dict) -> list[dict]:
+    """The budget protocol (docs/method.md §10b) per seed set, at worst (every grid lag and the
+    control trained to N_max: learnwin.infra.resources.budget_cpu_seconds), and its same-network
+    snapshots (the first lag to N_max at worst and two snapshots)."""
+    rec, rows = cfg["recovery"], []
+    models = rec["models"] or cfg["models"]
+    lags = len(resources.recovery_lags(cfg))
+    steps = rec["budgets"][-1] // cfg["train"]["batch_size"]
+    for seed_set, seeds in (("exploration", rec["seeds"] or cfg["seeds"]), ("confirm", rec["confirm_seeds"])):
+        jobs = len(models) * len(seeds)
+        rows.append(dict(arm=f"budget {seed_set}", jobs=jobs, trainings=(1 + lags) * jobs,
+                         cpu_s=sum(resources.budget_cpu_seconds(cfg, m) for m in models) * len(seeds)))
+        rows.append(dict(arm=f"snapshots {seed_set}", jobs=jobs, trainings=jobs,
+                         cpu_s=sum(resources.recovery_snapshot_cpu_seconds(cfg, m, steps) for m in models) * len(seeds)))
+    return rows
+
+
 def measure(cfg: dict) -> None:
     """One training per model at the config's size, CPU seconds against the cost law's."""
     import torch
@@ -85,11 +107,11 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     for spec in args.configs:
         cfg = load(spec)
-        rows = grid_cost(cfg)
+        rows = budget_cost(cfg) if cfg["recovery"]["protocol"] == "budget" else grid_cost(cfg)
         total = sum(r["cpu_s"] for r in rows)
         print(f"## {spec}")
         for r in rows:
-            print(f"  {r['arm']:12s} jobs {r['jobs']:4d}  trainings <= {r['trainings']:6d}  "
+            print(f"  {r['arm']:21s} jobs {r['jobs']:4d}  trainings <= {r['trainings']:6d}  "
                   f"CPU {r['cpu_s'] / 3600:7.2f} h")
         print(f"  total CPU {total / 3600:.2f} h; wall on {args.cores} cores {total / args.cores / 60:.1f} min")
     if args.measure:
