@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats
+from scipy import optimize, stats
 
 from learnwin.stats import growth, prediction
 from learnwin.stats.groundtruth import bisect_window, lag_scores, margin
@@ -131,6 +131,31 @@ def test_censoring_aware_fit_is_unbiased_where_naive_is_not():
         tobit.append(growth.fit_law("log", d["N"], d["H"], d["censored"])["params"][1])
         naive.append(growth.fit_law("log", d["N"], d["H"], np.zeros(len(d), bool))["params"][1])
     assert np.mean(tobit) == pytest.approx(6.5, abs=0.15) and np.mean(naive) < 6.0
+
+
+@pytest.mark.parametrize("law", ["log", "quadratic"])
+@pytest.mark.parametrize("cap", [np.inf, 30.0])
+def test_linear_law_fit_is_the_numerical_optimum(law, cap):
+    """A law linear in its parameters: closed form without censored points, BFGS on the exact
+    gradient with them; both reach the likelihood's optimum as a long Nelder-Mead search from that
+    point finds it (it finds nothing better, to 1e-7), and the gradient is the numerical one's."""
+    d = synthetic("log", np.random.default_rng(3), cap=cap, sigma=1.0)
+    N, H, cens = d["N"].to_numpy(float), d["H"].to_numpy(float), d["censored"].to_numpy(bool)
+    assert cens.any() == np.isfinite(cap)
+    fit = growth.fit_law(law, N, H, cens)
+    X = growth.design(law, N)
+
+    def nll(p):
+        return -growth.tobit_loglik(H, cens, X @ p[:-1], np.exp(p[-1]))
+
+    p = np.append(fit["params"], np.log(fit["sigma"]))
+    assert nll(p) == pytest.approx(-fit["loglik"], abs=1e-9)
+    search = optimize.minimize(nll, p + 0.05, method="Nelder-Mead",
+                               options=dict(maxiter=20000, xatol=1e-10, fatol=1e-12))
+    assert search.fun >= nll(p) - 1e-7
+    grad = growth._linear_nll_grad(X, H, cens, p + 0.1)
+    numeric = optimize.approx_fprime(p + 0.1, nll, 1e-7)
+    assert np.linalg.norm(grad - numeric) < 1e-5 * np.linalg.norm(grad)
 
 
 def test_growth_fit_undecided_with_two_N():

@@ -85,8 +85,13 @@ def summary_sentence(claim: str, g: pd.DataFrame) -> str:
             depends.append(f"{factor} (" + ", ".join(f"{level} {r}" for level, r in rates.items()) + ")")
     verdict = ("holds" if scored["holds"].all() else "does not hold" if not scored["holds"].any()
                else "holds in part")
-    tail = f"; it depends on the {' and the '.join(depends)}" if depends else "; the same under every " + (
-        ", ".join(f for f in FACTORS if scored[f].nunique() > 1) or "scope") if len(scored) > 1 else ""
+    if depends:
+        tail = f"; it depends on the {' and the '.join(depends)}"
+    elif len(scored) > 1:
+        varied = ", ".join(f for f in FACTORS if scored[f].nunique() > 1)
+        tail = f"; the same under every {varied or 'scope'}"
+    else:
+        tail = ""
     return f"({claim}) {TITLES[claim]} {verdict}: {_rate(scored)} rows{empty}, {'; '.join(where)}{tail}."
 
 
