@@ -272,8 +272,8 @@ def test_budget_networks_are_the_init_and_the_first_lags_scored_training():
     budget_trainings scored: its state equals a separate online training to that budget, and a
     tampered record raises."""
     scores = run()
-    kw = dict(model="gru", optimizer="adamw", seed=SEED, lags=LAGS[:4], budgets=BUDGETS, batch_size=B, task=TASK,
-              model_config=MODEL, optim_config=OPTIM["adamw"], train_config=dict(grad_clip=1.0), gt=GT)
+    kw = dict(model="gru", optimizer="adamw", seed=SEED, lags=LAGS[:4], budgets=BUDGETS, task=TASK, model_config=MODEL,
+              optim_config=OPTIM["adamw"], train_config=dict(grad_clip=1.0, batch_size=B), gt=GT)
     nets = budget_job.budget_networks(recorded=scores, **kw)
     assert list(nets) == ["init", "trained"] and {n["task_lag"] for n in nets.values()} == {1}
     init = init_seed(SEED, "gru")

@@ -112,9 +112,9 @@ def budget_trainings(
 
 
 def budget_networks(
-    *, model: str, optimizer: str, seed: int, lags: Sequence[int], budgets: Sequence[int], batch_size: int,
-    task: Mapping, model_config: Mapping, optim_config: Mapping, train_config: Mapping, gt: Mapping,
-    recorded: pd.DataFrame, device: str = "cpu",
+    *, model: str, optimizer: str, seed: int, lags: Sequence[int], budgets: Sequence[int], task: Mapping,
+    model_config: Mapping, optim_config: Mapping, train_config: Mapping, gt: Mapping, recorded: pd.DataFrame,
+    device: str = "cpu",
 ) -> dict[str, dict]:
     """The networks of one (model, seed) of the budget protocol as checkpoints (docs/method.md
     §10b), named as :data:`learnwin.stats.prediction.NETWORKS`: the shared init, and the first grid
@@ -129,6 +129,7 @@ def budget_networks(
     rows = recorded[(recorded["target"] == "task") & (recorded["lag"] == lag)]
     if rows.empty:
         raise ValueError(f"model={model} seed={seed}: the scores have no task row at the first grid lag {lag}")
+    batch_size = train_config["batch_size"]
     budgets = budget_grid(budgets, batch_size)
     n_stop = int(rows["N"].max())
     init = init_seed(seed, model)

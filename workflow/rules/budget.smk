@@ -83,7 +83,7 @@ rule snapshot_budget:
         },
         device=config["device"],
     script:
-        "../scripts/snapshot_budget.py"
+        "../scripts/snapshot_networks.py"
 
 
 rule aggregate_budget:

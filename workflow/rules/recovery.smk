@@ -95,7 +95,7 @@ rule snapshot_recovery:
         },
         device=config["device"],
     script:
-        "../scripts/snapshot_recovery.py"
+        "../scripts/snapshot_networks.py"
 
 
 rule aggregate_recovery:
