@@ -88,16 +88,19 @@ BUDGET_RULES = ("train_budget", "snapshot_budget", "aggregate_budget", "plot_bud
 
 def cost(results: Path, cores: int = 2, rules=RULES, stems=None) -> pd.DataFrame:
     """Per rule of the ground truth, from its benchmark TSVs (those named in ``stems``, default
-    all): jobs, total and largest wall seconds, and the total over ``cores`` cores in minutes
-    (every job is one thread; perfect packing)."""
+    all): jobs, total and largest wall seconds, the total over ``cores`` cores in minutes (every
+    job is one thread; perfect packing), and the same of the CPU seconds (Snakemake's cpu_time),
+    which a run beside other work does not inflate."""
     rows = []
     for rule in rules:
         files = sorted(f for f in (layout.under(results, layout.BENCH) / rule).rglob("*.tsv")
                        if stems is None or f.stem in stems)
         if files:
-            s = pd.concat([pd.read_csv(f, sep="\t") for f in files])["s"]
+            tsv = pd.concat([pd.read_csv(f, sep="\t") for f in files])
+            s, cpu = tsv["s"], pd.to_numeric(tsv["cpu_time"], errors="coerce")
             rows.append({"rule": rule, "jobs": len(s), "wall s (sum)": number(s.sum(), 0),
-                         "wall s (largest job)": number(s.max(), 0), f"sum / {cores} cores (min)": number(s.sum() / cores / 60, 1)})
+                         "wall s (largest job)": number(s.max(), 0), f"sum / {cores} cores (min)": number(s.sum() / cores / 60, 1),
+                         "CPU s (sum)": number(cpu.sum(), 0), f"CPU / {cores} cores (min)": number(cpu.sum() / cores / 60, 1)})
     return pd.DataFrame(rows)
 
 

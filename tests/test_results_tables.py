@@ -239,7 +239,8 @@ def test_groundtruth_steps_table_from_the_per_job_windows(tmp_path):
 
 def test_groundtruth_cost_sums_the_benchmarks_per_rule(tmp_path):
     """`groundtruth_tables.py`: per ground-truth rule the jobs, total and largest wall seconds of its
-    benchmark TSVs and the total over 2 cores; rules without TSVs are left out."""
+    benchmark TSVs and the total over 2 cores, and the same of their CPU seconds; rules without
+    TSVs are left out."""
     from learnwin.infra import layout
 
     bench = layout.under(tmp_path, layout.BENCH)
@@ -247,10 +248,11 @@ def test_groundtruth_cost_sums_the_benchmarks_per_rule(tmp_path):
         for i, s in enumerate(seconds):
             path = bench / rule / "adamw" / f"job{i}.tsv"
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(f"s\tmax_rss\n{s}\t100\n")
+            path.write_text(f"s\tmax_rss\tcpu_time\n{s}\t100\t{s / 2}\n")
     table = _script("groundtruth_tables").cost(tmp_path).set_index("rule")
     assert list(table.index) == ["train_recovery", "snapshot_recovery"]
     assert table.loc["train_recovery", "jobs"] == 3 and table.loc["snapshot_recovery", "jobs"] == 2
     assert table.loc["train_recovery", "wall s (largest job)"] == "1200"
     assert table.loc["train_recovery", "sum / 2 cores (min)"] == "17.5"  # 2100 s / 2 / 60
     assert table.loc["snapshot_recovery", "wall s (sum)"] == "120"
+    assert table.loc["train_recovery", "CPU s (sum)"] == "1050" and table.loc["train_recovery", "CPU / 2 cores (min)"] == "8.8"
