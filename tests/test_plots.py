@@ -323,3 +323,32 @@ def test_exponents_points_and_cis(drawn, tables):
     assert all(ln.get_ydata()[0] == 1.0 for ln in b) and b[0].get_color() == "tab:blue"
     caps = [ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_marker() == "_"]
     assert pytest.approx(sorted(set(np.round(caps, 6)))) == [-0.1, 0.1, 0.9, 1.1]
+
+
+def test_recovery_and_budget_windows_draw_the_primary_predictions(tmp_path):
+    """The ground truth's window figures draw the measured seed means and, dashed or dotted, only
+    the prediction rows flagged primary (the dataset protocol's two variants; the budget
+    protocol's confirmatory one), with one legend entry per primary variant."""
+    from learnwin.plots.budget import plot_budget_window
+    from learnwin.plots.recovery import plot_recovery_window
+    from learnwin.stats.prediction import PRIMARY
+
+    N = [64, 128, 256]
+    window = pd.DataFrame([dict(arm="main", threshold=0.2, model=m, seed=s, N=n, H=5.0 + s + i, censored=False)
+                           for i, m in enumerate(["const", "gru"]) for s in (1, 2) for n in N])
+    pred = pd.DataFrame([dict(threshold=0.2, model=m, N=n, predicted=p, networks=net, transport=t, noise=no,
+                              primary=(net, t, no) in PRIMARY)
+                         for m in ("const", "gru") for n in N
+                         for (net, t, no), p in ((PRIMARY[0], 7.0), (PRIMARY[1], 8.0),
+                                                 (("init", "diagonal", "per_lag"), 99.0))])
+    fig = plot_recovery_window.__wrapped__(window, pred, threshold=0.2)
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert [lab for lab in labels if lab.startswith("predicted")] == [
+        f"predicted, {t}, {no}" for _, t, no in PRIMARY]
+    drawn = {round(float(y), 6) for ax in fig.axes for line in ax.get_lines() for y in line.get_ydata()}
+    assert {7.0, 8.0} <= drawn and 99.0 not in drawn
+    h_emp = window.groupby(["model", "N", "threshold"])["H"].agg(H_mean="mean", H_sd="std").reset_index().assign(
+        n_censored=0, n_seeds=2)
+    fig = plot_budget_window.__wrapped__(h_emp, pred.assign(primary=pred["predicted"] == 99.0))
+    drawn = {round(float(y), 6) for ax in fig.axes for line in ax.get_lines() for y in line.get_ydata()}
+    assert 99.0 in drawn and 7.0 not in drawn

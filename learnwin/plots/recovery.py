@@ -52,7 +52,7 @@ def plot_recovery_window(window: pd.DataFrame, prediction: pd.DataFrame, *, thre
     handles = [Line2D([], [], color="k", marker="o", ms=3, label="measured (seed mean ± std)"),
                Line2D([], [], color="k", marker="^", ls="", mfc="none", label="censored"),
                *[Line2D([], [], color="k", ls=NOISE_STYLE[noise], label=f"predicted, {transport}, {noise}")
-                 for transport, noise in PRIMARY]]
+                 for _, transport, noise in PRIMARY]]
     fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), frameon=False)
     return fig
 
