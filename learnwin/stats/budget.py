@@ -132,15 +132,6 @@ def window_over_seeds(window: pd.DataFrame) -> pd.DataFrame:
         n_censored=("censored", "sum"), holes_mean=("holes", "mean")).reset_index()
 
 
-def measured_means(h_emp: pd.DataFrame) -> pd.DataFrame:
-    """:func:`window_over_seeds`' table as the measured side of the prediction
-    (:func:`learnwin.stats.prediction.prediction_tables`): threshold, model, N, measured (the seed
-    mean of H_emp), measured_std, censored (any seed censored) and n_seeds."""
-    return pd.DataFrame(dict(threshold=h_emp["threshold"], model=h_emp["model"], N=h_emp["N"],
-                             measured=h_emp["H_mean"], measured_std=h_emp["H_sd"], censored=h_emp["n_censored"] > 0,
-                             n_seeds=h_emp["n_seeds"]))
-
-
 def kappa_inputs(network_h_n: pd.DataFrame) -> pd.DataFrame:
     """The alpha of claim (d) (docs/method.md §10b) from the same networks' window aggregate
     (:func:`learnwin.stats.prediction.network_stats`): pred_alpha under per_lag noise, one row per

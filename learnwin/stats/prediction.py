@@ -220,9 +220,10 @@ def predict_levels(inputs: pd.DataFrame, N) -> Levels:
 
 
 def measured_means(window: pd.DataFrame) -> pd.DataFrame:
-    """Seed means of the main arm's H per (threshold, model, N); censored = any seed censored."""
-    main = window[window["arm"] == "main"]
-    g = main.groupby(["threshold", "model", "N"])
+    """Seed means of the measured H per (threshold, model, N) of a window table (threshold, model,
+    seed, N, H, censored: the dataset protocol's main arm, or the budget protocol's H_emp);
+    censored = any seed censored."""
+    g = window.groupby(["threshold", "model", "N"])
     return g.agg(measured=("H", "mean"), measured_std=("H", "std"), censored=("censored", "any"),
                  n_seeds=("H", "count")).reset_index()
 

@@ -31,7 +31,7 @@ with ProcessPoolExecutor(snakemake.threads, mp_context=multiprocessing.get_conte
                                                           alpha_cfg=params.alpha, window_cfg=params.window,
                                                           decay_cfg=params.decay, map_fn=pool.map)
     growth_pred, levels, pred_scores = prediction.prediction_tables(
-        budget.measured_means(h_emp), fits, {name: (network_h_n, network_decay, name) for name in prediction.NETWORKS},
+        prediction.measured_means(truth), fits, {name: (network_h_n, network_decay, name) for name in prediction.NETWORKS},
         optimizer=params.optimizer, primary=[tuple(prediction.CONFIRMATORY[k] for k in ("networks", "transport", "noise"))],
         map_fn=pool.map)
     slopes, groups = slopes.result(), groups.result()

@@ -28,7 +28,7 @@ with ProcessPoolExecutor(snakemake.threads, mp_context=multiprocessing.get_conte
                                                           alpha_cfg=params.alpha, window_cfg=params.window,
                                                           decay_cfg=params.decay, map_fn=pool.map)
     growth_pred, levels, pred_scores = prediction.prediction_tables(
-        prediction.measured_means(window), fits, {**{name: (network_h_n, network_decay, name) for name in prediction.NETWORKS},
+        prediction.measured_means(main), fits, {**{name: (network_h_n, network_decay, name) for name in prediction.NETWORKS},
                        "main_run": main_run}, optimizer=params.optimizer, map_fn=pool.map)
     slopes = slopes.result()
 log.info("growth:\n%s\nslopes:\n%s\nscores:\n%s", fits.to_string(), slopes.to_string(),
