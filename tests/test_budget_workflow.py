@@ -21,7 +21,7 @@ from learnwin.infra.io import read_table
 pytestmark = pytest.mark.slow
 
 MODELS, SMOKE_MODELS = ["const", "gru"], 5
-SEEDS, LAGS, THRESHOLDS, BUDGETS = [2, 3, 4], [1, 3, 5, 7, 9, 11], [0.1, 0.2, 0.3], [16, 32, 64, 128, 256, 512, 1024]
+SEEDS, LAGS, THRESHOLDS, BUDGETS = [2, 3], [1, 3, 5, 7, 9, 11], [0.1, 0.2, 0.3], [16, 32, 64, 128, 256, 512, 1024]
 SMOKE = ("--configfile", "config/smoke.yaml")
 SIZE = f"budgets: {BUDGETS}, models: [const, gru]"
 BUDGET = (*SMOKE, "--config", f"recovery={{protocol: budget, {SIZE}}}")

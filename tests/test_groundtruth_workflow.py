@@ -12,8 +12,9 @@ from learnwin.infra.io import read_table
 
 pytestmark = pytest.mark.slow
 
-MODELS, SEEDS, N, THRESHOLDS, LAGS = 5, 3, [64, 512], [0.1, 0.2, 0.3], [1, 3, 5, 7, 9, 11]
-DATASET = ("--config", "recovery={protocol: dataset}")  # the budget protocol is the default
+MODELS, SEEDS, N, THRESHOLDS, LAGS = 3, 2, [64, 512], [0.1, 0.2, 0.3], [1, 3, 5, 7, 9, 11]
+# the budget protocol is the default; a fixed-gate cell, a learned-gate cell and the LSTM
+DATASET = ("--config", "recovery={protocol: dataset, models: [const, gru, lstm]}")
 
 
 @pytest.fixture(scope="module")

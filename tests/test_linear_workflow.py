@@ -1,5 +1,6 @@
 """End to end: the diagonal linear cells (docs/method.md §2b) through every stage of the DAG at
-smoke size (config/linear-smoke.yaml)."""
+smoke size (config/linear-smoke.yaml): every table of `all`; the figures, drawn from tables whose
+columns do not depend on the cell, are held by the smoke run and tests/test_plots.py."""
 
 import math
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 import yaml
 from snakemake.utils import update_config, validate
-from workflow_helpers import copy_workflow, snakemake
+from workflow_helpers import TABLE_TARGETS, copy_workflow, snakemake
 
 from learnwin.infra import layout
 from learnwin.infra.config import lag_grid
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def linear_run(tmp_path_factory):
     work = copy_workflow(tmp_path_factory.mktemp("linear"))
-    snakemake(work, "--cores", "2", "--configfile", "config/linear-smoke.yaml")
+    snakemake(work, "--cores", "2", "--configfile", "config/linear-smoke.yaml", "--", *TABLE_TARGETS)
     cfg = yaml.safe_load((work / "config" / "config.yaml").read_text())
     update_config(cfg, yaml.safe_load((work / "config" / "linear-smoke.yaml").read_text()))
     validate(cfg, str(work / "workflow/schemas/config.schema.yaml"), set_default=True)

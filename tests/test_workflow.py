@@ -6,6 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from smoke_digest import environment, recorded
 from workflow_helpers import TABLE_TARGETS, assert_same_tables, copy_workflow, scheduled, snakemake
 
 from learnwin.infra import io, layout
@@ -80,7 +81,12 @@ def test_parquet_schema_dtypes(smoke_run):
 
 
 def test_two_runs_give_identical_parquet(smoke_run, tmp_path):
-    """Determinism: same config and seed on CPU -> bitwise-identical table contents."""
+    """Determinism: same config and seed on CPU -> bitwise-identical table contents. Where this
+    machine's numeric environment has a recorded digest, the smoke digest test already holds more
+    (every table of this smoke run equals, bit for bit, a run recorded on another day), so the
+    second run is made only where none is recorded."""
+    if recorded(environment())[0] is not None:
+        pytest.skip("determinism is held by test_smoke_tables_match_the_recorded_digest here")
     work = copy_workflow(tmp_path / "again")
     snakemake(work, "--cores", "2", "--configfile", "config/smoke.yaml", "--", *TABLE_TARGETS)
     assert assert_same_tables(smoke_run / "results", work / "results") > 100
