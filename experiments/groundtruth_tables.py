@@ -51,14 +51,18 @@ def window_means(window: pd.DataFrame, threshold: float) -> pd.DataFrame:
     """H mean ± sd over seeds per (model, N) of the main arm at ``threshold``, and the number of
     right-censored seeds (H at the largest grid lag)."""
     main = window[(window["arm"] == "main") & np.isclose(window["threshold"], threshold)]
-    cells = {}
-    for (model, N), g in main.groupby(["model", "N"], sort=True):
-        cen = int(g["censored"].sum())
-        cells[(model, N)] = (f"{number(g['H'].mean(), 1)} ± {number(g['H'].std(ddof=1), 1)}"
-                             + (f" ({cen} cens.)" if cen else ""))
-    Ns = sorted({n for _, n in cells})
-    models = [m for m in CELLS if any(k[0] == m for k in cells)]
-    return pd.DataFrame([{"model": m, **{f"N = {n}": cells.get((m, n), "–") for n in Ns}} for m in models])
+    return _model_by_N({(model, N): (g["H"].mean(), g["H"].std(ddof=1), int(g["censored"].sum()))
+                        for (model, N), g in main.groupby(["model", "N"], sort=True)})
+
+
+def _model_by_N(cells: dict) -> pd.DataFrame:
+    """One row per model (registry order), one column per N: "mean ± sd (k cens.)" of the cells
+    {(model, N): (mean, sd, censored seeds)}."""
+    text = {key: f"{number(mean, 1)} ± {number(sd, 1)}" + (f" ({int(cen)} cens.)" if cen else "")
+            for key, (mean, sd, cen) in cells.items()}
+    Ns = sorted({n for _, n in text})
+    models = [m for m in CELLS if any(k[0] == m for k in text)]
+    return pd.DataFrame([{"model": m, **{f"N = {n}": text.get((m, n), "–") for n in Ns}} for m in models])
 
 
 def steps_table(results: str | Path) -> str:
@@ -135,11 +139,7 @@ def tables(results: str | Path, threshold: float) -> str:
 def budget_window_means(h_emp: pd.DataFrame, threshold: float) -> pd.DataFrame:
     """H_emp mean ± sd over seeds per (model, N) at ``threshold``, with the censored seeds' count."""
     rows = h_emp[np.isclose(h_emp["threshold"], threshold)]
-    cells = {(r.model, r.N): f"{number(r.H_mean, 1)} ± {number(r.H_sd, 1)}"
-             + (f" ({int(r.n_censored)} cens.)" if r.n_censored else "") for r in rows.itertuples()}
-    Ns = sorted({n for _, n in cells})
-    models = [m for m in CELLS if any(k[0] == m for k in cells)]
-    return pd.DataFrame([{"model": m, **{f"N = {n}": cells.get((m, n), "–") for n in Ns}} for m in models])
+    return _model_by_N({(r.model, r.N): (r.H_mean, r.H_sd, r.n_censored) for r in rows.itertuples()})
 
 
 def budget_tables(results: str | Path, seed_set: str, threshold: float) -> str:
