@@ -19,8 +19,9 @@ import yaml
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
 from learnwin.models.data import make_split
+from learnwin.models.state import full_state
 from learnwin.probing.detect import random_directions
-from learnwin.probing.exact_transport import full_state, jacobians
+from learnwin.probing.exact_transport import jacobians
 from learnwin.probing.lyapunov import qr_exponents
 from learnwin.probing.snapshot import probe
 

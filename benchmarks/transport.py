@@ -1,7 +1,7 @@
 """Snapshot cost of the two transports (docs/method.md §4 diagonal, §4b exact) and of the memory curve.
 
 Run: python benchmarks/transport.py [--config config/config.yaml] [--models const shared diag gru lstm]
-                                   [--rounds 3] [--before REV]
+                                   [--rounds 3] [--before REV] [--layers 1] [--block plain] [--sequences N]
 
 Size from the config (T, D, H, n_diag, lag grid, times_per_lag, snapshot batch, K, exact_sequences,
 memory_sequences), 1 thread, untrained models on the seed-2 diag split. Times the snapshot probe
@@ -10,6 +10,8 @@ envelope on every sequence, the secondary functionals on ``exact_sequences``) an
 probe (the default: one shared forward and tangent pass), then the memory curve on
 ``memory_sequences``. The machine is shared: every variant is timed once per round, interleaved,
 and the minimum over ``--rounds`` rounds is printed, with the exact / diagonal ratio per cell.
+``--layers`` and ``--block`` time stacks instead (docs/method.md §2c: autograd one-step Jacobians
+of the whole stack); ``--sequences`` takes the first N diag sequences only.
 
 Before and after a change of the exact path, in one run: ``--before REV`` names an earlier
 commit; its learnwin/probing/exact_transport.py and learnwin/models/cells.py (``git show``) are
@@ -76,6 +78,9 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["const", "shared", "diag", "gru", "lstm"])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--before", help="an earlier commit whose exact snapshot is timed beside the current one")
+    parser.add_argument("--layers", type=int, default=1, help="layers of each network (docs/method.md §2c)")
+    parser.add_argument("--block", default="plain", help="the block of the layers, or published")
+    parser.add_argument("--sequences", type=int, help="the first N diag sequences (default: n_diag)")
     args = parser.parse_args()
     before = load_before(args.before) if args.before else None
     torch.set_num_threads(1)
@@ -83,14 +88,14 @@ def main() -> None:
     task, snap, H = cfg["task"], cfg["snapshot"], cfg["model"]["hidden"]
     x_np, y_np = make_split(2, "diag", task["n_diag"], task["T"], task["D"], task["lags"],
                             task["coefs"], task["noise_std"])
-    x_all, y_all = torch.from_numpy(x_np), torch.from_numpy(y_np)
+    x_all, y_all = torch.from_numpy(x_np)[:args.sequences], torch.from_numpy(y_np)[:args.sequences]
     lags, bs = lag_grid(snap), snap["batch_size"]
-    print(f"T {task['T']}, H {H}, n_diag {task['n_diag']}, {len(lags)} lags, times_per_lag {snap['times_per_lag']}, "
+    print(f"T {task['T']}, H {H}, layers {args.layers} ({args.block}), {x_all.shape[0]} sequences, {len(lags)} lags, times_per_lag {snap['times_per_lag']}, "
           f"K {snap['directions']}, exact_sequences {snap['exact_sequences']}, 1 thread, "
           f"min over {args.rounds} interleaved rounds")
     for name in args.models:
         torch.manual_seed(0)
-        model = build_model(name, task["D"], H)
+        model = build_model(name, task["D"], H, layers=args.layers, block=args.block)
         dirs = {n.removeprefix("cell."): d for n, d in random_directions(model, snap["directions"], 2).items()
                 if n.startswith("cell.")}
         w_out = model.W_out.detach()

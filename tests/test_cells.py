@@ -264,8 +264,33 @@ def test_toy_cell_through_the_public_interface(fresh_registry):
     torch.testing.assert_close(tr.leak[0, 0], torch.linspace(0.5, 0.9, 5, dtype=torch.float64))
     xp = torch.nn.functional.linear(x, cell.W_x, cell.b_x)
     for k in range(1, 7):
-        J = et.autograd_jacobian(cell, xp[:, k], tr.presynaptic[:, k])
+        J = et.autograd_jacobian(et.step_map(cell), xp[:, k], tr.presynaptic[:, k])
         diag = torch.diagonal(J, dim1=-2, dim2=-1)
         torch.testing.assert_close(diag, tr.leak[:, k] + tr.correction[:, k], rtol=0, atol=1e-12)
         off = J - torch.diag_embed(diag)
         assert off.abs().max() > 1e-3  # W_h couples the units: the check sees the off-diagonal too
+
+
+def test_a_block_registers_once_under_a_valid_name(fresh_registry):
+    """A block entry (docs/method.md §2c): registered again equal does nothing, another spec under
+    its name, a bad name, "published" or a non-BlockSpec raise; a bad part raises at the spec."""
+    from dataclasses import replace
+
+    registry = fresh_registry
+    saved = dict(registry.BLOCKS)
+    try:
+        registry.register_block("hawk", registry.BLOCKS["hawk"])
+        registry.register_block("my_block", replace(registry.BLOCKS["mlp"], mlp="geglu"))
+        assert registry.BLOCKS["my_block"].mlp == "geglu"
+        with pytest.raises(ValueError, match="block 'hawk' is already registered"):
+            registry.register_block("hawk", registry.BLOCKS["mamba"])
+        for bad in ("Hawk", "published"):
+            with pytest.raises(ValueError, match=f"'{bad}' must match"):
+                registry.register_block(bad, registry.BLOCKS["mlp"])
+        with pytest.raises(TypeError, match="takes a BlockSpec, not dict"):
+            registry.register_block("other", {"norm": "rms"})
+        with pytest.raises(ValueError, match="BlockSpec.norm = 'batch'; allowed: layer, rms or None"):
+            registry.BlockSpec(norm="batch")
+    finally:
+        registry.BLOCKS.clear()
+        registry.BLOCKS.update(saved)

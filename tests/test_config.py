@@ -73,6 +73,12 @@ BAD = {
                              r"train.batch_size = 32"),
     "budgets not increasing": (_set(["recovery", "budgets"], [128, 64]), r"recovery.budgets = \[128, 64\] must be"),
     "one budget": (_set(["recovery", "budgets"], [64]), r"\[64\] is too short[\s\S]*\['budgets'\]"),
+    "unknown block": (_set(["model", "block"], "transformer"),
+                      r"model.block = 'transformer' is not a registered block; allowed: published, stacked, plain"),
+    "no layers": (_set(["model", "layers"], 0), r"0 is less than the minimum of 1[\s\S]*\['layers'\]"),
+    "exact beyond memory": (lambda cfg: cfg.update(models=["s6"], model={**cfg["model"], "layers": 2, "block": "published"}),
+                            r"snapshot.transport lists exact, but s6's full state has n = 2560 components: one batch "
+                            r"of snapshot.batch_size = 128 needs 200 GiB .* lower snapshot.batch_size to 5 or less"),
     "confirm seeds reused": (_set(["recovery", "confirm_seeds"], [12, 1103]),
                              r"recovery.confirm_seeds \[12\] are also exploration seeds"),
 }
@@ -105,7 +111,8 @@ def test_defaults_fill_missing_sections():
     assert lag_grid(cfg["snapshot"]) == list(range(2, 61, 2))
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "smoke.yaml", "medium.yaml", "paper.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "smoke.yaml", "medium.yaml", "paper.yaml", "stacks.yaml",
+                                  "stacks-s6.yaml"])
 def test_shipped_configs_are_valid(name):
     resolve(yaml.safe_load((ROOT / "config" / name).read_text()))
 

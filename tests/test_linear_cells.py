@@ -10,8 +10,8 @@ import torch.nn.functional as F
 
 from learnwin.models.cells import build_model
 from learnwin.models.scan import linear_scan
+from learnwin.models.state import real_view
 from learnwin.probing.detect import random_directions
-from learnwin.probing.exact_transport import real_view
 from learnwin.probing.snapshot import probe
 
 F64 = torch.float64
@@ -205,7 +205,7 @@ def test_receive_is_the_readout_derivative(name):
 
 def test_lyapunov_spectrum_of_the_lru_is_its_log_moduli():
     """Constant block-diagonal rotation-scalings: exponents ln|lambda_q|, each twice (Re, Im)."""
-    from learnwin.probing.exact_transport import state_size
+    from learnwin.models.state import state_size
     from learnwin.probing.lyapunov import sequence_spectrum
 
     cell = _trained("lru").cell

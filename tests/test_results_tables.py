@@ -11,7 +11,7 @@ import pytest
 import synthetic as syn
 from synthetic_claims import VAL_R2, expected_claims, write_claim_run, write_claims
 
-from learnwin.infra import layout
+from learnwin.infra import io, layout
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
@@ -256,3 +256,26 @@ def test_groundtruth_cost_sums_the_benchmarks_per_rule(tmp_path):
     assert table.loc["train_recovery", "sum / 2 cores (min)"] == "17.5"  # 2100 s / 2 / 60
     assert table.loc["snapshot_recovery", "wall s (sum)"] == "120"
     assert table.loc["train_recovery", "CPU s (sum)"] == "1050" and table.loc["train_recovery", "CPU / 2 cores (min)"] == "8.8"
+
+
+def _stack_runs(tmp_path, name, r2_by_model):
+    """A results folder whose trainings reach the given best val R^2 per (model, seed)."""
+    res = tmp_path / name / "results"
+    for model, values in r2_by_model.items():
+        for seed, r2 in zip((7001, 7011, 7021), values):
+            curve = pd.DataFrame({"epoch": [1, 2, 3], "val_mse": [1.0, 0.5, 0.8], "val_r2": [0.0, r2, r2 - 0.1]})
+            path = layout.under(res, layout.RUN, optimizer="adamw", model=model, seed=seed) / "curve.parquet"
+            io.write_table(curve, path, "curve")
+    return res
+
+
+@pytest.mark.parametrize("noconv, holds", [((0.12, 0.10, 0.15), "yes"), ((0.12, 0.45, 0.15), "no"),
+                                           ((0.25, 0.22, 0.24), "no")])
+def test_conv_test_reads_the_best_epoch_and_fails_either_way(tmp_path, noconv, holds):
+    """The pre-registered convolution test (docs/method.md §2c) on known curves: it holds when the
+    criteria do, and fails on one seed without the convolution beating one with it, or a mean above 0.20."""
+    hawk = _stack_runs(tmp_path, "hawk", {"mingru": (0.41, 0.38, 0.44)})
+    without = _stack_runs(tmp_path, "noconv", {"mingru": noconv})
+    table = _script("stack_depth").conv_test(hawk, without)
+    assert table["val R², with conv"].item() == "0.38 0.41 0.44"  # the best-validation epoch's R^2
+    assert table["holds"].item() == holds

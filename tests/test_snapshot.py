@@ -14,9 +14,9 @@ import torch
 from learnwin.infra import io
 from learnwin.models.cells import build_model
 from learnwin.models.data import write_splits
+from learnwin.models.state import full_state, transported_tangent
 from learnwin.probing.detect import EXP_FLOOR, exp_flushed, output_error, psi_diagonal, random_directions, tangents
 from learnwin.probing.envelope import DiagonalTransport, base_rate, receiving_times
-from learnwin.probing.exact_transport import full_state, transported_tangent
 from learnwin.probing.snapshot import probe, snapshot_checkpoint
 
 F64 = torch.float64

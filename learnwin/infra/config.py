@@ -111,7 +111,7 @@ def lag_grid(snapshot: Mapping) -> list[int]:
 
 def check_models(config: Mapping) -> None:
     """``models`` and ``recovery.models`` name registered cells, after importing
-    ``model.cells_module`` (docs/method.md §2a). The registry, not a schema enum, is the list: a
+    ``model.cells_module`` (docs/method.md §2a), and ``model.block`` a registered block (§2c). The registry, not a schema enum, is the list: a
     user's cell registers itself where the schema cannot see it. Reads only the registry's
     metadata: it imports no cell class."""
     module = config["model"].get("cells_module")
@@ -124,6 +124,10 @@ def check_models(config: Mapping) -> None:
         if unknown:
             raise ConfigError(f"{key} {unknown} are not registered cells; allowed: {', '.join(registry.CELLS)}"
                               + ("" if module else " (a cell of your own: set model.cells_module)"))
+    block = config["model"].get("block", "plain")
+    if block != "published" and block not in registry.BLOCKS:
+        raise ConfigError(f"model.block = {block!r} is not a registered block; allowed: published, "
+                          f"{', '.join(registry.BLOCKS)} (docs/method.md §2c)")
 
 
 def check(config: Mapping) -> None:
@@ -165,6 +169,7 @@ def check(config: Mapping) -> None:
             f"figures.epoch = {fig_epoch!r} must be one of train.snapshot_epochs = "
             f"{train['snapshot_epochs']}"
         )
+    check_exact_size(config)
     check_recovery(config)
     check_budget(config)
     if config["device"] == "cuda":
@@ -172,6 +177,30 @@ def check(config: Mapping) -> None:
 
         if not torch.cuda.is_available():
             raise ConfigError("device = 'cuda' but no CUDA device is visible; allowed: auto, cpu")
+
+
+#: The largest batch of float32 one-step Jacobians (B, T, n, n) the exact transport may hold (docs/method.md §2c).
+EXACT_JACOBIAN_BYTES = 8 * 2**30
+
+
+def check_exact_size(config: Mapping) -> None:
+    """With the exact transport, one snapshot batch's one-step Jacobians fit in
+    :data:`EXACT_JACOBIAN_BYTES` for every model (docs/method.md §2c): the stacks' n grows with
+    the layers and the convolution windows."""
+    snap, task = config["snapshot"], config["task"]
+    if "exact" not in transports_of(snap["transport"]):
+        return
+    batch = min(snap["batch_size"], task["n_diag"])
+    for name in config["models"]:
+        n = registry.CELLS[name].state_width(config["model"])
+        size = batch * task["T"] * n * n * 4
+        if size > EXACT_JACOBIAN_BYTES:
+            fits = EXACT_JACOBIAN_BYTES // (task["T"] * n * n * 4)
+            raise ConfigError(
+                f"snapshot.transport lists exact, but {name}'s full state has n = {n} components: one batch "
+                f"of snapshot.batch_size = {batch} needs {size / 2**30:.0f} GiB of one-step Jacobians "
+                f"(limit {EXACT_JACOBIAN_BYTES // 2**30} GiB); lower snapshot.batch_size to "
+                f"{fits}" + (" or less" if fits else " (no batch fits)") + ", or drop exact")
 
 
 def check_recovery(config: Mapping) -> None:

@@ -8,6 +8,10 @@ figures and the claims need only the metadata, and :meth:`CellSpec.load` imports
 the jobs that build networks (:func:`learnwin.models.cells.build_model`). ``model.cells_module``
 names a module whose import registers a user's cells (:func:`load_cells`); it stays torch-free
 when its entries name classes that live in another module.
+
+The block registry (:class:`BlockSpec`, :func:`register_block`) holds the shapes in which
+``model.layers`` cells are stacked (docs/method.md §2c): each entry is the composition of the
+parts of :class:`learnwin.models.stack.Block`, so a block is one registry entry.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ class CellSpec:
     where the paper has none (the claims then report the cell's verdict without scoring it);
     ``state_per_unit``: real components of the full state z per hidden unit (docs/method.md §4b),
     an integer or the name of a ``model`` config key (S6: ``state_size``), so that the state
-    width is ``model.hidden`` times it (:meth:`state_width`).
+    width is ``model.hidden`` times it (:meth:`state_width`); ``block``: the block its family is
+    published in, what ``model.block: published`` stacks it in (:data:`BLOCKS`, docs/method.md §2c).
     """
 
     cls: str
@@ -46,6 +51,7 @@ class CellSpec:
     expected_class: str | None = None
     expected_growth: str | None = None
     state_per_unit: int | str = 1
+    block: str = "stacked"
 
     def __post_init__(self):
         if not (isinstance(self.cls, str) and _PATH.fullmatch(self.cls)):
@@ -67,10 +73,13 @@ class CellSpec:
         return getattr(importlib.import_module(module), name)
 
     def state_width(self, model: Mapping) -> int:
-        """Width n of the full state z for the ``model`` config section: ``hidden`` times
-        :attr:`state_per_unit` (the side of the one-step Jacobian, docs/method.md §4b)."""
+        """Width n of the full state z for the ``model`` config section: the units of every layer
+        (:func:`units`) times :attr:`state_per_unit`, plus the blocks' convolution windows (the side
+        of the one-step Jacobian, docs/method.md §4b, §2c)."""
         per_unit = self.state_per_unit
-        return model["hidden"] * (int(model[per_unit]) if isinstance(per_unit, str) else per_unit)
+        per_unit = int(model[per_unit]) if isinstance(per_unit, str) else per_unit
+        block = block_of(model, self)
+        return units(model, self) * (per_unit + block.conv)
 
 
 #: The registry: model name -> :class:`CellSpec`, in the canonical order of tables and figures.
@@ -84,13 +93,94 @@ def register(name: str, spec: CellSpec) -> None:
     and the claims read the registry. Registering a name again with an equal spec does nothing
     (a module imported twice); with another spec it raises.
     """
-    if not isinstance(name, str) or not _NAME.fullmatch(name):
-        raise ValueError(f"cell name {name!r} must match {_NAME.pattern} (it names result folders)")
-    if not isinstance(spec, CellSpec):
-        raise TypeError(f"register({name!r}, ...) takes a CellSpec, not {type(spec).__name__}")
-    if CELLS.get(name, spec) != spec:
-        raise ValueError(f"cell {name!r} is already registered as {CELLS[name].cls}")
-    CELLS[name] = spec
+    _enter(CELLS, "cell", name, spec, "register")
+
+
+def _enter(table: dict, kind: str, name: str, spec, function: str) -> None:
+    """Put ``spec`` in ``table`` under ``name``, or raise naming what is wrong (:func:`register`)."""
+    if not isinstance(name, str) or not _NAME.fullmatch(name) or name == "published":
+        raise ValueError(f"{kind} name {name!r} must match {_NAME.pattern} and not be 'published' "
+                         "(it names result folders and model.block)")
+    expected = CellSpec if kind == "cell" else BlockSpec
+    if not isinstance(spec, expected):
+        raise TypeError(f"{function}({name!r}, ...) takes a {expected.__name__}, not {type(spec).__name__}")
+    if table.get(name, spec) != spec:
+        raise ValueError(f"{kind} {name!r} is already registered" + (f" as {table[name].cls}" if kind == "cell" else ""))
+    table[name] = spec
+
+
+@dataclass(frozen=True)
+class BlockSpec:
+    """One block shape of a stack (docs/method.md §2c): which parts of
+    :class:`learnwin.models.stack.Block` surround the cell, stream u (width H) in, stream out.
+
+    ``norm``: the pre-norm of the mixer and of the MLP, and the stack's final norm ("layer",
+    "rms" or None); ``embed``: a linear map D -> H before the first block (False: the first layer
+    reads x itself and has no residual, so one layer is the bare cell); ``residual``: u + the
+    block's output (else the output alone); ``expand``: the cell's width W = expand H, with in-
+    and out-projections when W != H or a gate branch is present; ``conv``: the width k of a short
+    causal depthwise convolution before the cell (0: none), its k inputs kept in the state;
+    ``conv_act``: the activation after it; ``gate``: the activation of a gate branch that
+    multiplies the cell's output; ``post``: "glu", GELU then a GLU back to width H (the LRU
+    block); ``mlp``: a pre-norm channel MLP with residual after the mixer ("gelu": GELU, or
+    "geglu": GELU-gated), of inner width ``mlp_expand`` H; ``cite``: the paper and section it follows.
+    """
+
+    norm: str | None = None
+    embed: bool = True
+    residual: bool = True
+    expand: int = 1
+    in_proj: bool = True
+    conv: int = 0
+    conv_act: str | None = None
+    gate: str | None = None
+    post: str | None = None
+    mlp: str | None = None
+    mlp_expand: int = 4
+    cite: str = ""
+
+    def __post_init__(self):
+        for key, allowed in (("norm", ("layer", "rms")), ("conv_act", ACTIVATIONS), ("gate", ACTIVATIONS),
+                             ("post", ("glu",)), ("mlp", ("gelu", "geglu"))):
+            value = getattr(self, key)
+            if value is not None and value not in allowed:
+                raise ValueError(f"BlockSpec.{key} = {value!r}; allowed: {', '.join(allowed)} or None")
+        for key in ("expand", "conv", "mlp_expand"):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < (key == "expand"):
+                raise ValueError(f"BlockSpec.{key} = {getattr(self, key)!r} must be an integer >= {int(key == 'expand')}")
+
+    @property
+    def projected(self) -> bool:
+        """In- and out-projections around the cell: its width differs from the stream's, or a gate
+        or GLU reads the block's input beside it."""
+        return self.expand != 1 or self.gate is not None or self.post is not None
+
+
+ACTIVATIONS = ("gelu", "silu")
+#: The block registry: name -> :class:`BlockSpec` (``model.block``; "published": each cell's own).
+BLOCKS: dict[str, BlockSpec] = {}
+
+
+def register_block(name: str, spec: BlockSpec) -> None:
+    """Add a block shape under ``name`` (a ``model.block`` value), as :func:`register` adds a cell."""
+    _enter(BLOCKS, "block", name, spec, "register_block")
+
+
+def block_name(model: Mapping, cell: CellSpec) -> str:
+    """The block the ``model`` section stacks ``cell`` in: ``model.block``, or the cell's
+    published one for "published" (docs/method.md §2c)."""
+    name = model.get("block", "plain")
+    return cell.block if name == "published" else name
+
+
+def block_of(model: Mapping, cell: CellSpec) -> BlockSpec:
+    """The :class:`BlockSpec` of :func:`block_name`."""
+    return BLOCKS[block_name(model, cell)]
+
+
+def units(model: Mapping, cell: CellSpec) -> int:
+    """Hidden units of the whole network: ``model.layers`` times each cell's width W (docs/method.md §2c)."""
+    return model.get("layers", 1) * model["hidden"] * block_of(model, cell).expand
 
 
 def load_cells(module: str | None) -> None:
@@ -132,12 +222,26 @@ for _name, _spec in {
     "lstm": CellSpec(f"{_GATED}:LSTM", 4, "tab:purple", "power-law-like", "power", state_per_unit=2),  # (h, c)
     # docs/method.md §2b: no recurrent matrix (RG-LRU's two H x H gate layers act on its input),
     # and no expectation in the paper: their claims are reported, not scored
-    "mingru": CellSpec(f"{_LINEAR}:MinGRU", 0, "tab:brown"),
-    "minlstm": CellSpec(f"{_LINEAR}:MinLSTM", 0, "tab:pink"),
-    "rglru": CellSpec(f"{_LINEAR}:RGLRU", 2, "tab:gray"),
-    "lru": CellSpec(f"{_LINEAR}:LRU", 0, "tab:olive", state_per_unit=2),  # complex state: (Re, Im)
-    "s6": CellSpec(f"{_LINEAR}:S6", 0, "tab:cyan", state_per_unit="state_size"),  # N states per channel
+    "mingru": CellSpec(f"{_LINEAR}:MinGRU", 0, "tab:brown", block="feng"),
+    "minlstm": CellSpec(f"{_LINEAR}:MinLSTM", 0, "tab:pink", block="feng"),
+    "rglru": CellSpec(f"{_LINEAR}:RGLRU", 2, "tab:gray", block="hawk"),
+    "lru": CellSpec(f"{_LINEAR}:LRU", 0, "tab:olive", state_per_unit=2, block="lru"),  # complex state: (Re, Im)
+    "s6": CellSpec(f"{_LINEAR}:S6", 0, "tab:cyan", state_per_unit="state_size", block="mamba"),  # N per channel
 }.items():
     register(_name, _spec)
+# docs/method.md §2c: the block shapes, each with its paper
+for _name, _block in {
+    "stacked": BlockSpec(embed=False, residual=False, cite="multi-layer RNN: layer i + 1 reads layer i's h"),
+    "plain": BlockSpec(embed=False, cite="the cell, then a residual"),
+    "mlp": BlockSpec(norm="layer", mlp="gelu", cite="pre-norm residual cell, then a pre-norm 4x GELU MLP"),
+    "feng": BlockSpec(norm="rms", expand=2, in_proj=False, mlp="geglu", mlp_expand=2,
+                      cite="Feng et al. 2024, arXiv:2410.01201, and its official code (BorealisAI/minRNNs)"),
+    "hawk": BlockSpec(norm="rms", conv=4, gate="gelu", mlp="geglu", mlp_expand=3,
+                      cite="De et al. 2024, arXiv:2402.19427, §2, Fig. 2"),
+    "mamba": BlockSpec(norm="rms", expand=2, conv=4, conv_act="silu", gate="silu",
+                       cite="Gu and Dao 2023, arXiv:2312.00752, §3.4"),
+    "lru": BlockSpec(norm="layer", post="glu", cite="Orvieto et al. 2023, arXiv:2303.06349, Fig. 1, App. A"),
+}.items():
+    register_block(_name, _block)
 #: The cells registered here (a ``model.cells_module`` adds more to :data:`CELLS`, not to this).
 MODELS = tuple(CELLS)

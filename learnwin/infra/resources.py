@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from learnwin.infra import registry
 from learnwin.infra.config import recovery_lags, transports_of
 from learnwin.infra.registry import CELLS, Column
 
@@ -44,13 +45,28 @@ def work(rule: str, cfg: Mapping, model: str) -> np.ndarray:
     take_snapshot: n T, n T G H^2 and n T^2 H (trace and tangent passes; psi and S at every lag,
     T^2/2 pairs per sequence) over the n diag sequences.
     """
-    t, T, H, G = cfg["task"], cfg["task"]["T"], cfg["model"]["hidden"], GATES[model]
+    t, T, H, G = cfg["task"], cfg["task"]["T"], cfg["model"]["hidden"], mixing(cfg, model)
     if rule == "train_model":
         tr = cfg["train"]
         steps = tr["epochs"] * max(1, t["n_train"] // tr["batch_size"])
         return np.array([1.0, steps * T, steps * T * tr["batch_size"] * G * H * H])
     n = t["n_diag"]
     return np.array([1.0, n * T, n * T * G * H * H, n * T * T * H])
+
+
+def mixing(cfg: Mapping, model: str) -> float:
+    """G of the cost law: matrix products per step in units of H^2, the cell's gate blocks
+    (:data:`GATES`) for one layer; a stack's (docs/method.md §2c) sums its layers' cells, at width
+    W = expand H, and its blocks' projections, gate branch, GLU and MLP."""
+    m = cfg["model"]
+    spec = registry.block_of(m, CELLS[model])
+    layers, e = m.get("layers", 1), spec.expand
+    if layers == 1 and not spec.embed:
+        return GATES[model]
+    block = e * (int(spec.projected and spec.in_proj) + int(spec.gate is not None)
+                 + (2 if spec.post else int(spec.projected)))
+    block += spec.mlp_expand * (3 if spec.mlp == "geglu" else 2) if spec.mlp else 0
+    return layers * (GATES[model] * e * e + block)
 
 
 def cpu_seconds(rule: str, cfg: Mapping, model: str) -> float:
@@ -115,7 +131,8 @@ def memory_curve_bytes(batch: int, T: int, hidden: int, times: int) -> int:
 
 def state_width(cfg: Mapping, model: str) -> int:
     """Width n of the model's full state, the side of its one-step Jacobian (docs/method.md §4b):
-    H, 2H for the LSTM, H N for S6, 2H for the LRU's complex state; from the registry's metadata
+    H, 2H for the LSTM, H N for S6, 2H for the LRU's complex state, every layer's and the
+    convolution windows' for a stack (docs/method.md §2c); from the registry's metadata
     (:meth:`learnwin.infra.registry.CellSpec.state_width`), without building the model."""
     return CELLS[model].state_width(cfg["model"])
 
@@ -127,7 +144,8 @@ def snapshot_mem_mb(cfg: Mapping, model: str) -> int:
     :data:`MEMORY_CURVE_BYTES` or one receiving time's; plus, with the exact transport, the batch's float32 one-step
     Jacobians (B, T, n, n) (:func:`state_width`; S6 at the default size, n = 512: peak RSS 9.8 GB),
     times :data:`EXACT_MEM_FACTOR`."""
-    t, s, h = cfg["task"], cfg["snapshot"], cfg["model"]["hidden"]
+    t, s = cfg["task"], cfg["snapshot"]
+    h = registry.units(cfg["model"], CELLS[model])
     batch = min(s["batch_size"], t["n_diag"])
     tangents = (s["directions"] + 2) * batch * t["T"] * h * 4
     curve_batch = min(batch, s["memory_sequences"])

@@ -50,8 +50,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from learnwin.infra.registry import CELLS, load_cells
+from learnwin.infra.registry import BLOCKS, CELLS, block_name, load_cells
 from learnwin.models import bptt
+from learnwin.models.stack import Stack
 from learnwin.models.trace import Trace
 
 
@@ -364,17 +365,35 @@ class GRU(GatedCell):
         return ["U_z", "U_r", "U_h"]
 
     def step_jacobian(self, xp: Tensor, z: Tensor) -> Tensor:
-        """d h_t / d h_{t-1} in closed form, (B, H, H) (docs/method.md §4b)."""
+        """d h_t / d h_{t-1} in closed form, (B, H, H) (docs/method.md §4b).
+
+        d pre / d h = U_h N, N = diag(r) + diag(w) U_r, w = h r (1 - r); through the LayerNorm
+        (:meth:`_norm_jacobian`), diag(scale) (V N - xhat (xhat^T U_h N / H)^T), V = (I - 1 1^T / H) U_h.
+        The batch-dependent V diag(w) U_r is one GEMM w @ K, K[k, (i, j)] = V[i, k] U_r[k, j], written
+        into J; the other terms are added in place (no (B, H, H) temporaries).
+        """
         H = self.hidden_size
         hp = z @ self.recurrent().T
         u = torch.sigmoid(xp[:, :H] + hp[:, :H])  # update gate
         r = torch.sigmoid(xp[:, H:2 * H] + hp[:, H:])
         pre = xp[:, 2 * H:] + (r * z) @ self.U_h.T
         g = torch.tanh(self.norm(pre))
-        # d pre / d h = U_h diag(r) + U_h diag(h r (1 - r)) U_r
-        dpre = (self.U_h * (z * r * (1 - r))[:, None, :]) @ self.U_r
-        dpre.addcmul_(self.U_h, r[:, None, :])
-        J = self._norm_jacobian(pre, dpre, u * (1 - g * g))
+        w = z * r * (1 - r)
+        scale = u * (1 - g * g)
+        V = self.U_h
+        if not isinstance(self.norm, nn.Identity):
+            centred = pre - pre.mean(-1, keepdim=True)
+            inv = torch.rsqrt(centred.pow(2).mean(-1, keepdim=True) + self.norm.eps)
+            xhat = centred * inv
+            scale = scale * inv if self.norm.weight is None else scale * inv * self.norm.weight
+            V = V - V.mean(0)
+        K = (V.T[:, :, None] * self.U_r[:, None, :]).reshape(H, H * H)
+        J = torch.mm(w, K).view(-1, H, H)  # V diag(w) U_r
+        J.addcmul_(V, r[:, None, :])  # + V diag(r)
+        if not isinstance(self.norm, nn.Identity):
+            q = xhat @ self.U_h / H  # xhat^T U_h N / H = q r + (q w) U_r
+            J.baddbmm_(xhat[:, :, None], torch.addmm(q * r, q * w, self.U_r)[:, None, :], alpha=-1)
+        J.mul_(scale[:, :, None])
         J.addcmul_(((g - z) * u * (1 - u))[:, :, None], self.U_z)
         J.diagonal(dim1=-2, dim2=-1).add_(1 - u)
         return J
@@ -487,12 +506,13 @@ class LSTM(GatedCell):
 
 
 class GatedRNN(nn.Module):
-    """A cell plus the scalar readout y_hat_t = W_out h_t + b_out (docs/method.md §2)."""
+    """A cell plus the scalar readout y_hat_t = W_out h_t + b_out (docs/method.md §2); for a stack
+    (docs/method.md §2c), of its output stream (``out_size`` wide)."""
 
     def __init__(self, cell: nn.Module):
         super().__init__()
         self.cell = cell
-        self.W_out = _orthogonal(1, cell.hidden_size)
+        self.W_out = _orthogonal(1, getattr(cell, "out_size", cell.hidden_size))
         self.b_out = _zeros(1)
 
     def forward(self, x: Tensor, reference: bool = False) -> Tensor:
@@ -502,10 +522,12 @@ class GatedRNN(nn.Module):
 
 
 def build_model(cell: str, input_size: int, hidden: int, layer_norm: bool = True,
-                cells_module: str | None = None, **gates) -> GatedRNN:
+                cells_module: str | None = None, layers: int = 1, block: str = "plain", **gates) -> GatedRNN:
     """Build a :class:`GatedRNN` from the ``model`` config section and the cell name (a registered
     one, after importing ``cells_module``: see :func:`learnwin.infra.registry.load_cells`); the
-    registry entry's class is imported here."""
+    registry entry's class is imported here. ``layers`` cells in ``block`` (docs/method.md §2c) make
+    a :class:`learnwin.models.stack.Stack`; one layer in a block without an embedding
+    (``stacked``, ``plain``) is the bare cell, the same network as without the keys."""
     load_cells(cells_module)
     if cell not in CELLS:
         raise ValueError(f"unknown model {cell!r}; allowed: {', '.join(CELLS)}")
@@ -514,7 +536,13 @@ def build_model(cell: str, input_size: int, hidden: int, layer_norm: bool = True
     cls = CELLS[cell].load()
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise ValueError(f"cell {cell!r}: {CELLS[cell].cls} must be an nn.Module subclass")
-    return GatedRNN(cls(input_size, hidden, layer_norm, **gates))
+    name = block_name({"block": block}, CELLS[cell])
+    if name not in BLOCKS:
+        raise ValueError(f"model.block = {block!r}; allowed: published, {', '.join(BLOCKS)}")
+    spec = BLOCKS[name]
+    if layers == 1 and not spec.embed:
+        return GatedRNN(cls(input_size, hidden, layer_norm, **gates))
+    return GatedRNN(Stack(cls, input_size, hidden, layers, spec, layer_norm, **gates))
 
 
 def checkpoint_model(state: dict, device: str = "cpu") -> GatedRNN:

@@ -54,99 +54,54 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from learnwin.models.state import cell_step, input_projection, linear_state, real_view, stacked, state_blocks
 from learnwin.probing.envelope import receiving_times, unit_timescales
 
 _TINY = 1e-300
 
 
-def linear_state(cell: torch.nn.Module) -> bool:
-    """True for a diagonal linear cell (docs/method.md §2b): the full state z is the real view of
-    its transported state, and ``hidden`` is a readout of it."""
-    return getattr(cell, "transported_name", "hidden") == "state"
+#: Elements of one chunk of :func:`autograd_jacobian`'s batched backward: rows x n basis x n.
+JACOBIAN_CHUNK = 1 << 24
 
 
-def real_view(state: Tensor) -> Tensor:
-    """A complex state (..., P) as reals (..., 2 P), (Re, Im) per component; a real one unchanged."""
-    return torch.view_as_real(state.resolve_conj()).flatten(-2) if state.is_complex() else state
-
-
-def state_blocks(cell: torch.nn.Module) -> int:
-    """S: the full state is h (S = 1) or (h, c) for a cell transported along its cell state."""
-    return 2 if getattr(cell, "transported_name", "hidden") == "cell" else 1
-
-
-def state_size(cell: torch.nn.Module) -> int:
-    """Width n of the full state z: S H, or a diagonal linear cell's real transported state."""
-    if linear_state(cell):
-        return cell.hidden_size * cell.components * (2 if cell.complex_state else 1)
-    return state_blocks(cell) * cell.hidden_size
-
-
-def full_state(cell: torch.nn.Module) -> Callable[[Tensor, Tensor], Tensor]:
-    """Map the cell's outputs (hidden, transported) to the full state z (B, T, S H), or the real
-    view of the transported state of a diagonal linear cell (docs/method.md §2b)."""
-    if linear_state(cell):
-        return lambda hidden, moved: real_view(moved)
-    if state_blocks(cell) == 2:
-        return lambda hidden, moved: torch.cat([hidden, moved], -1)
-    return lambda hidden, moved: hidden
-
-
-def _step(cell, u_rec: Tensor, xp: Tensor, z: Tensor) -> Tensor:
-    """z_{t-1} -> z_t through the cell's own ``step`` (``trace=False``), from the state ``state_of`` builds."""
-    H = cell.hidden_size
-    h = z[..., :H]
-    out = cell.step(xp, h @ u_rec.T, cell.state_of(h, z[..., (state_blocks(cell) - 1) * H:]), False)
-    return full_state(cell)(out.hidden, out.transported)
-
-
-def transported_tangent(cell: torch.nn.Module, v: Tensor) -> Tensor:
-    """The tangent of the transported state (..., P) from that of the full state (:func:`full_state`)."""
-    if not linear_state(cell):
-        return v[..., -cell.hidden_size:]
-    return torch.view_as_complex(v.unflatten(-1, (-1, 2)).contiguous()) if cell.complex_state else v
-
-
-def _linear_step(cell, x_t: Tensor, z: Tensor, complex_state: bool) -> Tensor:
-    """z_{t-1} -> z_t of a diagonal linear cell on the real view, through its own ``_step``."""
-    h = torch.view_as_complex(z.unflatten(-1, (-1, 2))) if complex_state else z
-    return real_view(cell._step(x_t, h))
-
-
-def autograd_jacobian(cell, xp: Tensor, z_prev: Tensor) -> Tensor:
-    """J[b, i, j] = d z_t[i] / d z_{t-1}[j] (B, S H, S H) by one batched backward of the S H basis rows.
-
-    For a diagonal linear cell ``xp`` is the input x_t itself.
-    """
+def autograd_jacobian(step: Callable[[Tensor, Tensor], Tensor], xp: Tensor, z_prev: Tensor) -> Tensor:
+    """J[b, i, j] = d z_t[i] / d z_{t-1}[j] (B, n, n) of the map ``step(xp, z_{t-1}) -> z_t`` by one
+    batched backward of the n basis rows per chunk of rows (:data:`JACOBIAN_CHUNK` bounds its work)."""
+    R, n = z_prev.shape
+    chunk = max(1, JACOBIAN_CHUNK // (n * n))
+    basis = torch.eye(n, dtype=z_prev.dtype, device=z_prev.device)[:, None]
+    parts = []
     with torch.enable_grad():
-        z = z_prev.detach().requires_grad_(True)
-        if linear_state(cell):
-            out = _linear_step(cell, xp, z, cell.complex_state)
-        else:
-            out = _step(cell, cell.recurrent().detach(), xp, z)
-        n = z.shape[-1]
-        basis = torch.eye(n, dtype=z.dtype, device=z.device)[:, None].expand(n, *z.shape)
-        rows = torch.autograd.grad(out, z, basis, is_grads_batched=True)[0]  # rows[i, b] = J_b[i]
-    return rows.transpose(0, 1)
+        for i in range(0, R, chunk):
+            z = z_prev[i:i + chunk].detach().requires_grad_(True)
+            out = step(xp[i:i + chunk], z)
+            rows = torch.autograd.grad(out, z, basis.expand(n, *z.shape), is_grads_batched=True)[0]
+            parts.append(rows.transpose(0, 1))  # rows[i, b] = J_b[i]
+    return torch.cat(parts) if len(parts) > 1 else parts[0]
+
+
+def step_map(cell: torch.nn.Module) -> Callable[[Tensor, Tensor], Tensor]:
+    """z_{t-1} -> z_t of one step at input ``xp`` (:func:`learnwin.models.state.input_projection`; a
+    stack's raw input x_t, docs/method.md §2c), the map :func:`autograd_jacobian` differentiates."""
+    if stacked(cell):
+        return cell.state_step
+    return lambda xp, z: cell_step(cell, xp, z)[1]
 
 
 def jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> Tensor:
-    """One-step Jacobians J[:, k] = d z_k / d z_{k-1} (B, T, S H, S H) of every step at once.
+    """One-step Jacobians J[:, k] = d z_k / d z_{k-1} (B, T, n, n) of every step at once.
 
-    ``z`` (B, T, S H) is the full state of the forward pass (from the trace). The cell's
-    closed-form ``step_jacobian(xp, z_prev)`` when it has one, else :func:`autograd_jacobian`
-    (diagonal linear cells: of their ``_step`` on the input x_t, docs/method.md §2b).
+    ``z`` (B, T, n) is the full state of the forward pass (from the trace). The cell's
+    closed-form ``step_jacobian(xp, z_prev)`` when it has one, else :func:`autograd_jacobian` of
+    its :func:`step_map` (a stack's includes every cross-layer path within the step, §2c).
     """
     B, T, n = z.shape
     with torch.no_grad():
-        if linear_state(cell):
-            xp = x
-        else:
-            xp = F.linear(x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0))
+        xp = x if stacked(cell) else input_projection(cell, x)
         z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
         step = getattr(cell, "step_jacobian", None)
         args = (xp.reshape(B * T, -1), z_prev.reshape(B * T, n))
-        J = step(*args) if step is not None else autograd_jacobian(cell, *args)
+        J = step(*args) if step is not None else autograd_jacobian(step_map(cell), *args)
     return J.reshape(B, T, n, n)
 
 
@@ -208,7 +163,7 @@ def step_jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> StepJacobians
         return DenseJacobians(jacobians(cell, x, z))
     B, T, n = z.shape
     with torch.no_grad():
-        xp = F.linear(x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0))
+        xp = input_projection(cell, x)
         z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
         C, p, e, f, W = blocks(xp.reshape(B * T, -1), z_prev.reshape(B * T, n))
     H = n // 2
@@ -259,11 +214,11 @@ class StateLayout:
         self.receive = receive
 
     def source(self, values: Tensor) -> Tensor:
-        """Sources (B, T, [P,] n) of per-unit values (B, T, H), or of the basis (H, H)."""
+        """Sources (B, T, [P,] n) of per-unit values (B, T, H), or of basis rows (R, H)."""
         if not self.linear:
             return _h_block(values, self.S)
         R = self.receive.conj()
-        if values.dim() == 2:  # basis rows: (B, T, H, P)
+        if values.dim() == 2:  # basis rows: (B, T, R, P)
             R = R[:, :, None]
         return real_view(R * values.repeat_interleave(R.shape[-1] // self.H, -1))
 
@@ -271,11 +226,56 @@ class StateLayout:
         """Lambda^q on every component of the full state (B, T, n)."""
         return lam.repeat_interleave(self.m, -1) if self.linear else lam.repeat(1, 1, self.S)
 
-    def per_unit(self, A: Tensor) -> Tensor:
-        """|a^q| (..., H) from adjoints (..., n) or their last block: the norm over unit q's
-        transported components (the last H m)."""
-        block = A[..., -self.H * self.m:]
+    def transported(self, A: Tensor) -> Tensor:
+        """The transported components (..., H m) of values on the full state or its last block."""
+        return A[..., -self.H * self.m:]
+
+    def unit_norm(self, block: Tensor) -> Tensor:
+        """|a^q| (..., H) from transported components (..., H m): the norm over unit q's."""
         return block.abs() if self.m == 1 else torch.linalg.vector_norm(block.unflatten(-1, (self.H, self.m)), dim=-1)
+
+    def per_unit(self, A: Tensor) -> Tensor:
+        """|a^q| (..., H) from adjoints (..., n) or their last block."""
+        return self.unit_norm(self.transported(A))
+
+
+class StackLayout(StateLayout):
+    """Where a stack's units sit in its full state z (docs/method.md §2c): each layer's cell state
+    is laid out as a cell's (:class:`StateLayout`) at the layer's offset, units layer-major; the
+    convolution window that follows it owns no transported component, and its channel c carries
+    the Lambda of unit c of the layer (the channel it feeds)."""
+
+    def __init__(self, stack: torch.nn.Module, receive: Tensor | None = None):
+        self.H = stack.hidden_size
+        self.parts, moved, start = [], [], 0
+        for cell, sl, window in stack.layer_states():
+            layout = StateLayout(cell, sl.stop - sl.start)
+            P = layout.H * layout.m // (2 if getattr(cell, "complex_state", False) else 1)
+            layout.receive = None if receive is None else receive[..., start:start + P]
+            start += P
+            self.parts.append((layout, window))
+            moved.append(torch.arange(sl.stop - layout.H * layout.m, sl.stop))
+        self.m = self.parts[0][0].m
+        self.moved = torch.cat(moved)
+
+    def _layers(self, values: Tensor) -> list[Tensor]:
+        return values.split([layout.H for layout, _ in self.parts], -1)
+
+    def source(self, values: Tensor) -> Tensor:
+        return torch.cat([F.pad(layout.source(v), (0, window))
+                          for (layout, window), v in zip(self.parts, self._layers(values))], -1)
+
+    def lam_components(self, lam: Tensor) -> Tensor:
+        return torch.cat([torch.cat([layout.lam_components(v), v.repeat(1, 1, window // layout.H)], -1)
+                          for (layout, window), v in zip(self.parts, self._layers(lam))], -1)
+
+    def transported(self, A: Tensor) -> Tensor:
+        return A[..., self.moved.to(A.device)]
+
+
+def layout_of(cell: torch.nn.Module, n: int, receive: Tensor | None = None) -> StateLayout:
+    """The :class:`StateLayout` of a cell's full state, or a stack's :class:`StackLayout`."""
+    return StackLayout(cell, receive) if stacked(cell) else StateLayout(cell, n, receive)
 
 
 class ExactAccumulator:
@@ -320,15 +320,14 @@ class ExactAccumulator:
         B, T, H = lam.shape
         basis = layout.source(torch.eye(H, dtype=lam.dtype, device=lam.device))
         n = basis.shape[-1]
-        width = H * layout.m  # the transported components: the last of the state and of its last block
-        lam_c = layout.lam_components(lam)[..., -width:]
+        lam_c = layout.transported(layout.lam_components(lam))  # on the transported components
 
         def visit(k: int, A: tuple[Tensor, ...]) -> None:
             i = self.rows[k]  # the lags i (receiving times k + i) read at k
             if not len(i):
                 return
-            M = A[-1][..., -width:].index_select(1, i + k) * lam_c[:, k, None, None, :]  # rows of M diag(Lambda)
-            diag = torch.diagonal(layout.per_unit(M), dim1=-2, dim2=-1).sum(-1).double()  # (B, len(i))
+            M = layout.transported(A[-1].index_select(1, i + k)) * lam_c[:, k, None, None, :]  # rows of M diag(Lambda)
+            diag = torch.diagonal(layout.unit_norm(M), dim1=-2, dim2=-1).sum(-1).double()  # (B, len(i))
             frob = M.pow(2).sum((-2, -1)).double().sqrt() * H ** 0.5
             self.count_m.index_add_(0, i, torch.full((len(i),), float(B), dtype=torch.float64))
             self.diag.index_add_(0, i, diag.sum(0))
@@ -360,18 +359,20 @@ class ExactAccumulator:
 
 def psi_exact(J: StepJacobians, delta: Tensor, lam: Tensor, v: Tensor,
               visit_signal: Callable[[int, tuple[Tensor, ...]], None] | None = None,
-              layout: StateLayout | None = None) -> Tensor:
+              layout: StateLayout | None = None, src: Tensor | None = None) -> Tensor:
     """psi_n(l) for every lag l = 0..T-1, shape (..., B, T) (docs/method.md §4b, §5).
 
     ``J`` are the one-step Jacobians (:func:`step_jacobians`), ``delta`` (B, T, H) the
     output error, ``lam`` (B, T, H) the base rate Lambda(n, k) and ``v`` (..., B, T, S H) the tangent
     of the full state (a leading direction axis is kept). ``visit_signal``
     (:meth:`ExactAccumulator.signal_visit`) reads the same adjoints for the signal envelope.
-    ``layout`` (:class:`StateLayout`; None: h, or (h, c)) places sources and Lambda on the state.
+    ``layout`` (:class:`StateLayout`; None: h, or (h, c)) places sources and Lambda on the state;
+    ``src`` (B, T, n), when given, is the source itself (a stack's, docs/method.md §2c).
     """
     B, T, H = delta.shape
     S = v.shape[-1] // H
-    src = _h_block(delta, S) if layout is None else layout.source(delta)
+    if src is None:
+        src = _h_block(delta, S) if layout is None else layout.source(delta)
     lam_c = lam.repeat(1, 1, S) if layout is None else layout.lam_components(lam)
     weight = (v * lam_c).split(J.widths, -1)  # Lambda^q weights every component of unit q
     total = torch.zeros(*v.shape[:-2], T, dtype=torch.float64, device=v.device)  # (..., B, T)
@@ -389,20 +390,24 @@ def psi_exact(J: StepJacobians, delta: Tensor, lam: Tensor, v: Tensor,
 
 
 def add_batch(acc: ExactAccumulator, cell: torch.nn.Module, x: Tensor, z: Tensor, lam: Tensor,
-              delta: Tensor, v: Tensor | None, n_matrix: int, receive: Tensor | None = None) -> Tensor | None:
+              delta: Tensor, v: Tensor | None, n_matrix: int, receive: Tensor | None = None,
+              src: Tensor | None = None) -> Tensor | None:
     """One batch of the exact path; psi (..., B, T) when the tangents ``v`` are given, else None.
 
-    ``z`` (B, T, S H) is the full state of the shared forward pass, ``lam`` and ``delta`` (B, T, H) in
+    ``z`` (B, T, n) is the full state of the shared forward pass, ``lam`` and ``delta`` (B, T, H) in
     x's dtype; the secondary functionals use the first ``n_matrix`` sequences. ``receive`` is the
-    trace's R_t, needed by a diagonal linear cell (docs/method.md §2b).
+    trace's R_t, needed by a diagonal linear cell (docs/method.md §2b); ``src`` (B, T, n) the
+    source on z, given for a stack (docs/method.md §2c; else that of ``delta``).
     """
     J = step_jacobians(cell, x, z)
-    layout = StateLayout(cell, z.shape[-1], receive)
+    layout = layout_of(cell, z.shape[-1], receive)
     if n_matrix:
-        sub = StateLayout(cell, z.shape[-1], None if receive is None else receive[:n_matrix])
+        sub = layout_of(cell, z.shape[-1], None if receive is None else receive[:n_matrix])
         acc.matrix_batch(J.head(n_matrix), lam[:n_matrix], sub)
     visit = acc.signal_visit(lam, delta, layout)
+    if src is None:
+        src = layout.source(delta)
     if v is None:
-        adjoint_sweep(J, layout.source(delta)[:, :, None], visit)
+        adjoint_sweep(J, src[:, :, None], visit)
         return None
-    return psi_exact(J, delta, lam, v, visit, layout)
+    return psi_exact(J, delta, lam, v, visit, layout, src)

@@ -20,6 +20,10 @@ Choices (docs/method.md §4c):
 * The table keeps every mode (S H of them: 2H for the LSTM); ``leading`` marks the H slowest,
   the ones claim (c) compares with the H per-unit tau_q of the diagonal transport (for the LSTM
   the other H are the fast modes the output h adds on top of the cell state c).
+* A stack's state is taken layers top to bottom (docs/method.md §2c): its J is then block
+  upper-triangular, so the QR resolves each layer's modes and the convolution windows' nilpotent
+  shift lands exactly at the floor; bottom to top, the lower windows' columns picked up the upper
+  layers' dynamics at T = 64 (tests/test_stack.py).
 * The one-step Jacobians are the dense ones of :func:`learnwin.probing.exact_transport.jacobians`
   (closed form per cell, model dtype); the QR and the log sums are in float64. The loop over time steps is the only
   loop: the QR is batched over sequences.
@@ -38,7 +42,8 @@ from torch import Tensor
 from learnwin.infra import io
 from learnwin.models.cells import checkpoint_model
 from learnwin.models.data import load_split
-from learnwin.probing.exact_transport import full_state, jacobians, state_size
+from learnwin.models.state import full_state, stacked, state_size
+from learnwin.probing.exact_transport import jacobians
 
 _TINY = 1e-300
 
@@ -67,6 +72,9 @@ def sequence_spectrum(cell: torch.nn.Module, x: Tensor) -> Tensor:
     (docs/method.md §4c): the QR sweep over their exact one-step Jacobians J_k, k = 1..T-1."""
     with torch.no_grad():
         J = jacobians(cell, x, full_state(cell)(*cell(x)))  # (B, T, S H, S H)
+        if stacked(cell):  # layers top to bottom: J block upper-triangular (docs/method.md §2c)
+            order = cell.top_down().to(J.device)
+            J = J[..., order, :][..., order]
     return qr_exponents(J[:, k] for k in range(1, J.shape[1])).sort(-1, descending=True).values
 
 

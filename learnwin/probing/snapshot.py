@@ -17,22 +17,23 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from learnwin.infra import io
+from learnwin.infra import io, registry
 from learnwin.infra.config import TRANSPORTS, transports_of
 from learnwin.models.cells import checkpoint_model
 from learnwin.models.data import load_split
+from learnwin.models.state import full_state, stacked, transported_tangent
 from learnwin.probing.detect import output_error, psi_diagonal, psi_frame, random_directions, tangents
 from learnwin.probing.envelope import (
     DiagonalTransport,
     EnvelopeAccumulator,
-    base_rate,
     lag_chunks,
     rate_matrix,
     receiving_times,
     take_times,
+    trace_rate,
     unit_magnitude,
 )
-from learnwin.probing.exact_transport import ExactAccumulator, add_batch, full_state, transported_tangent
+from learnwin.probing.exact_transport import ExactAccumulator, add_batch
 
 
 def probe(
@@ -53,7 +54,8 @@ def probe(
     """Envelope (per lag), units (per unit and lag), psi (per lag and sequence) and total tables.
 
     ``batches`` yields (x (B, T, D), y (B, T), y_hat (B, T)); ``rates`` is the H x H
-    per-parameter rate matrix of an adaptive optimizer (None: Lambda = lr); ``times_per_lag`` is
+    per-parameter rate matrix of an adaptive optimizer, one per layer for a stack (None: Lambda =
+    lr; :func:`rates_of`); ``times_per_lag`` is
     the number of receiving times per lag of the envelope and per-unit rates (0: all; docs/method.md
     §4); psi always averages over every receiving time (docs/method.md §5). ``directions`` maps cell
     parameter names to (K, *shape) tangent directions (None: empty psi and total). The total
@@ -72,10 +74,14 @@ def probe(
     offset = 0
     for x, y, y_hat in batches:
         trace = cell.trace(x)
-        lam = base_rate(trace.presynaptic, rates, lr, cell.hidden_size)
+        lam = trace_rate(trace, rates, lr, cell.hidden_size)
         B, T, H = lam.shape
         work = torch.float64 if x.dtype == torch.float64 else torch.float32  # float64 models: tests
-        delta = output_error(y_hat, y, w_out)
+        src = None
+        if stacked(cell):  # the readout's error on every layer's units and on z (docs/method.md §2c)
+            delta, src = cell.output_sources(x, trace.transported, y_hat - y, w_out)
+        else:
+            delta = output_error(y_hat, y, w_out)
         v = None
         if directions is not None:  # tangents of the full state; the transported state is its last block
             v = tangents(cell, x, directions, full_state(cell))
@@ -101,7 +107,7 @@ def probe(
             z = full_state(cell)(trace.hidden, trace.transported)
             n_matrix = min(B, max(0, exact_sequences - offset))
             psi_x = add_batch(exact, cell, x, z, lam.to(x.dtype), delta.to(x.dtype),
-                              None if v is None else v.to(x.dtype), n_matrix, trace.receive)
+                              None if v is None else v.to(x.dtype), n_matrix, trace.receive, src)
             if psi_x is not None:
                 psi["exact"] = psi_x
         for name, p in psi.items():  # p: (..., B, T) at every lag
@@ -171,12 +177,12 @@ def snapshot_state(
     """
     names = transports_of(transport)
     if state.get("diverged"):  # a tombstone of a diverged run: NaN tables, same shape
-        return _with_keys(_listed(_nan_tables(lags, state["model_config"]["hidden"], x_all.shape[0],
-                                              TRANSPORTS), names), keys)
+        registry.load_cells(state["model_config"].get("cells_module"))
+        units = registry.units(state["model_config"], registry.CELLS[state.get("cell", keys["model"])])
+        return _with_keys(_listed(_nan_tables(lags, units, x_all.shape[0], TRANSPORTS), names), keys)
     model = checkpoint_model(state, device)
     cell = model.cell
-    recurrent = [f"cell.{name}" for name in cell.recurrent_weights()]
-    rates = rate_matrix(model, recurrent, state["optimizer_name"], state["optimizer"], state["hparams"])
+    rates = rates_of(model, state["optimizer_name"], state["optimizer"], state["hparams"])
     dirs = random_directions(model, directions, seed=int(keys["seed"]))
     cell_dirs = {n.removeprefix("cell."): d for n, d in dirs.items() if n.startswith("cell.")}
 
@@ -194,6 +200,19 @@ def snapshot_state(
                                    transport=TRANSPORTS if "exact" in names else names,
                                    exact_sequences=exact_sequences)
     return _with_keys(_listed((env, units, psi, total), names), keys)
+
+
+def rates_of(model: torch.nn.Module, optimizer: str, optimizer_state: dict, hparams: dict):
+    """The rate matrix of :func:`learnwin.probing.envelope.rate_matrix` over the cell's recurrent
+    weights, or for a stack one per layer (its ``rate_groups``, docs/method.md §2c); None where
+    Lambda is the plain lr."""
+    cell = model.cell
+    groups = cell.rate_groups() if stacked(cell) else [cell.recurrent_weights()]
+    rates = [rate_matrix(model, [f"cell.{n}" for n in group], optimizer, optimizer_state, hparams)
+             for group in groups]
+    if any(r is None for r in rates):
+        return None
+    return rates if stacked(cell) else rates[0]
 
 
 def _listed(tables, names: tuple[str, ...]):

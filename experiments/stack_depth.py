@@ -1,0 +1,94 @@
+"""Print the val R^2 of the stacks per family, block and depth (docs/results.md, "How far back can a stack learn").
+
+    python experiments/stack_depth.py L=RESULTS_DIR [L=RESULTS_DIR ...] [--block published]
+    python experiments/stack_depth.py --conv-test hawk=RESULTS_DIR hawk_noconv=RESULTS_DIR
+
+Each RESULTS_DIR is the results folder of `snakemake train --configfile config/stacks.yaml
+--config 'model={layers: L}'` (its trainings suffice). Per (model, optimizer) and depth: the
+validation R^2 of each seed's best-validation epoch (the `best` checkpoint, docs/method.md §3),
+mean ± sd over seeds, and the block the cell was stacked in (docs/method.md §2c). With
+``--conv-test``, the pre-registered convolution test of docs/method.md §2c on the two runs of
+config/stacks-conv.yaml: per cell, each seed's val R^2 with and without the convolution and the
+verdict of the three criteria.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+from pathlib import Path
+
+import pandas as pd
+
+from learnwin.infra import io, layout
+from learnwin.infra.registry import CELLS, block_name
+from learnwin.stats.claims import markdown, mean_sd
+
+
+def best_r2(results: Path) -> pd.DataFrame:
+    """(model, optimizer, seed, val_r2) of every training under ``results``, at its best-validation epoch."""
+    rows = []
+    pattern = layout.under(results, layout.RUN, optimizer="*", model="*", seed="*") / "curve.parquet"
+    for curve in sorted(Path(p) for p in glob.glob(str(pattern))):
+        c = io.read_table(curve, "curve")
+        optimizer, model, seed = curve.parts[-4], curve.parts[-3], int(curve.parts[-2].removeprefix("seed"))
+        rows.append({"model": model, "optimizer": optimizer, "seed": seed,
+                     "val_r2": float(c.loc[c["val_mse"].idxmin(), "val_r2"])})
+    return pd.DataFrame(rows)
+
+
+def depth_table(runs: dict[int, Path], block: str) -> pd.DataFrame:
+    """One row per (model, optimizer): the block and val R^2 (mean ± sd over seeds) at each depth."""
+    parts = [best_r2(path).assign(layers=L) for L, path in sorted(runs.items())]
+    df = pd.concat(parts, ignore_index=True)
+    order = {m: i for i, m in enumerate(CELLS)}
+    rows = []
+    for (m, o), g in sorted(df.groupby(["model", "optimizer"]), key=lambda kv: order.get(kv[0][0], 99)):
+        row = {"model": m, "optimizer": o, "block": block_name({"block": block}, CELLS[m]),
+               "seeds": g["seed"].nunique()}
+        for L, d in g.groupby("layers"):
+            mean, sd = mean_sd(d["val_r2"])
+            row[f"val R², L = {L}"] = f"{mean:.2f} ± {sd:.2f}"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+#: The pre-registered criteria (docs/method.md §2c): mean val R^2 with the convolution, without it.
+CONV_AT_LEAST, NOCONV_AT_MOST = 0.30, 0.20
+
+
+def conv_test(with_conv: Path, without: Path) -> pd.DataFrame:
+    """Per cell: the seeds' val R^2 in both blocks and whether each criterion of §2c holds."""
+    a, b = best_r2(with_conv), best_r2(without)
+    rows = []
+    for model in a["model"].unique():
+        x, y = a[a["model"] == model]["val_r2"], b[b["model"] == model]["val_r2"]
+        crit = {"mean with ≥ 0.30": x.mean() >= CONV_AT_LEAST, "mean without ≤ 0.20": y.mean() <= NOCONV_AT_MOST,
+                "every seed with > every seed without": x.min() > y.max()}
+        rows.append({"model": model, "val R², with conv": " ".join(f"{v:.2f}" for v in sorted(x)),
+                     "val R², without": " ".join(f"{v:.2f}" for v in sorted(y)),
+                     **{k: "yes" if v else "no" for k, v in crit.items()},
+                     "holds": "yes" if all(crit.values()) else "no"})
+    return pd.DataFrame(rows)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("runs", nargs="+", help="L=RESULTS_DIR, one per depth")
+    ap.add_argument("--block", default="published", help="the config's model.block")
+    ap.add_argument("--conv-test", action="store_true", help="runs are hawk=DIR hawk_noconv=DIR")
+    args = ap.parse_args(argv)
+    runs = dict(r.split("=", 1) for r in args.runs)
+    for path in runs.values():
+        if not Path(path).is_dir():
+            raise SystemExit(f"{path}: not a results folder")
+    if args.conv_test:
+        table = conv_test(Path(runs["hawk"]), Path(runs["hawk_noconv"]))
+        print(markdown(table))
+        print(f"\nThe lead holds: {'yes' if (table['holds'] == 'yes').all() else 'no'}")
+    else:
+        print(markdown(depth_table({int(k): Path(v) for k, v in runs.items()}, args.block)))
+
+
+if __name__ == "__main__":
+    main()
