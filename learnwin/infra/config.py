@@ -183,6 +183,15 @@ def check(config: Mapping) -> None:
 EXACT_JACOBIAN_BYTES = 8 * 2**30
 
 
+def exact_jacobian_bytes(config: Mapping, model: str, batch: int | None = None) -> int:
+    """Bytes of one snapshot batch's float32 one-step Jacobians (B, T, n, n) of ``model`` (docs/method.md
+    §4b, §2c), n from the registry's metadata; B = ``batch``, or the snapshot's batch."""
+    snap, task = config["snapshot"], config["task"]
+    if batch is None:
+        batch = min(snap["batch_size"], task["n_diag"])
+    return batch * task["T"] * registry.CELLS[model].state_width(config["model"]) ** 2 * 4
+
+
 def check_exact_size(config: Mapping) -> None:
     """With the exact transport, one snapshot batch's one-step Jacobians fit in
     :data:`EXACT_JACOBIAN_BYTES` for every model (docs/method.md §2c): the stacks' n grows with
@@ -192,10 +201,10 @@ def check_exact_size(config: Mapping) -> None:
         return
     batch = min(snap["batch_size"], task["n_diag"])
     for name in config["models"]:
-        n = registry.CELLS[name].state_width(config["model"])
-        size = batch * task["T"] * n * n * 4
+        size = exact_jacobian_bytes(config, name)
         if size > EXACT_JACOBIAN_BYTES:
-            fits = EXACT_JACOBIAN_BYTES // (task["T"] * n * n * 4)
+            n = registry.CELLS[name].state_width(config["model"])
+            fits = EXACT_JACOBIAN_BYTES // exact_jacobian_bytes(config, name, batch=1)
             raise ConfigError(
                 f"snapshot.transport lists exact, but {name}'s full state has n = {n} components: one batch "
                 f"of snapshot.batch_size = {batch} needs {size / 2**30:.0f} GiB of one-step Jacobians "

@@ -149,6 +149,10 @@ class BlockSpec:
             if not isinstance(getattr(self, key), int) or getattr(self, key) < (key == "expand"):
                 raise ValueError(f"BlockSpec.{key} = {getattr(self, key)!r} must be an integer >= {int(key == 'expand')}")
 
+    def bare(self, layers: int) -> bool:
+        """One layer of a block without an embedding is the bare cell of §2 (docs/method.md §2c)."""
+        return layers == 1 and not self.embed
+
     @property
     def projected(self) -> bool:
         """In- and out-projections around the cell: its width differs from the stream's, or a gate

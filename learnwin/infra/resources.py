@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from learnwin.infra import registry
-from learnwin.infra.config import recovery_lags, transports_of
+from learnwin.infra.config import exact_jacobian_bytes, recovery_lags, transports_of
 from learnwin.infra.registry import CELLS, Column
 
 #: Gate blocks of each cell's recurrent matrix (its rows / H): the arithmetic per step scales with it.
@@ -61,7 +61,7 @@ def mixing(cfg: Mapping, model: str) -> float:
     m = cfg["model"]
     spec = registry.block_of(m, CELLS[model])
     layers, e = m.get("layers", 1), spec.expand
-    if layers == 1 and not spec.embed:
+    if spec.bare(layers):
         return GATES[model]
     block = e * (int(spec.projected and spec.in_proj) + int(spec.gate is not None)
                  + (2 if spec.post else int(spec.projected)))
@@ -142,7 +142,7 @@ def snapshot_mem_mb(cfg: Mapping, model: str) -> int:
     (B, L, T, H) work arrays) and the memory curve (:func:`memory_curve_bytes`; peak RSS 1.3 GB
     at T 64, H 32 and, before its chunking, 7.2 GB at T 128, H 64, with B 128), at most
     :data:`MEMORY_CURVE_BYTES` or one receiving time's; plus, with the exact transport, the batch's float32 one-step
-    Jacobians (B, T, n, n) (:func:`state_width`; S6 at the default size, n = 512: peak RSS 9.8 GB),
+    Jacobians (B, T, n, n) (:func:`learnwin.infra.config.exact_jacobian_bytes`; S6 at the default size, n = 512: peak RSS 9.8 GB),
     times :data:`EXACT_MEM_FACTOR`."""
     t, s = cfg["task"], cfg["snapshot"]
     h = registry.units(cfg["model"], CELLS[model])
@@ -152,7 +152,7 @@ def snapshot_mem_mb(cfg: Mapping, model: str) -> int:
     curve = min(memory_curve_bytes(curve_batch, t["T"], h, t["T"]),
                 max(MEMORY_CURVE_BYTES, memory_curve_bytes(curve_batch, t["T"], h, 1)))  # >= one receiving time
     curve += curve_batch * t["T"] ** 2 * 4  # its output u . d y_hat_t / d x_k, (B, T, T) float32
-    jacobians = batch * t["T"] * state_width(cfg, model) ** 2 * 4
+    jacobians = exact_jacobian_bytes(cfg, model)
     exact = EXACT_MEM_FACTOR * jacobians if "exact" in transports_of(s["transport"]) else 0
     return _mb(max(tangents + 8 * 8 * (1 << 22), curve) + exact, base=1200)
 

@@ -540,7 +540,7 @@ def build_model(cell: str, input_size: int, hidden: int, layer_norm: bool = True
     if name not in BLOCKS:
         raise ValueError(f"model.block = {block!r}; allowed: published, {', '.join(BLOCKS)}")
     spec = BLOCKS[name]
-    if layers == 1 and not spec.embed:
+    if spec.bare(layers):
         return GatedRNN(cls(input_size, hidden, layer_norm, **gates))
     return GatedRNN(Stack(cls, input_size, hidden, layers, spec, layer_norm, **gates))
 

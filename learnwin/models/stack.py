@@ -133,6 +133,10 @@ class Block(nn.Module):
         k = self.spec.conv
         return F.pad(v, (0, 0, k - 1, 0)).unfold(1, k, 1).transpose(-1, -2)
 
+    def window_of(self, z: Tensor) -> Tensor:
+        """The convolution window (..., k, W) held in this layer's full state z_i."""
+        return z[..., self.cell_width:].unflatten(-1, (self.spec.conv, -1))
+
     # -- whole sequences, one step, the readout of a state --------------------------------------
     def seq(self, u: Tensor, reference: bool = False, trace: bool = False):
         """(u', z_i, trace_i) over a sequence u (B, T, width): the layer's output stream, its full
@@ -159,8 +163,7 @@ class Block(nn.Module):
         zc = z[..., :self.cell_width]
         window = None
         if self.spec.conv:
-            old = z[..., self.cell_width:].unflatten(-1, (self.spec.conv, -1))
-            window = torch.cat([old[..., 1:, :], c[..., None, :]], -2)
+            window = torch.cat([self.window_of(z)[..., 1:, :], c[..., None, :]], -2)
             c = self.cell_input(window)
         hidden, zc = cell_step(self.cell, input_projection(self.cell, c), zc)
         z = zc if window is None else torch.cat([zc, window.flatten(-2)], -1)
@@ -170,7 +173,7 @@ class Block(nn.Module):
         """(u'_t, hidden_t) from u_t and this layer's z_{i,t}: the layer's part of the readout of z_t."""
         a, c = self.mix_in(u)
         if self.spec.conv:
-            c = self.cell_input(z[..., self.cell_width:].unflatten(-1, (self.spec.conv, -1)))
+            c = self.cell_input(self.window_of(z))
         hidden = cell_hidden(self.cell, input_projection(self.cell, c), z[..., :self.cell_width])
         return self.mix_out(u, a, hidden), hidden
 
@@ -207,32 +210,36 @@ class Stack(nn.Module):
             yield block, slice(start, start + block.width)
             start += block.width
 
+    def _embedded(self, x: Tensor) -> Tensor:
+        """The first layer's input stream: the embedding of x, or x itself."""
+        return x if self.embed is None else self.embed(x)
+
+    def _sequence(self, x: Tensor, reference: bool = False, trace: bool = False):
+        """(the last block's stream, z (B, T, n), the layers' traces or Nones) over x (B, T, D)."""
+        u, zs, parts = self._embedded(x), [], []
+        for block in self.layers:
+            u, z, part = block.seq(u, reference, trace)
+            zs.append(z)
+            parts.append(part)
+        return u, torch.cat(zs, -1), parts
+
     def forward(self, x: Tensor, reference: bool = False) -> tuple[Tensor, Tensor]:
         """(output stream (B, T, H), full state z (B, T, n)) for x (B, T, D)."""
-        u = x if self.embed is None else self.embed(x)
-        zs = []
-        for block in self.layers:
-            u, z, _ = block.seq(u, reference)
-            zs.append(z)
-        return self.norm(u), torch.cat(zs, -1)
+        u, z, _ = self._sequence(x, reference)
+        return self.norm(u), z
 
     @torch.no_grad()
     def trace(self, x: Tensor) -> StackTrace:
-        u = x if self.embed is None else self.embed(x)
-        zs, parts = [], []
-        for block in self.layers:
-            u, z, part = block.seq(u, trace=True)
-            zs.append(z)
-            parts.append(part)
+        _, z, parts = self._sequence(x, trace=True)
         cat = lambda name: torch.cat([getattr(p, name).expand_as(p.leak) for p in parts], -1)  # noqa: E731
         hidden = torch.cat([p.hidden for p in parts], -1)
         candidate = torch.cat([p.candidate for p in parts], -1)
-        return StackTrace(hidden, torch.cat(zs, -1), cat("leak"), cat("correction"), cat("receive"),
+        return StackTrace(hidden, z, cat("leak"), cat("correction"), cat("receive"),
                           candidate, parts=tuple(parts))
 
     def state_step(self, x: Tensor, z: Tensor) -> Tensor:
         """z_t from x_t (R, D) and z_{t-1} (R, n): one step of every layer, bottom to top."""
-        u = x if self.embed is None else self.embed(x)
+        u = self._embedded(x)
         out = []
         for block, sl in self._slices():
             u, zi = block.step(u, z[..., sl])
@@ -241,7 +248,7 @@ class Stack(nn.Module):
 
     def output(self, x: Tensor, z: Tensor) -> tuple[Tensor, list[Tensor]]:
         """(the readout's input at t, every layer's hidden_t) from x_t and z_t, any leading shape."""
-        u = x if self.embed is None else self.embed(x)
+        u = self._embedded(x)
         hidden = []
         for block, sl in self._slices():
             u, h = block.output(u, z[..., sl])
