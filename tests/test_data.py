@@ -1,6 +1,6 @@
 import numpy as np
 
-from learnwin.models.data import load_split, make_split, task_vector, write_splits
+from learnwin.models.data import components, load_split, make_split, task_vector, write_splits
 
 TASK = dict(T=20, D=3, lags=[2, 5], coefs=[0.6, 0.4], noise_std=0.0)
 
@@ -16,6 +16,25 @@ def test_targets_follow_the_task_formula():
             if t >= lag:
                 expected[:, t] += c * proj[:, t - lag]
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_components_are_exactly_rounded_float32_sums_in_input_order():
+    """u . x_t is the float32 sum ((x_0 u_0 + x_1 u_1) + x_2 u_2) + ..., each step exactly rounded
+    (scalar numpy float32 arithmetic is the oracle), whatever the layout or the number of sequences:
+    a strided view, its contiguous copy and the first rows alone give the same bits."""
+    rng = np.random.default_rng(0)
+    draw = rng.standard_normal((37, 11, 10)).astype(np.float32)
+    x, u = draw[..., :9], rng.standard_normal(9).astype(np.float32)  # x strided, as make_split draws it
+    got = components(x, u)
+    assert got.dtype == np.float32
+    for n, t in [(0, 0), (5, 3), (36, 10)]:
+        ref = np.float32(0)
+        for d in range(9):
+            ref = np.float32(x[n, t, d] * u[d]) if d == 0 else np.float32(ref + np.float32(x[n, t, d] * u[d]))
+        assert got[n, t] == ref
+    assert np.array_equal(components(np.ascontiguousarray(x), u), got)
+    assert np.array_equal(components(x[:3], u), got[:3])
+    np.testing.assert_allclose(got, x.astype(np.float64) @ u.astype(np.float64), rtol=1e-5, atol=1e-5)
 
 
 def test_deterministic_per_seed_and_different_across_seeds():

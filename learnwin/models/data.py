@@ -26,9 +26,20 @@ def task_vector(seed: int, D: int) -> np.ndarray:
     return (u / np.linalg.norm(u)).astype(np.float32)
 
 
+def components(x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """u . x_t (N, T) for x (N, T, D), one exactly rounded product and sum at a time in the order
+    d = 0..D-1: the same bits on every CPU, for any memory layout and any number of sequences. (A
+    BLAS dot product rounds by the kernel that the CPU, the array's strides and its size select, and
+    the targets of one sequence must not depend on how many were drawn with it; docs/method.md §1.)"""
+    proj = x[..., 0] * u[0]
+    for d in range(1, x.shape[-1]):  # the input dimension D
+        proj = proj + x[..., d] * u[d]
+    return proj
+
+
 def targets(x: np.ndarray, u: np.ndarray, lags: Sequence[int], coefs: Sequence[float]) -> np.ndarray:
     """Noise-free targets sum_k c_k (u . x_{t-l_k}) 1[t >= l_k] for x of shape (N, T, D)."""
-    proj = x @ u  # (N, T)
+    proj = components(x, u)  # (N, T)
     y = np.zeros_like(proj)
     for lag, coef in zip(lags, coefs):  # a handful of task lags, not the diagnostic lag grid
         y[:, lag:] += coef * proj[:, :-lag]

@@ -34,7 +34,7 @@ import torch
 
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
-from learnwin.models.data import make_split, task_vector
+from learnwin.models.data import components, make_split, task_vector
 from learnwin.models.train import checkpoint, checkpoint_meta, make_optimizer, train_epoch
 from learnwin.probing.snapshot import snapshot_state
 from learnwin.stats.groundtruth import bisect_window, lag_scores, margin
@@ -62,7 +62,7 @@ def job_data(seed: int, task: Mapping, gt: Mapping, n_max: int, device: str = "c
     u = task_vector(seed, D)
     x_all, y0_all = make_split(seed, "train", n_max, T, D, [], [], noise)
     x_test, _ = make_split(seed, "diag", gt["n_test"], T, D, [], [], noise)
-    return dict(x_all=x_all, y0_all=y0_all, comp_train=x_all @ u, comp_test=x_test @ u,
+    return dict(x_all=x_all, y0_all=y0_all, comp_train=components(x_all, u), comp_test=components(x_test, u),
                 x_test=torch.from_numpy(x_test).to(device))
 
 
