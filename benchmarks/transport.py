@@ -113,7 +113,8 @@ def main() -> None:
                     for t in ("diagonal", "exact", ("diagonal", "exact"))}
         if before is not None:
             cells_before, exact_before = before
-            old = cells_before.build_model(name, task["D"], H)
+            stack = {} if (args.layers, args.block) == (1, "plain") else dict(layers=args.layers, block=args.block)
+            old = cells_before.build_model(name, task["D"], H, **stack)
             old.load_state_dict(model.state_dict())
 
             def add_batch_before(*args, exact_before=exact_before):

@@ -92,23 +92,25 @@ def test_closed_form_step_jacobians_equal_autograd(name, layer_norm):
 
 
 @pytest.mark.parametrize("name", ["const", "gru", "lstm"])
-def test_in_place_left_product_equals_the_dense_row_product(name):
-    """left_ on the stack's blocks (strided rows k.. of (B, T, P, n_s) buffers, as the sweep holds
-    them) equals [a_h, a_c] J_k with the dense closed-form J_k to 1e-12, in both Jacobian forms,
-    and leaves the rows t < k alone."""
+def test_left_product_equals_the_dense_row_product(name):
+    """left from one stack's blocks into another's (strided rows k.. of (B, T, P, n_s) buffers, as
+    the sweep holds them) equals [a_h, a_c] J_k with the dense closed-form J_k to 1e-12, in both
+    Jacobian forms, and leaves the rows t < k of both alone."""
     torch.manual_seed(5)
     cell = build_model(name, D, H, gate_init="official").double().cell
     x = torch.randn(3, T, D, dtype=F64)
     z = st.full_state(cell)(*cell(x)).detach()
     dense = et.jacobians(cell, x, z)
     k = 4
-    stack = torch.randn(3, T, 2, z.shape[-1], dtype=F64)
+    stack, spare = torch.randn(2, 3, T, 2, z.shape[-1], dtype=F64)
     expected = torch.einsum("brpi,bij->brpj", stack[:, k:], dense[:, k])
+    rows = lambda blocks: [b[:, k:].view(3, -1, b.shape[-1]) for b in blocks]  # noqa: E731
     for J in (et.step_jacobians(cell, x, z), et.DenseJacobians(dense)):
-        blocks = [b.clone() for b in stack.split(J.widths, -1)]
-        J.left_([b[:, k:].view(3, -1, b.shape[-1]) for b in blocks], k, torch.empty(stack.numel(), dtype=F64))
-        torch.testing.assert_close(torch.cat(blocks, -1)[:, k:], expected, rtol=0, atol=1e-12)
-        torch.testing.assert_close(torch.cat(blocks, -1)[:, :k], stack[:, :k], rtol=0, atol=0)
+        a, out = ([b.clone() for b in buf.split(J.widths, -1)] for buf in (stack, spare))
+        J.left(rows(a), rows(out), k)
+        torch.testing.assert_close(torch.cat(out, -1)[:, k:], expected, rtol=0, atol=1e-12)
+        torch.testing.assert_close(torch.cat(out, -1)[:, :k], spare[:, :k], rtol=0, atol=0)
+        torch.testing.assert_close(torch.cat(a, -1)[:, :k], stack[:, :k], rtol=0, atol=0)
     assert (expected - stack[:, k:]).abs().max() > 0.1
 
 

@@ -116,10 +116,9 @@ class DenseJacobians:
         """The first ``n`` sequences."""
         return DenseJacobians(self.J[:n])
 
-    def left_(self, A: Sequence[Tensor], k: int, scratch: Tensor) -> None:
-        """A <- A J_k in place for row adjoints A[0] (B, R, n); ``scratch`` flat, >= B R n."""
-        a = A[0]
-        a.copy_(torch.bmm(a, self.J[:, k], out=scratch[:a.numel()].view(a.shape)))
+    def left(self, A: Sequence[Tensor], out: Sequence[Tensor], k: int) -> None:
+        """out <- A J_k for row adjoints A[0] (B, R, n), written into ``out[0]`` of the same shape."""
+        torch.bmm(A[0], self.J[:, k], out=out[0])
 
 
 class CellStateJacobians:
@@ -137,16 +136,15 @@ class CellStateJacobians:
         """The first ``n`` sequences."""
         return CellStateJacobians(self.C[:n], self.p[:n], self.e[:n], self.f[:n], self.W)
 
-    def left_(self, A: Sequence[Tensor], k: int, scratch: Tensor) -> None:
-        """(a_h, a_c) <- ((a_h p) W + u C, u f) in place, u = a_h e + a_c, for row adjoints a_h, a_c
-        (B, R, H); ``scratch`` flat, >= B R H."""
-        a_h, a_c = A
+    def left(self, A: Sequence[Tensor], out: Sequence[Tensor], k: int) -> None:
+        """out <- ((a_h p) W + u C, u f), u = a_h e + a_c, for row adjoints (a_h, a_c) = A (B, R, H)
+        into ``out`` of the same shapes; a_h is scaled in place (its rows are spent)."""
+        (a_h, a_c), (o_h, o_c) = A, out
         B, R, H = a_h.shape
-        a_c.addcmul_(a_h, self.e[:, k, None])  # u
+        torch.addcmul(a_c, a_h, self.e[:, k, None], out=o_c)  # u
         a_h.mul_(self.p[:, k, None])
-        new_h = torch.bmm(a_h, self.W.expand(B, H, H), out=scratch[:B * R * H].view(B, R, H))
-        a_h.copy_(new_h.baddbmm_(a_c, self.C[:, k]))
-        a_c.mul_(self.f[:, k, None])
+        torch.bmm(a_h, self.W.expand(B, H, H), out=o_h).baddbmm_(o_c, self.C[:, k])
+        o_c.mul_(self.f[:, k, None])
 
 
 StepJacobians = DenseJacobians | CellStateJacobians
@@ -176,18 +174,21 @@ def adjoint_sweep(J: StepJacobians, src: Tensor, visit: Callable[[int, tuple[Ten
 
     ``J`` holds the one-step Jacobians (:func:`step_jacobians`). At step k, ``visit(k, A)`` sees the
     stack: one buffer A[s] (B, T, P, n_s) per block of the state in ``J.widths`` (the whole state, or
-    h and c for the LSTM; the last block holds the transported components), allocated once, whose
-    rows t >= k hold the adjoints of every receiving time t at perturbation time k,
-    A[s][:, t] = block s of a_{t,k} = M_{t,k}^T src_t (rows t < k still hold src_t). The rows are
-    updated in place after the call.
+    h and c for the LSTM; the last block holds the transported components), whose rows t >= k hold
+    the adjoints of every receiving time t at perturbation time k, A[s][:, t] = block s of
+    a_{t,k} = M_{t,k}^T src_t (rows t < k hold src_t). Two such stacks are allocated once and take
+    turns: the step's product is written from one into the other, rows t >= k only, so a row t < k
+    of either still holds its source when its turn comes. Read A only within the call.
     """
     B, T, P, n = src.shape
     stack = tuple(block.clone() for block in src.split(J.widths, -1))
-    scratch = src.new_empty(B * T * P * n)
+    spare = tuple(block.clone() for block in stack)
+    rows = lambda blocks, k: [s[:, k:].view(B, -1, s.shape[-1]) for s in blocks]  # noqa: E731
     for k in range(T - 1, -1, -1):
         visit(k, stack)
         if k > 0:  # a_{t,k-1} = a_{t,k} J_k on the rows t >= k
-            J.left_([s[:, k:].view(B, -1, s.shape[-1]) for s in stack], k, scratch)
+            J.left(rows(stack, k), rows(spare, k), k)
+            stack, spare = spare, stack
 
 
 def _h_block(values: Tensor, S: int) -> Tensor:
@@ -238,6 +239,13 @@ class StateLayout:
         """|a^q| (..., H) from adjoints (..., n) or their last block."""
         return self.unit_norm(self.transported(A))
 
+    def diagonal_norm(self, M: Tensor) -> Tensor:
+        """|M_qq| (..., H) of H rows (..., H, H m) on the transported components: the norm of row q
+        over unit q's components (:meth:`unit_norm` of the diagonal only)."""
+        if self.m == 1:
+            return torch.diagonal(M, dim1=-2, dim2=-1).abs()
+        return torch.linalg.vector_norm(torch.diagonal(M.unflatten(-1, (self.H, self.m)), dim1=-3, dim2=-2), dim=-2)
+
 
 class StackLayout(StateLayout):
     """Where a stack's units sit in its full state z (docs/method.md §2c): each layer's cell state
@@ -247,16 +255,18 @@ class StackLayout(StateLayout):
 
     def __init__(self, stack: torch.nn.Module, receive: Tensor | None = None):
         self.H = stack.hidden_size
-        self.parts, moved, start = [], [], 0
+        self.parts, self.moved, start = [], [], 0
         for cell, sl, window in stack.layer_states():
             layout = StateLayout(cell, sl.stop - sl.start)
             P = layout.H * layout.m // (2 if getattr(cell, "complex_state", False) else 1)
             layout.receive = None if receive is None else receive[..., start:start + P]
             start += P
             self.parts.append((layout, window))
-            moved.append(torch.arange(sl.stop - layout.H * layout.m, sl.stop))
+            begin, length = sl.stop - layout.H * layout.m, layout.H * layout.m
+            if self.moved and sum(self.moved[-1]) == begin:  # adjacent to the layer below's: one range
+                begin, length = self.moved[-1][0], self.moved.pop()[1] + length
+            self.moved.append((begin, length))  # (start, length) of transported components in z
         self.m = self.parts[0][0].m
-        self.moved = torch.cat(moved)
 
     def _layers(self, values: Tensor) -> list[Tensor]:
         return values.split([layout.H for layout, _ in self.parts], -1)
@@ -270,7 +280,8 @@ class StackLayout(StateLayout):
                           for (layout, window), v in zip(self.parts, self._layers(lam))], -1)
 
     def transported(self, A: Tensor) -> Tensor:
-        return A[..., self.moved.to(A.device)]
+        parts = [A.narrow(-1, start, length) for start, length in self.moved]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, -1)
 
 
 def layout_of(cell: torch.nn.Module, n: int, receive: Tensor | None = None) -> StateLayout:
@@ -327,7 +338,7 @@ class ExactAccumulator:
             if not len(i):
                 return
             M = layout.transported(A[-1].index_select(1, i + k)) * lam_c[:, k, None, None, :]  # rows of M diag(Lambda)
-            diag = torch.diagonal(layout.unit_norm(M), dim1=-2, dim2=-1).sum(-1).double()  # (B, len(i))
+            diag = layout.diagonal_norm(M).double().sum(-1)  # (B, len(i))
             frob = M.pow(2).sum((-2, -1)).double().sqrt() * H ** 0.5
             self.count_m.index_add_(0, i, torch.full((len(i),), float(B), dtype=torch.float64))
             self.diag.index_add_(0, i, diag.sum(0))
