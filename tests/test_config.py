@@ -78,7 +78,7 @@ BAD = {
     "no layers": (_set(["model", "layers"], 0), r"0 is less than the minimum of 1[\s\S]*\['layers'\]"),
     "exact beyond memory": (lambda cfg: cfg.update(models=["s6"], model={**cfg["model"], "layers": 2, "block": "published"}),
                             r"snapshot.transport lists exact, but s6's full state has n = 2560 components: one batch "
-                            r"of snapshot.batch_size = 128 needs 200 GiB .* lower snapshot.batch_size to 5 or less"),
+                            r"of snapshot.batch_size = 128 needs 170 GiB .* lower snapshot.batch_size to 6 or less"),
     "confirm seeds reused": (_set(["recovery", "confirm_seeds"], [12, 1103]),
                              r"recovery.confirm_seeds \[12\] are also exploration seeds"),
 }

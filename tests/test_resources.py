@@ -135,6 +135,19 @@ def test_registry_state_width_is_the_built_cells(fresh_registry, hidden, state_s
                                                                             hidden * state_size_n, hidden)
 
 
+def test_registry_stored_rows_are_the_built_stacks_uncopied_rows(fresh_registry):
+    """The rows of the one-step Jacobian the exact transport stores, from the registry without a
+    model, are the built stack's n less its windows' copied rows (learnwin.models.stack.Stack.copied),
+    in every published block, with and without a convolution."""
+    model_cfg = dict(hidden=4, state_size=3, layers=2, block="published")
+    for name, spec in fresh_registry.CELLS.items():
+        stack = build_model(name, 3, **model_cfg).cell
+        copied = sum(length for *_, length in stack.copied())
+        assert spec.state_width(model_cfg) == stack.state_width
+        assert spec.state_width(model_cfg, stored=True) == stack.state_width - copied, name
+    assert copied > 0  # the last, S6 in the Mamba block, has a window
+
+
 def test_memory_requests_follow_the_state_width():
     """The exact transport holds a batch's dense one-step Jacobians (B, T, n, n): n = H for the
     GRU, 2H for the LSTM, H N for S6 (the default's S6 snapshot peaked at 9.8 GB)."""

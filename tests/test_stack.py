@@ -134,9 +134,12 @@ def test_fast_reference_and_state_step_paths_agree(cell, block, layers, toy):
 
 @pytest.mark.parametrize("cell, block", [("lstm", "mlp"), ("gru", "hawk"), ("toy", "hawk")])
 def test_exact_jacobians_and_their_products_equal_autograd_of_state_step(cell, block, toy):
-    """Oracle: jacrev of 1 and of l <= 4 chained state_steps equals J_t and J_t ... J_{t-l+1}, to 1e-10."""
+    """Oracle: jacrev of 1 and of l <= 4 chained state_steps equals J_t and J_t ... J_{t-l+1}, to 1e-10
+    (in the hawk block the windows' copied rows are set as unit rows, not differentiated)."""
     model = _model(cell, 3, block)
     stack = model.cell
+    k = stack.layers[0].spec.conv
+    assert sum(length for *_, length in stack.copied()) == 3 * max(k - 1, 0) * stack.width
     x = torch.randn(2, T, D, dtype=F64)
     with torch.no_grad():
         z = stack(x)[1]
@@ -160,6 +163,31 @@ def test_exact_jacobians_and_their_products_equal_autograd_of_state_step(cell, b
         _close(prod, jacrev(steps(0, T - 1, l))(z[0, T - 1 - l]))
     first, _, third = _slices(stack)
     assert J[:, 1:, third, first].abs().max() > 1e-3  # layer 1 -> layer 3 within one step
+
+
+@pytest.mark.parametrize("cell, block", [("rglru", "hawk"), ("gru", "mamba")])
+def test_sweep_over_stored_rows_and_copies_equals_the_dense_product(cell, block):
+    """The windows' copied rows are kept as copies, not as rows of J: the sweep's product
+    (DenseJacobians.left, strided rows k.. as the sweep holds them) equals a J_k with the filled-in
+    dense J_k, to 1e-12, and leaves the rows t < k alone; only the other rows are stored."""
+    model = _model(cell, 2, block)
+    stack = model.cell
+    x = torch.randn(B, T, D, dtype=F64)
+    with torch.no_grad():
+        z = stack(x)[1]
+    J = et.step_jacobians(stack, x, z)
+    n, W = stack.state_width, stack.width
+    assert J.rows.shape == (B, T, n - 2 * 3 * W, n) and len(J.kept) == 3
+    dense = J.dense()
+    for start, length in J.kept:  # the stored rows are the differentiated ones, and not all zero
+        assert dense[:, 1:, start:start + length].abs().max() > 1e-3
+    k = 5
+    stack_rows, spare = torch.randn(2, B, T, 2, n, dtype=F64)
+    rows = lambda buf: [buf[:, k:].view(B, -1, n)]  # noqa: E731
+    out = spare.clone()
+    J.left(rows(stack_rows), rows(out), k)
+    _close(out[:, k:], torch.einsum("brpi,bij->brpj", stack_rows[:, k:], dense[:, k]), atol=1e-12)
+    _close(out[:, :k], spare[:, :k], atol=0)
 
 
 # -- 4. no inter-layer weights: two independent layers -----------------------------------------------

@@ -184,12 +184,14 @@ EXACT_JACOBIAN_BYTES = 8 * 2**30
 
 
 def exact_jacobian_bytes(config: Mapping, model: str, batch: int | None = None) -> int:
-    """Bytes of one snapshot batch's float32 one-step Jacobians (B, T, n, n) of ``model`` (docs/method.md
-    §4b, §2c), n from the registry's metadata; B = ``batch``, or the snapshot's batch."""
+    """Bytes of one snapshot batch's float32 one-step Jacobians (B, T, r, n) of ``model`` (docs/method.md
+    §4b, §2c): n and the r rows stored (the convolution windows' copied rows are not) from the
+    registry's metadata; B = ``batch``, or the snapshot's batch."""
     snap, task = config["snapshot"], config["task"]
     if batch is None:
         batch = min(snap["batch_size"], task["n_diag"])
-    return batch * task["T"] * registry.CELLS[model].state_width(config["model"]) ** 2 * 4
+    spec = registry.CELLS[model]
+    return batch * task["T"] * spec.state_width(config["model"], stored=True) * spec.state_width(config["model"]) * 4
 
 
 def check_exact_size(config: Mapping) -> None:

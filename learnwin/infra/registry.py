@@ -72,14 +72,15 @@ class CellSpec:
         module, name = self.cls.split(":")
         return getattr(importlib.import_module(module), name)
 
-    def state_width(self, model: Mapping) -> int:
+    def state_width(self, model: Mapping, stored: bool = False) -> int:
         """Width n of the full state z for the ``model`` config section: the units of every layer
         (:func:`units`) times :attr:`state_per_unit`, plus the blocks' convolution windows (the side
-        of the one-step Jacobian, docs/method.md §4b, §2c)."""
+        of the one-step Jacobian, docs/method.md §4b, §2c). ``stored``: the rows of the one-step
+        Jacobian the exact transport stores, all but each window's k - 1 copied older inputs."""
         per_unit = self.state_per_unit
         per_unit = int(model[per_unit]) if isinstance(per_unit, str) else per_unit
-        block = block_of(model, self)
-        return units(model, self) * (per_unit + block.conv)
+        conv = block_of(model, self).conv
+        return units(model, self) * (per_unit + (min(conv, 1) if stored else conv))
 
 
 #: The registry: model name -> :class:`CellSpec`, in the canonical order of tables and figures.

@@ -280,6 +280,18 @@ class Stack(nn.Module):
         return [[f"layers.{i}.cell.{n}" for n in block.cell.recurrent_weights()]
                 for i, block in enumerate(self.layers)]
 
+    def copied(self) -> list[tuple[int, int, int]]:
+        """(row, column, length) ranges of z that one step copies, z_t[row + i] = z_{t-1}[column + i]:
+        each convolution window's k - 1 older inputs moving one slot (docs/method.md §2c). Their rows
+        of the one-step Jacobian are unit rows."""
+        ranges = []
+        for block, sl in self._slices():
+            k, W = block.spec.conv, block.cell.hidden_size
+            if k > 1:
+                start = sl.start + block.cell_width
+                ranges.append((start, start + W, (k - 1) * W))
+        return ranges
+
     def top_down(self) -> Tensor:
         """Indices of z with the layers top to bottom (each layer's own order kept): the order in
         which the one-step Jacobian is block upper-triangular (docs/method.md §2c, §4c)."""

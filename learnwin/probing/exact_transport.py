@@ -64,20 +64,23 @@ _TINY = 1e-300
 JACOBIAN_CHUNK = 1 << 24
 
 
-def autograd_jacobian(step: Callable[[Tensor, Tensor], Tensor], xp: Tensor, z_prev: Tensor) -> Tensor:
-    """J[b, i, j] = d z_t[i] / d z_{t-1}[j] (B, n, n) of the map ``step(xp, z_{t-1}) -> z_t`` by one
-    batched backward of the n basis rows per chunk of rows (:data:`JACOBIAN_CHUNK` bounds its work)."""
+def autograd_jacobian(step: Callable[[Tensor, Tensor], Tensor], xp: Tensor, z_prev: Tensor,
+                      rows: Tensor | None = None) -> Tensor:
+    """J[b, i, j] = d z_t[rows[i]] / d z_{t-1}[j] (B, r, n) of the map ``step(xp, z_{t-1}) -> z_t``:
+    the rows ``rows`` of the one-step Jacobian (default all n), by one batched backward of their
+    basis vectors per chunk of rows (:data:`JACOBIAN_CHUNK` bounds its work), into one J."""
     R, n = z_prev.shape
-    chunk = max(1, JACOBIAN_CHUNK // (n * n))
-    basis = torch.eye(n, dtype=z_prev.dtype, device=z_prev.device)[:, None]
-    parts = []
+    rows = torch.arange(n, device=z_prev.device) if rows is None else rows
+    chunk = max(1, JACOBIAN_CHUNK // (len(rows) * n))
+    basis = torch.eye(n, dtype=z_prev.dtype, device=z_prev.device)[rows, None]
+    J = z_prev.new_empty(R, len(rows), n)
     with torch.enable_grad():
         for i in range(0, R, chunk):
             z = z_prev[i:i + chunk].detach().requires_grad_(True)
             out = step(xp[i:i + chunk], z)
-            rows = torch.autograd.grad(out, z, basis.expand(n, *z.shape), is_grads_batched=True)[0]
-            parts.append(rows.transpose(0, 1))  # rows[i, b] = J_b[i]
-    return torch.cat(parts) if len(parts) > 1 else parts[0]
+            grads = torch.autograd.grad(out, z, basis.expand(len(rows), *z.shape), is_grads_batched=True)[0]
+            J[i:i + chunk] = grads.transpose(0, 1)  # grads[r, b] = J_b[rows[r]]
+    return J
 
 
 def step_map(cell: torch.nn.Module) -> Callable[[Tensor, Tensor], Tensor]:
@@ -88,37 +91,91 @@ def step_map(cell: torch.nn.Module) -> Callable[[Tensor, Tensor], Tensor]:
     return lambda xp, z: cell_step(cell, xp, z)[1]
 
 
-def jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> Tensor:
-    """One-step Jacobians J[:, k] = d z_k / d z_{k-1} (B, T, n, n) of every step at once.
+def _kept(copied: Sequence[tuple[int, int, int]], n: int) -> list[tuple[int, int]]:
+    """(start, length) ranges of [0, n) outside the ``copied`` rows, in order."""
+    kept, start = [], 0
+    for row, _, length in sorted(copied):
+        if row > start:
+            kept.append((start, row - start))
+        start = row + length
+    return kept + ([(start, n - start)] if start < n else [])
+
+
+class DenseJacobians:
+    """One-step Jacobians stored densely by rows (docs/method.md §4b, §2c): ``rows`` (B, T, r, n)
+    holds, in the order of z, every row of J_k outside ``copied``, the (row, column, length) ranges
+    that a stack's step copies (z_t[row + i] = z_{t-1}[column + i], unit rows:
+    :meth:`learnwin.models.stack.Stack.copied`); without copies it is J itself."""
+
+    def __init__(self, rows: Tensor, copied: Sequence[tuple[int, int, int]] = ()):
+        self.rows, self.copied = rows, tuple(copied)
+        self.widths = (rows.shape[-1],)  # the stack's blocks: the whole state
+        self.kept = _kept(self.copied, rows.shape[-1])
+        self._gathered = rows.new_empty(0)  # the adjoints' kept columns, one contiguous block
+
+    def head(self, n: int) -> DenseJacobians:
+        """The first ``n`` sequences."""
+        return DenseJacobians(self.rows[:n], self.copied)
+
+    def left(self, A: Sequence[Tensor], out: Sequence[Tensor], k: int) -> None:
+        """out <- A J_k for row adjoints A[0] (B, R, n), written into ``out[0]`` of the same shape:
+        with copies, the adjoints' columns of the stored rows gathered into one block and one
+        product with them, then each copied range added to the columns it copies."""
+        a, o, J = A[0], out[0], self.rows[:, k]
+        if not self.copied:
+            torch.bmm(a, J, out=o)
+            return
+        B, R, _ = a.shape
+        T, r = self.rows.shape[1], J.shape[1]
+        if self._gathered.numel() < B * R * r:  # sized once per sweep, for the rows of every step
+            self._gathered = a.new_empty(B * (R // (T - k)) * T * r)
+        gathered = self._gathered[:B * R * r].view(B, R, r)
+        torch.cat([a.narrow(-1, start, length) for start, length in self.kept], -1, out=gathered)
+        torch.bmm(gathered, J, out=o)
+        for row, column, length in self.copied:
+            o.narrow(-1, column, length).add_(a.narrow(-1, row, length))
+
+    def dense(self) -> Tensor:
+        """J (B, T, n, n) with the copied rows filled in."""
+        if not self.copied:
+            return self.rows
+        B, T, _, n = self.rows.shape
+        J = self.rows.new_zeros(B, T, n, n)
+        offset = 0
+        for start, length in self.kept:
+            J[:, :, start:start + length] = self.rows[:, :, offset:offset + length]
+            offset += length
+        for row, column, length in self.copied:
+            J[:, :, row:row + length, column:column + length].diagonal(dim1=-2, dim2=-1).fill_(1)
+        return J
+
+
+def dense_jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> DenseJacobians:
+    """The one-step Jacobians J[:, k] = d z_k / d z_{k-1} of every step at once, by rows.
 
     ``z`` (B, T, n) is the full state of the forward pass (from the trace). The cell's
     closed-form ``step_jacobian(xp, z_prev)`` when it has one, else :func:`autograd_jacobian` of
-    its :func:`step_map` (a stack's includes every cross-layer path within the step, §2c).
+    its :func:`step_map` (a stack's includes every cross-layer path within the step, §2c; the rows
+    its step copies are not differentiated).
     """
     B, T, n = z.shape
     with torch.no_grad():
         xp = x if stacked(cell) else input_projection(cell, x)
         z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
-        step = getattr(cell, "step_jacobian", None)
         args = (xp.reshape(B * T, -1), z_prev.reshape(B * T, n))
-        J = step(*args) if step is not None else autograd_jacobian(step_map(cell), *args)
-    return J.reshape(B, T, n, n)
+        step = getattr(cell, "step_jacobian", None)
+        if step is not None:
+            return DenseJacobians(step(*args).reshape(B, T, n, n))
+        copied = cell.copied() if stacked(cell) else ()
+        rows = torch.cat([torch.arange(start, start + length) for start, length in _kept(copied, n)])
+        J = autograd_jacobian(step_map(cell), *args, rows.to(z.device))
+    return DenseJacobians(J.reshape(B, T, len(rows), n), copied)
 
 
-class DenseJacobians:
-    """One-step Jacobians stored densely, J (B, T, n, n) (:func:`jacobians`)."""
-
-    def __init__(self, J: Tensor):
-        self.J = J
-        self.widths = (J.shape[-1],)  # the stack's blocks: the whole state
-
-    def head(self, n: int) -> DenseJacobians:
-        """The first ``n`` sequences."""
-        return DenseJacobians(self.J[:n])
-
-    def left(self, A: Sequence[Tensor], out: Sequence[Tensor], k: int) -> None:
-        """out <- A J_k for row adjoints A[0] (B, R, n), written into ``out[0]`` of the same shape."""
-        torch.bmm(A[0], self.J[:, k], out=out[0])
+def jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> Tensor:
+    """One-step Jacobians J[:, k] = d z_k / d z_{k-1} (B, T, n, n) of every step at once
+    (:func:`dense_jacobians`, filled in)."""
+    return dense_jacobians(cell, x, z).dense()
 
 
 class CellStateJacobians:
@@ -153,12 +210,12 @@ StepJacobians = DenseJacobians | CellStateJacobians
 def step_jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> StepJacobians:
     """The one-step Jacobians of every step as the sweep uses them (docs/method.md §4b).
 
-    The block form of the cell's ``step_jacobian_blocks`` when it has one (the LSTM), else the
-    dense :func:`jacobians`.
+    The block form of the cell's ``step_jacobian_blocks`` when it has one (the LSTM), else
+    :func:`dense_jacobians`.
     """
     blocks = getattr(cell, "step_jacobian_blocks", None)
     if blocks is None:
-        return DenseJacobians(jacobians(cell, x, z))
+        return dense_jacobians(cell, x, z)
     B, T, n = z.shape
     with torch.no_grad():
         xp = input_projection(cell, x)
@@ -337,7 +394,7 @@ class ExactAccumulator:
             i = self.rows[k]  # the lags i (receiving times k + i) read at k
             if not len(i):
                 return
-            M = layout.transported(A[-1].index_select(1, i + k)) * lam_c[:, k, None, None, :]  # rows of M diag(Lambda)
+            M = layout.transported(A[-1][:, k:]).index_select(1, i) * lam_c[:, k, None, None, :]  # rows of M diag(Lambda)
             diag = layout.diagonal_norm(M).double().sum(-1)  # (B, len(i))
             frob = M.pow(2).sum((-2, -1)).double().sqrt() * H ** 0.5
             self.count_m.index_add_(0, i, torch.full((len(i),), float(B), dtype=torch.float64))
