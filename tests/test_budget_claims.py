@@ -12,7 +12,7 @@ from scipy import stats
 
 from learnwin.stats import prediction
 from learnwin.stats.budget import learning_slope, seed_slopes
-from learnwin.stats.growth import groups_differ, slopes_differ
+from learnwin.stats.growth import groups_differ
 
 GROUPS = {"const": "logarithmic", "shared": "logarithmic", "diag": "power", "gru": "power", "lstm": "power"}
 INTERCEPT = {"const": 1.0, "shared": 2.0, "diag": 0.5, "gru": 1.5, "lstm": 3.0}
@@ -59,15 +59,6 @@ def test_groups_differ_censored():
     assert np.isfinite(out["lr"]) and out["p_value"] < 1e-6
     assert out["slope_logarithmic"] == pytest.approx(1.0, abs=0.1)
     assert out["slope_power"] == pytest.approx(3.0, abs=0.1)
-
-
-def test_groups_differ_singletons_equal_slopes_differ():
-    w = window({"logarithmic": 1.0, "power": 1.2})
-    own = groups_differ(w, {m: m for m in GROUPS}).iloc[0]
-    ref = slopes_differ(w).iloc[0]
-    assert own["df"] == ref["df"] == 4
-    assert own["lr"] == pytest.approx(ref["lr"], abs=1e-9)
-    assert own["p_value"] == pytest.approx(ref["p_value"], abs=1e-9)
 
 
 def test_groups_differ_subsets_and_one_group(steeper):

@@ -182,17 +182,10 @@ def _block_fit(g: pd.DataFrame, *, n_boot: int) -> dict:
 
 
 def slopes_differ(window: pd.DataFrame) -> pd.DataFrame:
-    """Per threshold: the likelihood-ratio test of one common log-N slope across models."""
-    rows = []
-    for thr, g in window.groupby("threshold", sort=True):
-        blocks = [b for _, b in g.groupby("model", sort=True)]
-        separate = sum(fit_law("log", b["N"], b["H"], b["censored"])["loglik"] for b in blocks)
-        common = _common_slope_loglik(blocks)
-        lr = max(2 * (separate - common), 0.0)
-        df = len(blocks) - 1
-        rows.append(dict(threshold=thr, n_models=len(blocks), lr=lr, df=df,
-                         p_value=float(stats.chi2.sf(lr, df)) if df > 0 else np.nan))
-    return pd.DataFrame(rows)
+    """Per threshold: the likelihood-ratio test of one common log-N slope across models, that is
+    :func:`groups_differ` with every model its own group (threshold, n_models, lr, df, p_value)."""
+    own = {m: m for m in sorted(window["model"].unique())}
+    return groups_differ(window, own)[["threshold", "n_models", "lr", "df", "p_value"]]
 
 
 def groups_differ(window: pd.DataFrame, groups: Mapping[str, str]) -> pd.DataFrame:
@@ -224,12 +217,6 @@ def _group_fit(blocks) -> tuple[float, float]:
         fit = fit_law("log", blocks[0]["N"], blocks[0]["H"], blocks[0]["censored"])
         return fit["loglik"], float(fit["params"][1])
     return _common_slope_fit(blocks)
-
-
-def _common_slope_loglik(blocks) -> float:
-    """Max log-likelihood with one slope b shared by every block (own intercept and sigma),
-    profiled over b."""
-    return _common_slope_fit(blocks)[0]
 
 
 def _common_slope_fit(blocks) -> tuple[float, float]:
