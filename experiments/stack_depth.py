@@ -2,6 +2,7 @@
 
     python experiments/stack_depth.py L=RESULTS_DIR [L=RESULTS_DIR ...] [--block published]
     python experiments/stack_depth.py --conv-test hawk=RESULTS_DIR hawk_noconv=RESULTS_DIR
+    python experiments/stack_depth.py --slope-test RESULTS_DIR
 
 Each RESULTS_DIR is the results folder of `snakemake train --configfile config/stacks.yaml
 --config 'model={layers: L}'` (its trainings suffice). Per (model, optimizer) and depth: the
@@ -9,7 +10,10 @@ validation R^2 of each seed's best-validation epoch (the `best` checkpoint, docs
 mean ± sd over seeds, and the block the cell was stacked in (docs/method.md §2c). With
 ``--conv-test``, the pre-registered convolution test of docs/method.md §2c on the two runs of
 config/stacks-conv.yaml: per cell, each seed's val R^2 with and without the convolution and the
-verdict of the three criteria.
+verdict of the three criteria. With ``--slope-test``, the pre-registered test of the LRU stack's
+learning budget (docs/method.md §2c) on the `snakemake recovery` run of config/stacks-slope.yaml:
+per transport, each seed's slope of log N̂_emp on -log f, their mean with its bootstrap interval,
+kappa and the verdict of the three criteria (the diagonal row decides).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import pandas as pd
 
 from learnwin.infra import io, layout
 from learnwin.infra.registry import CELLS, block_name
+from learnwin.stats.budget import seed_slopes
 from learnwin.stats.claims import markdown, mean_sd
 
 
@@ -72,12 +77,45 @@ def conv_test(with_conv: Path, without: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: The pre-registered criteria (docs/method.md §2c): the mean slope, every seed's slope.
+SLOPE_MEAN, SLOPE_SEED = (0.85, 1.15), (0.7, 1.3)
+
+
+def slope_test(results: Path, model: str = "lru", threshold: float = 0.2) -> pd.DataFrame:
+    """Per transport: the trained network's slope of log N̂_emp on -log f per seed and over seeds
+    (``learning_slope`` of the exploration seed set, its seeds by :func:`seed_slopes`), kappa, and
+    whether each criterion of §2c holds."""
+    tables = {name: io.read_table(layout.under(results, layout.BUDGET[name], seed_set="exploration"), "budget")
+              for name in ("learning_budget", "learning_slope")}
+    envelope = pd.concat([io.read_table(p, "envelope") for p in
+                          layout.glob(results, layout.BUDGET_SNAPSHOT["envelope"], model=model)], ignore_index=True)
+    per_seed = seed_slopes(tables["learning_budget"], envelope)
+    pick = lambda d: d[(d["model"] == model) & (d["epoch"] == "trained") & (d["threshold"] == threshold)]  # noqa: E731
+    seeds, rows = pick(per_seed), []
+    for _, r in pick(tables["learning_slope"]).sort_values("transport").iterrows():
+        v = seeds[seeds["transport"] == r["transport"]]["slope"].to_numpy(float)
+        crit = {"mean in [0.85, 1.15]": SLOPE_MEAN[0] <= r["slope"] <= SLOPE_MEAN[1],
+                "every seed in [0.7, 1.3]": bool(v.size) and bool(((v >= SLOPE_SEED[0]) & (v <= SLOPE_SEED[1])).all()),
+                "interval below kappa": r["slope_hi"] < r["kappa"]}
+        rows.append({"transport": r["transport"], "decides": "yes" if r["transport"] == "diagonal" else "no",
+                     "slope per seed": " ".join(f"{x:.2f}" for x in v), "slope": f"{r['slope']:.2f}",
+                     "95 % interval": f"[{r['slope_lo']:.2f}, {r['slope_hi']:.2f}]", "kappa": f"{r['kappa']:.2f}",
+                     **{k: "yes" if c else "no" for k, c in crit.items()}, "holds": "yes" if all(crit.values()) else "no"})
+    return pd.DataFrame(rows)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="+", help="L=RESULTS_DIR, one per depth")
     ap.add_argument("--block", default="published", help="the config's model.block")
     ap.add_argument("--conv-test", action="store_true", help="runs are hawk=DIR hawk_noconv=DIR")
+    ap.add_argument("--slope-test", action="store_true", help="the one run is the recovery of config/stacks-slope.yaml")
     args = ap.parse_args(argv)
+    if args.slope_test:
+        table = slope_test(Path(args.runs[0]))
+        print(markdown(table))
+        print(f"\nThe lead holds: {'yes' if (table[table['decides'] == 'yes']['holds'] == 'yes').all() else 'no'}")
+        return
     runs = dict(r.split("=", 1) for r in args.runs)
     for path in runs.values():
         if not Path(path).is_dir():

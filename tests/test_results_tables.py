@@ -12,6 +12,7 @@ import synthetic as syn
 from synthetic_claims import VAL_R2, expected_claims, write_claim_run, write_claims
 
 from learnwin.infra import io, layout
+from learnwin.stats import budget
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
@@ -279,3 +280,42 @@ def test_conv_test_reads_the_best_epoch_and_fails_either_way(tmp_path, noconv, h
     table = _script("stack_depth").conv_test(hawk, without)
     assert table["val R², with conv"].item() == "0.38 0.41 0.44"  # the best-validation epoch's R^2
     assert table["holds"].item() == holds
+
+
+def _budget_run(tmp_path, slopes, alpha=1.97):
+    """A `snakemake recovery` results folder of the LRU stack whose learning budgets are
+    N̂(l) = 64 f(l)^-s for each seed's s, under both transports (f = exp(-l / 5), uncensored)."""
+    res, lags = tmp_path / "results", np.arange(1, 30, 4)
+    f = np.exp(-lags / 5)
+    lb, env = [], []
+    for seed, s in zip((8803, 9907, 10601), slopes):
+        keys = dict(model="lru", optimizer="adamw", seed=seed)
+        lb.append(pd.DataFrame({**keys, "lag": lags, "threshold": 0.2, "N_hat": 64 * f ** -s, "N_hat_grid": np.nan,
+                                "left_censored": False, "right_censored": False, "run": True}))
+        env.append(pd.concat([pd.DataFrame({**keys, "epoch": e, "transport": t, "lag": lags, "f": f})
+                              for e in ("init", "trained") for t in ("diagonal", "exact")], ignore_index=True))
+        io.write_table(env[-1], layout.under(res, layout.BUDGET_SNAPSHOT["envelope"], optimizer="adamw",
+                                             model="lru", seed=seed), "envelope")
+    lb, env = pd.concat(lb, ignore_index=True), pd.concat(env, ignore_index=True)
+    kappa = env[["model", "optimizer", "epoch", "transport"]].drop_duplicates().assign(alpha=alpha)
+    for name, table in (("learning_budget", lb), ("learning_slope", budget.learning_slope(lb, env, kappa))):
+        io.write_table(table, layout.under(res, layout.BUDGET[name], seed_set="exploration"), "budget")
+    return res
+
+
+@pytest.mark.parametrize("slopes, holds", [((1.0, 0.95, 1.05), "yes"), ((2.0, 2.1, 1.9), "no"),
+                                           ((1.0, 1.0, 1.4), "no")])
+def test_slope_test_reads_each_seed_and_fails_either_way(tmp_path, slopes, holds):
+    """The pre-registered test of the LRU stack's learning budget (docs/method.md §2c) on budgets of
+    known slope: it holds for N ∝ 1/f, fails for N ∝ f^-2 (the master law's kappa: every criterion)
+    and for one seed outside [0.7, 1.3] while the mean stays within [0.85, 1.15]."""
+    table = _script("stack_depth").slope_test(_budget_run(tmp_path, slopes))
+    row = table.set_index("transport").loc["diagonal"]
+    assert row["slope per seed"] == " ".join(f"{s:.2f}" for s in slopes)  # each seed's OLS slope, recovered
+    assert row["slope"] == f"{np.mean(slopes):.2f}" and row["kappa"] == f"{1.97 / 0.97:.2f}"
+    assert row["holds"] == holds and row["decides"] == "yes"
+    if slopes[0] == 2.0:
+        assert (row[["mean in [0.85, 1.15]", "every seed in [0.7, 1.3]", "interval below kappa"]] == "no").all()
+    if slopes[-1] == 1.4:
+        assert (row["mean in [0.85, 1.15]"], row["every seed in [0.7, 1.3]"]) == ("yes", "no")
+
