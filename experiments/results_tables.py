@@ -22,9 +22,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from learnwin.infra import io, layout
 from learnwin.infra.registry import CELLS
+from learnwin.probing.envelope import layer_envelopes
 from learnwin.report.findings import claims_at_a_glance
 from learnwin.report.formatting import SCALE_NAME
 from learnwin.report.summary import budgets
@@ -152,6 +154,26 @@ def transport_table(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFra
     return pd.DataFrame(rows)
 
 
+def layer_table(results: Path, runs: pd.DataFrame, epoch: str, layers: int) -> pd.DataFrame:
+    """Per (model, optimizer, transport) of a stack: the decay length tau_env (mean ± sd over seeds)
+    of each layer's envelope, its units' mu_abs summed (learnwin.probing.envelope.layer_envelopes),
+    and of the stack's, their sum (docs/method.md §2c)."""
+    rows = []
+    for (m, o), g in runs.groupby(KEYS, sort=False):
+        per: dict[str, dict[str, list]] = {}
+        for seed in g["seed"]:
+            units = with_transport(io.read_table(_snap(results, o, m, seed, epoch) / "units.parquet", "units"))
+            for transport, u in layer_envelopes(units, layers).groupby("transport", sort=False):
+                cols = per.setdefault(transport, {})
+                for layer, e in u.groupby("layer"):
+                    cols.setdefault(f"τ of layer {layer + 1}", []).append(decay_length(e["lag"], e["f"].to_numpy()))
+                stack = u.groupby("lag")["f"].sum()
+                cols.setdefault("τ of the stack", []).append(decay_length(stack.index, stack.to_numpy()))
+        rows += [{"model": m, "optimizer": o, "transport": t, **{k: _pm(v, 1) for k, v in cols.items()}}
+                 for t, cols in per.items()]
+    return pd.DataFrame(rows)
+
+
 def cost_table(results: Path) -> pd.DataFrame:
     """Per rule, from Snakemake's benchmark TSVs: jobs, mean wall and CPU seconds, max peak RSS."""
     rows = []
@@ -196,6 +218,10 @@ def tables(results: str | Path, epoch: str = "best") -> str:
            for m, o, s in runs[[*KEYS, "seed"]].itertuples(index=False)):
         out += ["### Transport: decay lengths of each transport's functionals and of the memory curve", "",
                 markdown(transport_table(results, runs, epoch)), ""]
+    layers = yaml.safe_load(layout.under(results, layout.PROVENANCE).read_text())["config"]["model"].get("layers", 1)
+    if layers > 1:
+        out += ["### Layers: decay length of each layer's envelope and of the stack's (mean ± sd over seeds)", "",
+                markdown(layer_table(results, runs, epoch, layers)), ""]
     claims = io.read_table(layout.under(results, layout.CLAIMS["parquet"]), "claims")
     findings = layout.under(results, layout.CLAIMS["findings"]).read_text()
     out += ["### Claims at a glance, every functional (k/n seeds agree with the expectation; ✓ = holds; *italics*: "

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import synthetic as syn
+import yaml
 
 from learnwin.infra import io, layout
 from learnwin.report import findings
@@ -58,10 +59,12 @@ def master_row(model: str, opt: str, seed: int, noise: str) -> tuple[float, floa
     return slope, slope - 0.1, slope + 0.1
 
 
-def write_claim_run(root: str | Path) -> dict:
-    """Write the run under ``root/results``; return its models, optimizers, seeds and tables."""
+def write_claim_run(root: str | Path, layers: int = 1) -> dict:
+    """Write the run under ``root/results``; return its models, optimizers, seeds and tables.
+    ``layers``: the model config's layers in its provenance (units layer-major: a stack of that many)."""
     res = Path(root) / "results"
     syn.write_artifacts(root)
+    layout.under(res, layout.PROVENANCE).write_text(yaml.safe_dump({"config": {"model": {"layers": layers}}}))
     keys = [(m, o, s) for o in syn.OPTIMIZERS for m in syn.MODELS for s in syn.SEEDS]
     io.write_table(pd.DataFrame([dict(model=m, optimizer=o, seed=s, epoch="best", status="ok",
                                       val_r2=VAL_R2[o] + 0.02 * s) for m, o, s in keys]),

@@ -13,6 +13,7 @@ from synthetic_claims import VAL_R2, expected_claims, write_claim_run, write_cla
 
 from learnwin.infra import io, layout
 from learnwin.stats import budget
+from learnwin.stats.claims import decay_length
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
@@ -134,6 +135,26 @@ def test_results_tables_transport_and_cost(tmp_path, capsys):
     # claims at a glance: one column per model, k/n with a tick where the row holds
     assert "| c | log tau_q IQR | adamw vs sgd | - | diagonal | gamma | 0/2 | 2/2 ✓ |" in lines
     assert "| d | master slope CI | sgd | pooled | diagonal | gamma | 2/2 ✓ | 1/2 |" in lines
+
+
+def test_results_tables_layer_envelopes_of_a_stack(tmp_path, capsys):
+    """A two-layer run (its provenance says so) gains the layers table: each layer's envelope is its
+    units' mu_abs summed (units layer-major, the synthetic units' exp(-l / tau_q)), and the stack's is
+    all of them; a one-layer run has no such table."""
+    write_claim_run(tmp_path / "one")
+    assert "### Layers" not in _run(capsys, tmp_path / "one" / "results")
+    write_claim_run(tmp_path / "two", layers=2)
+    lines = _run(capsys, tmp_path / "two" / "results").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("### Layers"))
+    row = next(line for line in lines[start:] if line.startswith("| const | adamw | diagonal | "))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    units = pd.concat([io.read_table(tmp_path / "two" / "results" / f"snapshots/adamw/const/seed{s}/epochbest/units.parquet",
+                                     "units") for s in syn.SEEDS])
+    expected = []
+    for part in (units[units["unit"] < 4], units[units["unit"] >= 4], units):
+        taus = [decay_length(*zip(*sorted(g.groupby("lag")["mu_abs"].sum().items()))) for _, g in part.groupby("seed")]
+        expected.append(f"{np.mean(taus):.1f} ± {np.std(taus, ddof=1):.1f}")
+    assert cells[3:6] == expected and expected[0] != expected[1]
 
 
 def test_ladder_puts_each_rungs_verdicts_and_cost_side_by_side(tmp_path, monkeypatch):
