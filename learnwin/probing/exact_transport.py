@@ -7,11 +7,12 @@ backward (adjoint) sweep through the recurrence gives, for every receiving time 
     a_{t,k} = M_{t,t-k}^T src_t   for every k <= t   (a_{t,t} = src_t),
 
 with one adjoint stack per block of the state (the whole state, or h and c for the LSTM), each
-(B, T, P, n_s), allocated once and multiplied in place by the exact one-step Jacobian
-J_k = d z_k / d z_{k-1} at each step k = T-1..1 (rows t >= k only). The J_k of all steps come at once
-(vectorised over sequences and time) from the cell's closed-form ``step_jacobian`` (every gate
+(B, T, P, n_s), multiplied by the exact one-step Jacobian J_k = d z_k / d z_{k-1} at each step
+k = T-1..1 (rows t >= k only; two stacks allocated once take turns). The J_k of all steps come at
+once (vectorised over sequences and time) from the cell's closed-form ``step_jacobian`` (every gate
 path and the LayerNorm Jacobian; tested against autograd), or, for a cell without one, from one
-batched autograd backward of its ``step`` over the S H basis rows (docs/method.md §2a). A cell with
+batched autograd backward of its ``step`` over the S H basis rows (docs/method.md §2a; a stack's
+copied window rows are set, not differentiated, §2c). A cell with
 ``step_jacobian_blocks`` (the LSTM) is swept in that block form: its c-block is diagonal, so only
 d c_t / d h_{t-1} is stored per step (:class:`CellStateJacobians`). The sweep's loop over time
 steps is the only loop; the forward pass (the trace) is shared with the diagonal path.
