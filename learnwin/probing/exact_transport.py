@@ -8,7 +8,7 @@ backward (adjoint) sweep through the recurrence gives, for every receiving time 
 
 with one adjoint stack per block of the state (the whole state, or h and c for the LSTM), each
 (B, T, P, n_s), multiplied by the exact one-step Jacobian J_k = d z_k / d z_{k-1} at each step
-k = T-1..1 (rows t >= k only; two stacks allocated once take turns). The J_k of all steps come at
+k = T-1..1 (rows t >= k only; in place, or two stacks allocated once take turns). The J_k of all steps come at
 once (vectorised over sequences and time) from the cell's closed-form ``step_jacobian`` (every gate
 path and the LayerNorm Jacobian; tested against autograd), or, for a cell without one, from one
 batched autograd backward of its ``step`` over the S H basis rows (docs/method.md §2a; a stack's
@@ -92,6 +92,15 @@ def step_map(cell: torch.nn.Module) -> Callable[[Tensor, Tensor], Tensor]:
     return lambda xp, z: cell_step(cell, xp, z)[1]
 
 
+def _scratch(buffer: Tensor, a: Tensor, k: int, T: int, width: int) -> tuple[Tensor, Tensor]:
+    """(buffer, a contiguous (B, R, width) view of it) for row adjoints ``a`` (B, R, n) at step k of
+    a sweep over T steps: the buffer grows, at the sweep's first step, to the rows of every step."""
+    B, R, _ = a.shape
+    if buffer.numel() < B * R * width:
+        buffer = a.new_empty(B * (R // (T - k)) * T * width)
+    return buffer, buffer[:B * R * width].view(B, R, width)
+
+
 def _kept(copied: Sequence[tuple[int, int, int]], n: int) -> list[tuple[int, int]]:
     """(start, length) ranges of [0, n) outside the ``copied`` rows, in order."""
     kept, start = [], 0
@@ -108,11 +117,13 @@ class DenseJacobians:
     that a stack's step copies (z_t[row + i] = z_{t-1}[column + i], unit rows:
     :meth:`learnwin.models.stack.Stack.copied`); without copies it is J itself."""
 
+    in_place = False  # a product cannot overwrite its input: the sweep gives it a second stack
+
     def __init__(self, rows: Tensor, copied: Sequence[tuple[int, int, int]] = ()):
         self.rows, self.copied = rows, tuple(copied)
         self.widths = (rows.shape[-1],)  # the stack's blocks: the whole state
         self.kept = _kept(self.copied, rows.shape[-1])
-        self._gathered = rows.new_empty(0)  # the adjoints' kept columns, one contiguous block
+        self._scratch = rows.new_empty(0)  # the adjoints' kept columns, one contiguous block
 
     def head(self, n: int) -> DenseJacobians:
         """The first ``n`` sequences."""
@@ -126,11 +137,7 @@ class DenseJacobians:
         if not self.copied:
             torch.bmm(a, J, out=o)
             return
-        B, R, _ = a.shape
-        T, r = self.rows.shape[1], J.shape[1]
-        if self._gathered.numel() < B * R * r:  # sized once per sweep, for the rows of every step
-            self._gathered = a.new_empty(B * (R // (T - k)) * T * r)
-        gathered = self._gathered[:B * R * r].view(B, R, r)
+        self._scratch, gathered = _scratch(self._scratch, a, k, self.rows.shape[1], J.shape[1])
         torch.cat([a.narrow(-1, start, length) for start, length in self.kept], -1, out=gathered)
         torch.bmm(gathered, J, out=o)
         for row, column, length in self.copied:
@@ -186,9 +193,12 @@ class CellStateJacobians:
     one with the shared W: half the work of the dense 2H x 2H product, a quarter of its storage.
     """
 
+    in_place = True  # out may be A itself: the sweep updates one stack (less memory traffic)
+
     def __init__(self, C: Tensor, p: Tensor, e: Tensor, f: Tensor, W: Tensor):
         self.C, self.p, self.e, self.f, self.W = C, p, e, f, W
         self.widths = (W.shape[0], W.shape[0])  # the stack's blocks: h and c
+        self._scratch = C.new_empty(0)  # the new a_h, contiguous (a product into strided rows is slower)
 
     def head(self, n: int) -> CellStateJacobians:
         """The first ``n`` sequences."""
@@ -196,12 +206,13 @@ class CellStateJacobians:
 
     def left(self, A: Sequence[Tensor], out: Sequence[Tensor], k: int) -> None:
         """out <- ((a_h p) W + u C, u f), u = a_h e + a_c, for row adjoints (a_h, a_c) = A (B, R, H)
-        into ``out`` of the same shapes; a_h is scaled in place (its rows are spent)."""
+        into ``out`` of the same shapes, which may be A itself; a_h is scaled in place."""
         (a_h, a_c), (o_h, o_c) = A, out
         B, R, H = a_h.shape
         torch.addcmul(a_c, a_h, self.e[:, k, None], out=o_c)  # u
         a_h.mul_(self.p[:, k, None])
-        torch.bmm(a_h, self.W.expand(B, H, H), out=o_h).baddbmm_(o_c, self.C[:, k])
+        self._scratch, new_h = _scratch(self._scratch, a_h, k, self.C.shape[1], H)
+        o_h.copy_(torch.bmm(a_h, self.W.expand(B, H, H), out=new_h).baddbmm_(o_c, self.C[:, k]))
         o_c.mul_(self.f[:, k, None])
 
 
@@ -234,13 +245,14 @@ def adjoint_sweep(J: StepJacobians, src: Tensor, visit: Callable[[int, tuple[Ten
     stack: one buffer A[s] (B, T, P, n_s) per block of the state in ``J.widths`` (the whole state, or
     h and c for the LSTM; the last block holds the transported components), whose rows t >= k hold
     the adjoints of every receiving time t at perturbation time k, A[s][:, t] = block s of
-    a_{t,k} = M_{t,k}^T src_t (rows t < k hold src_t). Two such stacks are allocated once and take
-    turns: the step's product is written from one into the other, rows t >= k only, so a row t < k
-    of either still holds its source when its turn comes. Read A only within the call.
+    a_{t,k} = M_{t,k}^T src_t (rows t < k hold src_t). Unless the product works in place
+    (``J.in_place``), two such stacks are allocated once and take turns: the step's product is
+    written from one into the other, rows t >= k only, so a row t < k of either still holds its
+    source when its turn comes. Read A only within the call.
     """
     B, T, P, n = src.shape
     stack = tuple(block.clone() for block in src.split(J.widths, -1))
-    spare = tuple(block.clone() for block in stack)
+    spare = stack if J.in_place else tuple(block.clone() for block in stack)
     rows = lambda blocks, k: [s[:, k:].view(B, -1, s.shape[-1]) for s in blocks]  # noqa: E731
     for k in range(T - 1, -1, -1):
         visit(k, stack)
