@@ -37,6 +37,12 @@ BAD = {
     "unknown model": (_set(["models"], ["const", "rnn"]),
                       r"models \['rnn'\] are not registered cells; allowed: const, shared, diag, gru, lstm"),
     "unknown recovery model": (_set(["recovery", "models"], ["rnn"]), r"recovery.models \['rnn'\] are not registered"),
+    "dataset protocol without the main run's model": (
+        lambda cfg: cfg.update(models=["const"], recovery={**cfg["recovery"], "protocol": "dataset", "models": ["gru"]}),
+        r"recovery.models \['gru'\] must be entries of models = \['const'\] \(recovery.protocol = 'dataset'"),
+    "dataset protocol without the main run's optimizer": (
+        lambda cfg: cfg.update(optimizers=["sgd_momentum"], recovery={**cfg["recovery"], "protocol": "dataset"}),
+        r"recovery.optimizer = 'adamw' must be one of optimizers = \['sgd_momentum'\]"),
     "cells module missing": (_set(["model", "cells_module"], "no_such_cells"),
                              r"model.cells_module = 'no_such_cells' cannot be imported"),
     "unknown optimizer": (_set(["optimizers"], ["adamw", "lbfgs"]), r"'lbfgs' is not one of"),
@@ -91,6 +97,17 @@ def test_bad_config_is_rejected_with_the_key(case):
     mutate(cfg)
     with pytest.raises((WorkflowError, ConfigError), match=message):
         resolve(cfg)
+
+
+def test_budget_protocol_needs_no_main_run_of_its_models():
+    """Under the budget protocol (docs/method.md §10b) the ground truth reads nothing of the main run:
+    a config that trains other models and optimizers than its recovery section names is valid (the
+    depth sweeps of config/stacks.yaml override models and optimizers), and the dataset protocol's
+    twin of it is not (BAD above)."""
+    cfg = copy.deepcopy(DEFAULT)
+    cfg.update(models=["mingru"], optimizers=["sgd_momentum"],
+               recovery={**cfg["recovery"], "protocol": "budget", "models": ["gru", "lstm"]})
+    assert resolve(cfg)["recovery"]["models"] == ["gru", "lstm"]
 
 
 def test_cuda_without_gpu_is_rejected():

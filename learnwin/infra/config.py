@@ -240,15 +240,19 @@ def check_recovery(config: Mapping) -> None:
     if off_grid:
         raise ConfigError(f"recovery.n_train {off_grid} must be entries of window.N_grid "
                           "(the predicted H_N exists only there)")
+    if rec["protocol"] != "dataset":  # the budget protocol reads nothing of the main run
+        return
+    # the dataset protocol's aggregate reads the main run's snapshots of these models (§10)
     extra = sorted(set(rec["models"] or []) - set(config["models"]))
     if extra:
-        raise ConfigError(f"recovery.models {extra} must be entries of models = {config['models']}")
+        raise ConfigError(f"recovery.models {extra} must be entries of models = {config['models']} "
+                          "(recovery.protocol = 'dataset' compares with the main run's snapshots)")
     if rec["optimizer"] not in config["optimizers"]:
         raise ConfigError(f"recovery.optimizer = {rec['optimizer']!r} must be one of "
-                          f"optimizers = {config['optimizers']}")
+                          f"optimizers = {config['optimizers']} (recovery.protocol = 'dataset')")
     if rec["epoch"] not in config["train"]["snapshot_epochs"]:
         raise ConfigError(f"recovery.epoch = {rec['epoch']!r} must be one of "
-                          f"train.snapshot_epochs = {config['train']['snapshot_epochs']}")
+                          f"train.snapshot_epochs = {config['train']['snapshot_epochs']} (recovery.protocol = 'dataset')")
 
 
 def check_budget(config: Mapping) -> None:
