@@ -85,6 +85,10 @@ BAD = {
     "exact beyond memory": (lambda cfg: cfg.update(models=["s6"], model={**cfg["model"], "layers": 2, "block": "published"}),
                             r"snapshot.transport lists exact, but s6's full state has n = 2560 components: one batch "
                             r"of snapshot.batch_size = 128 needs 170 GiB .* lower snapshot.batch_size to 6 or less"),
+    "Lyapunov beyond memory": (lambda cfg: cfg.update(models=["s6"], model={**cfg["model"], "hidden": 128, "layers": 2,
+                                                                              "block": "published"}),
+                               r"s6's full state has n = 10240 components: the Lyapunov spectrum of every snapshot "
+                               r"\(docs/method.md §4c\) needs 21 GiB of one-step Jacobians for one sequence of task.T = 64"),
     "confirm seeds reused": (_set(["recovery", "confirm_seeds"], [12, 1103]),
                              r"recovery.confirm_seeds \[12\] are also exploration seeds"),
 }

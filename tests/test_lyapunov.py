@@ -111,3 +111,31 @@ def test_lyapunov_checkpoint_lstm_has_2h_modes_and_claim_c_reads_the_leading_h(t
     assert taus.index.names == ["model", "optimizer", "seed", "mode"] and len(taus) == H
     assert log_tau_iqr(taus) == pytest.approx(q[1] - q[0], abs=1e-12)
     assert q[1] - q[0] != pytest.approx(np.subtract(*np.quantile(np.log(table["tau"]), [0.75, 0.25])))
+
+
+def test_lyapunov_checkpoint_batches_what_fits_and_the_spectrum_does_not_move(tmp_path, monkeypatch):
+    """A stack whose Jacobians would not fit the bound is taken a few sequences at a time (here one:
+    the bound lowered to one sequence's stored rows, T r n float32 with r = n less the windows'
+    copied rows): the same spectrum as in one batch, to float32 rounding."""
+    from learnwin.probing import lyapunov
+
+    D, H, T = 3, 4, 10
+    torch.manual_seed(3)
+    cfg = {"input_size": D, "hidden": H, "layers": 2, "block": "hawk"}
+    model = build_model("rglru", D, H, layers=2, block="hawk")
+    io.save_checkpoint({"model": model.state_dict(), "cell": "rglru", "model_config": cfg}, tmp_path / "best.pt")
+    x = np.random.default_rng(0).standard_normal((5, T, D)).astype(np.float32)
+    io.save_array(x, tmp_path / "diag_x.npy")
+    io.save_array(np.zeros((5, T), np.float32), tmp_path / "diag_y.npy")
+    run = dict(checkpoint=tmp_path / "best.pt", data_dir=tmp_path, sequences=5, batch_size=8, keys={"model": "rglru"})
+    whole = lyapunov_checkpoint(**run)
+    n, copied = model.cell.state_width, sum(length for *_, length in model.cell.copied())
+    batches = []
+    spectrum = lyapunov.sequence_spectrum
+    monkeypatch.setattr(lyapunov, "sequence_spectrum", lambda cell, x: batches.append(len(x)) or spectrum(cell, x))
+    monkeypatch.setattr(lyapunov, "EXACT_JACOBIAN_BYTES", T * (n - copied) * n * 4)
+    parts = lyapunov_checkpoint(**run)
+    assert batches == [1] * 5 and copied > 0
+    np.testing.assert_allclose(parts["lambda"], whole["lambda"], rtol=0, atol=1e-5)
+    assert len(whole) == n and whole["leading"].sum() == model.cell.hidden_size
+

@@ -150,20 +150,26 @@ def test_registry_stored_rows_are_the_built_stacks_uncopied_rows(fresh_registry)
 
 def test_memory_requests_follow_the_state_width():
     """The exact transport holds a batch's dense one-step Jacobians (B, T, n, n): n = H for the
-    GRU, 2H for the LSTM, H N for S6 (the default's S6 snapshot peaked at 9.8 GB)."""
+    GRU, 2H for the LSTM, H N for S6 (the default's S6 snapshot peaked at 9.8 GB); under either
+    transport the Lyapunov spectrum then holds exact_sequences = 64 sequences' of them, which for S6
+    outweighs the diagonal snapshot pass, and for a stack whose one sequence is 1/6 of the 8 GiB
+    bound, six sequences'."""
     cfg = _config(T=64, H=32, n=1024)
     cfg["model"]["state_size"] = 16
     assert [resources.state_width(cfg, m) for m in ("gru", "lstm", "mingru", "lru", "s6")] == [32, 64, 32, 64, 512]
     batch = min(cfg["snapshot"]["batch_size"], 1024)
-    for transport, extra in (("diagonal", 0), (["diagonal", "exact"], 1)):
-        cfg["snapshot"]["transport"] = transport
-        gru, s6 = (resources.snapshot_mem_mb(cfg, m) for m in ("gru", "s6"))
-        jac_mb = batch * 64 * 4 * (512 ** 2 - 32 ** 2) / 2 ** 20
-        assert s6 - gru == pytest.approx(extra * resources.EXACT_MEM_FACTOR * jac_mb, abs=1)
     cfg["snapshot"]["transport"] = ["diagonal", "exact"]
-    assert resources.snapshot_mem_mb(cfg, "s6") > 9.8 * 1024
+    gru, s6 = (resources.snapshot_mem_mb(cfg, m) for m in ("gru", "s6"))
+    jac_mb = batch * 64 * 4 * (512 ** 2 - 32 ** 2) / 2 ** 20
+    assert s6 - gru == pytest.approx(resources.EXACT_MEM_FACTOR * jac_mb, abs=1)
+    assert s6 > 9.8 * 1024
+    cfg["snapshot"]["transport"] = "diagonal"
+    assert resources.snapshot_mem_mb(cfg, "s6") == int(1200 + resources.EXACT_MEM_FACTOR * 64 * 64 * 512 ** 2 * 4 / 2 ** 20)
+    assert resources.snapshot_mem_mb(cfg, "gru") < gru  # its exact batch gone, its Lyapunov's 16 MB below the pass
     act_mb = 40 * cfg["train"]["batch_size"] * 64 * 4 * (512 - 32) / 2 ** 20
     assert resources.train_mem_mb(cfg, "s6") - resources.train_mem_mb(cfg, "gru") == pytest.approx(act_mb, abs=1)
+    cfg["model"].update(layers=2, block="published")  # S6 in the Mamba block: n = 2560, r = 2176 rows stored
+    assert resources.snapshot_mem_mb(cfg, "s6") == int(1200 + resources.EXACT_MEM_FACTOR * 6 * 64 * 2176 * 2560 * 4 / 2 ** 20)
 
 
 def test_budget_requests_follow_the_worst_case_steps(monkeypatch):

@@ -195,10 +195,20 @@ def exact_jacobian_bytes(config: Mapping, model: str, batch: int | None = None) 
 
 
 def check_exact_size(config: Mapping) -> None:
-    """With the exact transport, one snapshot batch's one-step Jacobians fit in
-    :data:`EXACT_JACOBIAN_BYTES` for every model (docs/method.md §2c): the stacks' n grows with
-    the layers and the convolution windows."""
+    """One sequence's one-step Jacobians fit in :data:`EXACT_JACOBIAN_BYTES` for every model, as
+    the Lyapunov spectrum of every snapshot needs (docs/method.md §4c); with the exact transport,
+    one snapshot batch's do (docs/method.md §2c): the stacks' n grows with the layers and the
+    convolution windows."""
     snap, task = config["snapshot"], config["task"]
+    for name in config["models"]:
+        one = exact_jacobian_bytes(config, name, batch=1)
+        if one > EXACT_JACOBIAN_BYTES:
+            n = registry.CELLS[name].state_width(config["model"])
+            raise ConfigError(
+                f"{name}'s full state has n = {n} components: the Lyapunov spectrum of every snapshot "
+                f"(docs/method.md §4c) needs {one / 2**30:.0f} GiB of one-step Jacobians for one sequence of "
+                f"task.T = {task['T']} (limit {EXACT_JACOBIAN_BYTES // 2**30} GiB); lower task.T, model.hidden "
+                "or model.layers")
     if "exact" not in transports_of(snap["transport"]):
         return
     batch = min(snap["batch_size"], task["n_diag"])

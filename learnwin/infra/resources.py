@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from learnwin.infra import registry
-from learnwin.infra.config import exact_jacobian_bytes, recovery_lags, transports_of
+from learnwin.infra.config import EXACT_JACOBIAN_BYTES, exact_jacobian_bytes, recovery_lags, transports_of
 from learnwin.infra.registry import CELLS, Column
 
 #: Gate blocks of each cell's recurrent matrix (its rows / H): the arithmetic per step scales with it.
@@ -143,7 +143,9 @@ def snapshot_mem_mb(cfg: Mapping, model: str) -> int:
     at T 64, H 32 and, before its chunking, 7.2 GB at T 128, H 64, with B 128), at most
     :data:`MEMORY_CURVE_BYTES` or one receiving time's; plus, with the exact transport, the batch's float32 one-step
     Jacobians (B, T, n, n) (:func:`learnwin.infra.config.exact_jacobian_bytes`; S6 at the default size, n = 512: peak RSS 9.8 GB),
-    times :data:`EXACT_MEM_FACTOR`."""
+    times :data:`EXACT_MEM_FACTOR`; or, if larger, the Lyapunov spectrum's Jacobians that follow
+    under either transport (``snapshot.exact_sequences`` of them at a time, fewer where they would
+    pass :data:`learnwin.infra.config.EXACT_JACOBIAN_BYTES`: learnwin.probing.lyapunov), times the same."""
     t, s = cfg["task"], cfg["snapshot"]
     h = registry.units(cfg["model"], CELLS[model])
     batch = min(s["batch_size"], t["n_diag"])
@@ -154,7 +156,9 @@ def snapshot_mem_mb(cfg: Mapping, model: str) -> int:
     curve += curve_batch * t["T"] ** 2 * 4  # its output u . d y_hat_t / d x_k, (B, T, T) float32
     jacobians = exact_jacobian_bytes(cfg, model)
     exact = EXACT_MEM_FACTOR * jacobians if "exact" in transports_of(s["transport"]) else 0
-    return _mb(max(tangents + 8 * 8 * (1 << 22), curve) + exact, base=1200)
+    one = exact_jacobian_bytes(cfg, model, batch=1)
+    lyapunov = EXACT_MEM_FACTOR * one * max(1, min(batch, s["exact_sequences"], EXACT_JACOBIAN_BYTES // one))
+    return _mb(max(max(tangents + 8 * 8 * (1 << 22), curve) + exact, lyapunov), base=1200)
 
 
 def recovery_arms(cfg: Mapping) -> dict[str, dict]:

@@ -145,16 +145,24 @@ class DenseJacobians:
 
     def dense(self) -> Tensor:
         """J (B, T, n, n) with the copied rows filled in."""
+        return self._filled(self.rows)
+
+    def step(self, k: int) -> Tensor:
+        """J_k (B, n, n) with the copied rows filled in: one step's, without the whole dense J."""
+        return self._filled(self.rows[:, k])
+
+    def _filled(self, rows: Tensor) -> Tensor:
+        """J (..., n, n) from stored rows (..., r, n)."""
         if not self.copied:
-            return self.rows
-        B, T, _, n = self.rows.shape
-        J = self.rows.new_zeros(B, T, n, n)
+            return rows
+        n = rows.shape[-1]
+        J = rows.new_zeros(*rows.shape[:-2], n, n)
         offset = 0
         for start, length in self.kept:
-            J[:, :, start:start + length] = self.rows[:, :, offset:offset + length]
+            J[..., start:start + length, :] = rows[..., offset:offset + length, :]
             offset += length
         for row, column, length in self.copied:
-            J[:, :, row:row + length, column:column + length].diagonal(dim1=-2, dim2=-1).fill_(1)
+            J[..., row:row + length, column:column + length].diagonal(dim1=-2, dim2=-1).fill_(1)
         return J
 
 

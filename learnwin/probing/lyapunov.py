@@ -24,9 +24,10 @@ Choices (docs/method.md §4c):
   upper-triangular, so the QR resolves each layer's modes and the convolution windows' nilpotent
   shift lands exactly at the floor; bottom to top, the lower windows' columns picked up the upper
   layers' dynamics at T = 64 (tests/test_stack.py).
-* The one-step Jacobians are the dense ones of :func:`learnwin.probing.exact_transport.jacobians`
-  (closed form per cell, model dtype); the QR and the log sums are in float64. The loop over time steps is the only
-  loop: the QR is batched over sequences.
+* The one-step Jacobians are those of :func:`learnwin.probing.exact_transport.dense_jacobians`
+  (closed form per cell, model dtype), filled in one step at a time; the QR and the log sums are in
+  float64. The loop over time steps is the only loop: the QR is batched over sequences, in batches
+  whose stored Jacobians fit :data:`learnwin.infra.config.EXACT_JACOBIAN_BYTES`.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ import torch
 from torch import Tensor
 
 from learnwin.infra import io
+from learnwin.infra.config import EXACT_JACOBIAN_BYTES
 from learnwin.models.cells import checkpoint_model
 from learnwin.models.data import load_split
 from learnwin.models.state import full_state, stacked, state_size
-from learnwin.probing.exact_transport import jacobians
+from learnwin.probing.exact_transport import dense_jacobians
 
 _TINY = 1e-300
 
@@ -71,11 +73,11 @@ def sequence_spectrum(cell: torch.nn.Module, x: Tensor) -> Tensor:
     """Per-sequence Lyapunov exponents (B, S H), float64, largest first, of sequences x (B, T, D)
     (docs/method.md §4c): the QR sweep over their exact one-step Jacobians J_k, k = 1..T-1."""
     with torch.no_grad():
-        J = jacobians(cell, x, full_state(cell)(*cell(x)))  # (B, T, S H, S H)
-        if stacked(cell):  # layers top to bottom: J block upper-triangular (docs/method.md §2c)
-            order = cell.top_down().to(J.device)
-            J = J[..., order, :][..., order]
-    return qr_exponents(J[:, k] for k in range(1, J.shape[1])).sort(-1, descending=True).values
+        J = dense_jacobians(cell, x, full_state(cell)(*cell(x)))  # J_k (B, S H, S H) by step
+        # a stack's layers top to bottom: J block upper-triangular (docs/method.md §2c)
+        order = cell.top_down().to(x.device) if stacked(cell) else None
+        steps = (J.step(k) if order is None else J.step(k)[:, order][:, :, order] for k in range(1, x.shape[1]))
+        return qr_exponents(steps).sort(-1, descending=True).values
 
 
 def spectrum_table(lam: np.ndarray, hidden: int) -> pd.DataFrame:
@@ -90,7 +92,9 @@ def spectrum_table(lam: np.ndarray, hidden: int) -> pd.DataFrame:
 def lyapunov_checkpoint(*, checkpoint: str | Path, data_dir: str | Path, sequences: int, batch_size: int,
                         keys: dict, device: str = "cpu") -> pd.DataFrame:
     """The lyapunov table (run keys, mode, lambda, tau, leading) of one checkpoint, over the
-    first ``sequences`` diag sequences (docs/method.md §4c); NaN values for a diverged run."""
+    first ``sequences`` diag sequences (docs/method.md §4c), at most ``batch_size`` at a time and
+    fewer where their Jacobians would exceed :data:`EXACT_JACOBIAN_BYTES` (S6 in the Mamba block);
+    NaN values for a diverged run."""
     state = io.load_checkpoint(checkpoint, map_location=device)
     model = checkpoint_model(state, device)
     H = model.cell.hidden_size
@@ -100,6 +104,9 @@ def lyapunov_checkpoint(*, checkpoint: str | Path, data_dir: str | Path, sequenc
     else:
         x_all = load_split(data_dir, "diag")[0][:sequences]
         total = torch.zeros(n, dtype=torch.float64)
+        copied = sum(length for *_, length in model.cell.copied()) if stacked(model.cell) else 0
+        per_sequence = x_all.shape[1] * (n - copied) * n * 4  # its stored float32 Jacobian rows
+        batch_size = min(batch_size, max(1, EXACT_JACOBIAN_BYTES // per_sequence))
         for i in range(0, x_all.shape[0], batch_size):
             x = torch.from_numpy(np.array(x_all[i:i + batch_size])).to(device)
             total += sequence_spectrum(model.cell, x).sum(0).cpu()
