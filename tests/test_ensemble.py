@@ -89,11 +89,12 @@ def test_member_state_is_a_copy():
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    """float64 splits, so both trainings run in float64."""
+    """Each seed's splits, in float64, so both trainings run in float64."""
     path = tmp_path_factory.mktemp("data")
-    write_splits(5, TASK, path)
-    for f in path.glob("*.npy"):
-        np.save(f, np.load(f).astype(np.float64))
+    for seed in SEEDS:
+        write_splits(seed, TASK, path / f"seed{seed}")
+        for f in (path / f"seed{seed}").glob("*.npy"):
+            np.save(f, np.load(f).astype(np.float64))
     return path
 
 
@@ -105,12 +106,12 @@ def float64():
 
 
 def _separate(data_dir, out, model, seed):
-    return train.train_run(data_dir=data_dir, out_dir=out / f"seed{seed}", model=model, optimizer="adamw", seed=seed,
+    return train.train_run(data_dir=data_dir / f"seed{seed}", out_dir=out / f"seed{seed}", model=model, optimizer="adamw", seed=seed,
                            model_config=MODEL, optim_config=OPTIM, train_config=TRAIN, snapshot_epochs=[0, 2, "best"])
 
 
 def _together(data_dir, out, model):
-    return ensemble.train_runs(data_dir=data_dir, out_dirs=[out / f"seed{s}" for s in SEEDS], model=model,
+    return ensemble.train_runs(data_dirs=[data_dir / f"seed{s}" for s in SEEDS], out_dirs=[out / f"seed{s}" for s in SEEDS], model=model,
                                optimizer="adamw", seeds=SEEDS, model_config=MODEL, optim_config=OPTIM,
                                train_config=TRAIN, snapshot_epochs=[0, 2, "best"])
 
@@ -181,3 +182,27 @@ def test_one_member_diverges_the_others_go_on(data_dir, tmp_path, float64, monke
         _separate(data_dir, tmp_path / "sep", "gru", seed)
         for name in ("best.pt", "final.pt"):
             _same_checkpoint(*(io.load_checkpoint(tmp_path / d / f"seed{seed}" / name) for d in ("ens", "sep")), 1e-10)
+
+
+@pytest.mark.parametrize("choice,expect", [("True", "train_ensemble"), ("False", "train_model"), ("auto", None)])
+def test_workflow_trains_the_seeds_together_on_request(tmp_path, choice, expect):
+    """config ensemble: one train_ensemble job per (model, optimizer) writing every seed's files,
+    whose consumers (check_training, per seed) are unchanged; auto on a CPU host: one job per seed."""
+    import yaml
+    from workflow_helpers import copy_workflow, scheduled
+
+    from learnwin.infra import resources
+
+    work = copy_workflow(tmp_path / "wf")
+    cfg = yaml.safe_load((work / "config" / "config.yaml").read_text())
+    runs = len(cfg["models"]) * len(cfg["optimizers"])
+    jobs = scheduled(work, "--config", f"ensemble={choice}", "device=cpu" if choice == "auto" else "ensemble=" + choice)
+    assert jobs["check_training"] == runs * len(cfg["seeds"])
+    if expect is None:
+        assert resources.ensemble_seeds({**cfg, "device": "cpu"}) is False
+        assert resources.ensemble_seeds({**cfg, "device": "cuda"}) is True
+        assert resources.ensemble_seeds({**cfg, "device": "cuda", "seeds": [2]}) is False
+        expect = "train_model"
+    other = {"train_ensemble", "train_model"} - {expect}
+    assert jobs[expect] == (runs if expect == "train_ensemble" else runs * len(cfg["seeds"]))
+    assert not other & jobs.keys()

@@ -119,72 +119,80 @@ def _member_state(state: dict, i: int) -> dict:
                       for k, entry in state["state"].items()}}
 
 
-def _rows(ens: Ensemble, epoch: int, splits: tuple) -> list[dict]:
-    """The members' learning-curve rows after ``epoch`` (as :func:`learnwin.models.train.train_run`
-    records them), from batched forwards over the shared evaluation sequences."""
-    xtr, ytr, xva, yva, n_r2, var_tr, var_va = splits
+def _rows(ens: Ensemble, epoch: int, members: list[int], data: tuple) -> list[dict]:
+    """The learning-curve rows after ``epoch`` of the runs ``members`` (the ensemble's, in order),
+    as :func:`learnwin.models.train.train_run` records them, from batched forwards."""
+    xtr, ytr, xva, yva, n_r2, variances = data
     mse = []
-    for x, y in ((xtr[:n_r2], ytr[:n_r2]), (xva, yva)):
-        total = sum(((ens.outputs(x[i:i + EVAL_BATCH]) - y[i:i + EVAL_BATCH]) ** 2).flatten(1).sum(1)
-                    for i in range(0, x.shape[0], EVAL_BATCH))
-        mse.append((total / y.numel()).tolist())
-    return [curve_row(epoch, tr, va, var_tr, var_va) for tr, va in zip(*mse)]
+    for x, y in ((xtr[members, :n_r2], ytr[members, :n_r2]), (xva[members], yva[members])):
+        total = sum(((ens.outputs(x[:, i:i + EVAL_BATCH]) - y[:, i:i + EVAL_BATCH]) ** 2).flatten(1).sum(1)
+                    for i in range(0, x.shape[1], EVAL_BATCH))
+        mse.append((total / y[0].numel()).tolist())
+    return [curve_row(epoch, tr, va, *variances[k]) for k, tr, va in zip(members, *mse)]
 
 
 def train_runs(
-    *, data_dir: str | Path, out_dirs: Sequence[str | Path], model: str, optimizer: str, seeds: Sequence[int],
-    model_config: dict, optim_config: dict, train_config: dict, snapshot_epochs: Sequence[int | str],
-    device: str = "cpu",
+    *, data_dirs: Sequence[str | Path], out_dirs: Sequence[str | Path], model: str, optimizer: str,
+    seeds: Sequence[int], model_config: dict, optim_config: dict, train_config: dict,
+    snapshot_epochs: Sequence[int | str], device: str = "cpu",
 ) -> dict[int, str]:
-    """Train the runs of ``seeds`` (one ``out_dirs`` entry each) as one ensemble; write each run's
-    outputs as :func:`learnwin.models.train.train_run` writes them (docs/method.md §3): its own
-    init, epoch order, optimizer state, best epoch, resume state and divergence.
+    """Train the runs of ``seeds`` (one ``data_dirs`` and one ``out_dirs`` entry each: the seed's
+    splits, all of one size, and its outputs) as one ensemble; write each run's outputs as
+    :func:`learnwin.models.train.train_run` writes them (docs/method.md §3): its own data, init,
+    epoch order, optimizer state, best epoch, resume state and divergence.
 
     A run that diverges stops (its outputs are tombstones, its curve carries the note) and the
     others go on. A run resumed at an earlier epoch than others trains alone until they meet.
     Returns the divergence message of each seed that diverged.
     """
-    splits = load_splits(data_dir, train_config, device)
-    xtr, ytr = splits[:2]
+    splits = [load_splits(d, train_config, device) for d in data_dirs]
+    shapes = {tuple(t.shape for t in s[:4]) for s in splits}
+    if len(shapes) > 1:
+        raise ValueError(f"train_runs: the seeds' splits in {list(map(str, data_dirs))} differ in shape: {shapes}")
     runs = [Run(out_dir, model=model, optimizer=optimizer, seed=seed, model_config=model_config,
-                optim_config=optim_config, train_config=train_config, snapshot_epochs=snapshot_epochs, xtr=xtr,
-                ytr=ytr, device=device) for seed, out_dir in zip(seeds, out_dirs)]
-    bs, clip, n = train_config["batch_size"], train_config["grad_clip"], xtr.shape[0]
-    fresh = [run for run in runs if run.start == 0]
+                optim_config=optim_config, train_config=train_config, snapshot_epochs=snapshot_epochs, xtr=s[0],
+                ytr=s[1], device=device) for seed, out_dir, s in zip(seeds, out_dirs, splits)]
+    data = (*(torch.stack([s[k] for s in splits]) for k in range(4)), splits[0][4], [s[5:] for s in splits])
+    xtr, ytr = data[:2]
+    bs, clip, n = train_config["batch_size"], train_config["grad_clip"], xtr.shape[1]
+
+    def ensemble_of(members: list[int]) -> Ensemble:
+        return Ensemble([runs[k].net for k in members], [runs[k].opt for k in members], optimizer, optim_config)
+
+    fresh = [k for k, run in enumerate(runs) if run.start == 0]
     if fresh:
-        ens = Ensemble([run.net for run in fresh], [run.opt for run in fresh], optimizer, optim_config)
-        for run, row in zip(fresh, _rows(ens, 0, splits)):
-            run.begin(row)
+        for k, row in zip(fresh, _rows(ensemble_of(fresh), 0, fresh, data)):
+            runs[k].begin(row)
+    log.info("model=%s optimizer=%s: seeds %s as one ensemble", model, optimizer, list(seeds))
     members, ens = [], None
     for epoch in range(min(run.start for run in runs) + 1, train_config["epochs"] + 1):
-        now = [run for run in runs if run.start < epoch and not run.diverged]
+        now = [k for k, run in enumerate(runs) if run.start < epoch and not run.diverged]
         if not now:
             break
         if now != members:  # a resumed run joins, or a diverged one left
-            members = now
-            ens = Ensemble([run.net for run in members], [run.opt for run in members], optimizer, optim_config)
+            members, ens = now, ensemble_of(now)
         t0 = time.perf_counter()
-        orders = torch.stack([epoch_order(n, run.seed, epoch, device) for run in members])
+        orders = torch.stack([epoch_order(n, runs[k].seed, epoch, device) for k in members])
         for i in range(0, n - bs + 1, bs):
-            idx = orders[:, i:i + bs]
-            losses = ens.step(xtr[idx], ytr[idx], clip)
+            who, idx = torch.tensor(members, device=xtr.device)[:, None], orders[:, i:i + bs]
+            losses = ens.step(xtr[who, idx], ytr[who, idx], clip)
             if not torch.isfinite(losses).all():  # one sync per step, as train_step's loss.item()
-                ok = [k for k, loss in enumerate(losses.tolist()) if math.isfinite(loss)]
-                for k in sorted(set(range(len(members))) - set(ok)):
-                    run = members[k]
-                    run.fail(divergence(run.name, losses[k].item(), f"epoch {epoch}", run.lr_key,
+                ok = [j for j, loss in enumerate(losses.tolist()) if math.isfinite(loss)]
+                for j in sorted(set(range(len(members))) - set(ok)):
+                    run = runs[members[j]]
+                    run.fail(divergence(run.name, losses[j].item(), f"epoch {epoch}", run.lr_key,
                                         run.opt.param_groups[0]["lr"]), epoch)
                 if not ok:
                     break
                 ens.sync()  # the others took this step; they go on without the diverged runs
-                members, orders = [members[k] for k in ok], orders[ok]
-                ens = Ensemble([run.net for run in members], [run.opt for run in members], optimizer, optim_config)
+                members, orders = [members[j] for j in ok], orders[ok]
+                ens = ensemble_of(members)
         if not any(run.start < epoch and not run.diverged for run in runs):
             break
         ens.sync()
         seconds = time.perf_counter() - t0
-        for run, row in zip(members, _rows(ens, epoch, splits)):
-            run.end_epoch(row, seconds)
+        for k, row in zip(members, _rows(ens, epoch, members, data)):
+            runs[k].end_epoch(row, seconds)
     for run in runs:
         run.finish()
     return {run.seed: run.diverged for run in runs if run.diverged}
