@@ -7,7 +7,7 @@ E = 1, 4, 16. Each network has its own init, inputs and targets, AdamW, clip 1.0
 Run: python benchmarks/ensemble.py [--device cpu|cuda] [--size default|replication|both]
                                    [--models gru,lstm,const,shared,diag] [--sizes 1,4,16] [--steps 3] [--rounds 3]
 Sizes: default = T and D of config/config.yaml's task, its model.hidden and train.batch_size;
-replication = T 1024, D 16, H 128, batch 512 (the official repository's replication command, issue 43).
+replication = T 1024, D 16, H 128, batch 512 (the official repository's replication command).
 CPU: 1 thread. Each implementation is timed once per round, interleaved, and the best round is
 printed (the machine may be shared): networks x steps / seconds. Before timing, both run 3 steps
 in float64 (E = 4, the default size) and the largest weight difference is printed.

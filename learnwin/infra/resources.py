@@ -274,8 +274,9 @@ def ensemble_seeds(cfg: Mapping) -> bool:
 
     Config key ``ensemble``: true, false, or auto (the default): on CUDA only, with more than one
     seed. On CPU an ensemble was measured no faster per network than separate trainings on the
-    hand-written BPTT (benchmarks/ensemble.py, docs/performance.md "Ensembles"); on a GPU one
-    step is bound by issuing small kernels (8x the batch cost 1.1x: issue 43). ``device: auto`` is
+    hand-written BPTT at the default's few seeds (benchmarks/ensemble.py, docs/performance.md
+    "Ensembles"); on a GPU a step of one network is bound by issuing small kernels, so E networks
+    at once should cost far less than E (not yet measured: ``benchmarks/ensemble.py --device cuda``). ``device: auto`` is
     resolved on the host that builds the DAG (set ``ensemble: true`` where the jobs run on GPU
     nodes and that host has none); torch is imported only where an NVIDIA driver is loaded.
     """

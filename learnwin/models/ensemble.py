@@ -16,9 +16,9 @@ the stacked state back into them (copies, never views into the stack: a kept or 
 follow later steps, and ``torch.save`` of a view writes the whole stack), so checkpoints, best
 epochs and curves are made per member exactly as for a separate run.
 
-Speed (benchmarks/ensemble.py, docs/performance.md "Ensembles"): on CPU the ensemble is no faster
-per network than separate trainings on the hand-written BPTT, so the workflow trains one
-network per job there (:func:`learnwin.infra.resources.ensemble_seeds`).
+Speed (benchmarks/ensemble.py, docs/performance.md "Ensembles"): on CPU the ensemble breaks even
+with separate trainings on the hand-written BPTT near E = 4, above the default's 3 seeds, so
+the workflow trains one network per job there (:func:`learnwin.infra.resources.ensemble_seeds`).
 """
 
 from __future__ import annotations
