@@ -1,19 +1,16 @@
-"""ms per network per online step (docs/method.md §10b): the lags of one (model, seed) trained as one
-ensemble against separate trainings: whether to batch the lags where it wins.
+"""Networks per second (docs/method.md §3): an ensemble of E networks trained together
+(learnwin.models.ensemble.Ensemble: stacked parameters, one vmapped forward and backward of the
+cells' step-by-step scan, a per-network clip, one optimizer over the stack) against the same E
+networks trained separately (learnwin.models.train.train_step: the hand-written BPTT), for
+E = 1, 4, 16. Each network has its own init, inputs and targets, AdamW, clip 1.0.
 
-Separate: one network and one AdamW per lag, each stepped by learnwin.models.train.train_step (the
-cells' fast path, hand-written BPTT). Ensemble: the same networks stacked along a leading dimension
-(torch.func.stack_module_state), the forward vmapped over torch.func.functional_call (which runs the
-cells' step-by-step autograd scan: no custom Function under vmap), one backward of the summed
-losses, a per-network global-norm clip and one multi-tensor AdamW on the stacked parameters: the
-same update per network. Both see the same inputs (the lags share them) and their own targets.
-
-Run: python benchmarks/ensemble.py [--config config/config.yaml] [--networks 33] [--models gru,lstm,const]
-                                   [--hidden 32] [--batch 32] [--steps 5] [--rounds 3]
-The default size: T and D from the config's task, H 32, batch 32, 33 networks (32 lags and the
-control); 1 CPU thread, and CUDA where present. Each implementation is timed once per round,
-interleaved, and the minimum over rounds is printed (the machine is shared). Before timing, both
-run 3 steps in float64 from the same init and the largest weight difference is printed.
+Run: python benchmarks/ensemble.py [--device cpu|cuda] [--size default|replication|both]
+                                   [--models gru,lstm,const,shared,diag] [--sizes 1,4,16] [--steps 3] [--rounds 3]
+Sizes: default = T and D of config/config.yaml's task, its model.hidden and train.batch_size;
+replication = T 1024, D 16, H 128, batch 512 (the official repository's replication command).
+CPU: 1 thread. Each implementation is timed once per round, interleaved, and the best round is
+printed (the machine may be shared): networks x steps / seconds. Before timing, both run 3 steps
+in float64 (E = 4, the default size) and the largest weight difference is printed.
 """
 
 import argparse
@@ -22,116 +19,118 @@ import time
 
 import torch
 import yaml
-from torch.func import functional_call, stack_module_state, vmap
 
 from learnwin.models.cells import build_model
+from learnwin.models.ensemble import Ensemble
 from learnwin.models.train import make_optimizer, train_step
 
 OPTIM = {"lr": 0.005, "weight_decay": 1e-4}
 CLIP = 1.0
 
 
-def separate(nets, x, ys):
-    """One step function for every network trained on its own."""
+def networks(model, E, D, H, device, dtype):
+    out = []
+    for seed in range(E):
+        torch.manual_seed(seed)
+        out.append(build_model(model, D, H).to(device=device, dtype=dtype))
+    return out
+
+
+def data(E, B, T, D, device, dtype):
+    g = torch.Generator().manual_seed(1)
+    return (torch.randn(E, B, T, D, generator=g, dtype=dtype).to(device),
+            torch.randn(E, B, T, generator=g, dtype=dtype).to(device))
+
+
+def separate(nets, x, y):
     opts = [make_optimizer("adamw", net.parameters(), OPTIM) for net in nets]
 
     def step():
-        for net, opt, y in zip(nets, opts, ys):
-            train_step(net, opt, x, y, grad_clip=CLIP, run_name="separate", lr_key="lr", where="benchmark")
+        for i, (net, opt) in enumerate(zip(nets, opts)):
+            train_step(net, opt, x[i], y[i], grad_clip=CLIP, run_name="separate", lr_key="lr", where="benchmark")
 
-    return step, lambda: [torch.cat([p.detach().flatten() for p in net.parameters()]) for net in nets]
+    return step, nets
 
 
-def ensemble(nets, x, ys):
-    """One step function for the networks stacked along a leading dimension (see the module docstring)."""
-    params, buffers = stack_module_state(nets)
-    base = copy.deepcopy(nets[0]).to("meta")
-    opt = make_optimizer("adamw", params.values(), OPTIM)
-    names = [name for name, _ in nets[0].named_parameters()]
-
-    def loss(p, b, y):
-        return torch.mean((functional_call(base, (p, b), (x,)) - y) ** 2)
-
-    forward = vmap(loss, in_dims=(0, 0, 0))
-    y_all = torch.stack(ys)
+def ensemble(nets, x, y):
+    ens = Ensemble(nets, [make_optimizer("adamw", net.parameters(), OPTIM) for net in nets], "adamw", OPTIM)
 
     def step():
-        opt.zero_grad(set_to_none=True)
-        forward(params, buffers, y_all).sum().backward()
-        grads = [params[n].grad for n in names]
-        norm = torch.stack([g.pow(2).flatten(1).sum(1) for g in grads]).sum(0).sqrt()
-        scale = (CLIP / (norm + 1e-6)).clamp(max=1.0)  # torch.nn.utils.clip_grad_norm_, per network
-        for g in grads:
-            g.mul_(scale.view(-1, *[1] * (g.dim() - 1)))
-        opt.step()
+        ens.step(x, y, CLIP)
 
-    return step, lambda: [torch.cat([params[n][i].detach().flatten() for n in names]) for i in range(len(nets))]
+    def synced():
+        ens.sync()
+        return ens.nets
+
+    return step, synced
 
 
-
-def networks(model, n, D, H, device, dtype):
-    torch.manual_seed(0)
-    return [build_model(model, D, H).to(device=device, dtype=dtype) for _ in range(n)]
-
-
-def data(n, B, T, D, device, dtype):
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(B, T, D, generator=g, dtype=dtype).to(device)
-    return x, [torch.randn(B, T, generator=g, dtype=dtype).to(device) for _ in range(n)]
-
-
-def check(model, n, T, D, H, B, device):
-    """Largest |weight difference| after 3 steps in float64, ensemble against separate."""
-    x, ys = data(n, B, T, D, device, torch.float64)
-    out = []
-    for make in (separate, ensemble):
-        step, weights = make(networks(model, n, D, H, device, torch.float64), x, ys)
-        for _ in range(3):
-            step()
-        out.append(weights())
-    return max((a - b).abs().max().item() for a, b in zip(*out))
+def check(model, T, D, H, B, device):
+    """Largest |weight difference| after 3 steps in float64, ensemble against separate (E = 4)."""
+    x, y = data(4, B, T, D, device, torch.float64)
+    nets = networks(model, 4, D, H, device, torch.float64)
+    step_sep, a = separate(copy.deepcopy(nets), x, y)
+    step_ens, synced = ensemble(nets, x, y)
+    for _ in range(3):
+        step_sep()
+        step_ens()
+    b = synced()
+    return max((p - q).abs().max().item() for u, v in zip(a, b) for p, q in zip(u.parameters(), v.parameters()))
 
 
-def row(model, n, T, D, H, B, device, steps, rounds):
-    diff = check(model, min(n, 4), T, D, H, B, device)
-    x, ys = data(n, B, T, D, device, torch.float32)
-    fns = {make.__name__: make(networks(model, n, D, H, device, torch.float32), x, ys)[0] for make in (separate, ensemble)}
+def sync(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def row(model, E, T, D, H, B, device, steps, rounds):
+    x, y = data(E, B, T, D, device, torch.float32)
+    fns = {make.__name__: make(networks(model, E, D, H, device, torch.float32), x, y)[0] for make in (separate, ensemble)}
     for fn in fns.values():
         fn()  # warm-up
-    best = dict.fromkeys(fns, float("inf"))
+    best = dict.fromkeys(fns, 0.0)
     for _ in range(rounds):
         for name, fn in fns.items():
-            if device == "cuda":
-                torch.cuda.synchronize()
+            sync(device)
             t0 = time.perf_counter()
             for _ in range(steps):
                 fn()
-            if device == "cuda":
-                torch.cuda.synchronize()
-            best[name] = min(best[name], 1e3 * (time.perf_counter() - t0) / steps / n)
-    ratio = best["separate"] / best["ensemble"]
-    print(f"{device:5s} {model:6s} {best['separate']:12.3f} {best['ensemble']:12.3f} {ratio:9.2f} {diff:14.1e}")
+            sync(device)
+            best[name] = max(best[name], E * steps / (time.perf_counter() - t0))
+    print(f"{model:6s} {E:3d} {best['separate']:14.2f} {best['ensemble']:14.2f} {best['ensemble'] / best['separate']:8.2f}",
+          flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--config", default="config/config.yaml")
-    ap.add_argument("--networks", type=int, default=33)
-    ap.add_argument("--models", default="gru,lstm,const")
-    ap.add_argument("--hidden", type=int, default=32)
-    ap.add_argument("--batch", type=int, default=32)
-    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--size", default="default", choices=["default", "replication", "both"])
+    ap.add_argument("--models", default="gru,lstm,const,shared,diag")
+    ap.add_argument("--sizes", default="1,4,16")
+    ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    task = yaml.safe_load(open(args.config))["task"]
-    T, D, H, B, n = task["T"], task["D"], args.hidden, args.batch, args.networks
-    torch.set_num_threads(1)
-    print(f"T={T} D={D} H={H} batch={B}, {n} networks, torch {torch.__version__}, CPU 1 thread, "
-          f"min over {args.rounds} rounds of {args.steps} steps; ms per network per step")
-    print(f"{'dev':5s} {'model':6s} {'separate ms':>12s} {'ensemble ms':>12s} {'sep/ens':>9s} {'float64 diff':>14s}")
-    for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
-        for model in args.models.split(","):
-            row(model, n, T, D, H, B, device, args.steps, args.rounds)
+    cfg = yaml.safe_load(open(args.config))
+    sizes = {"default": (cfg["task"]["T"], cfg["task"]["D"], cfg["model"]["hidden"], cfg["train"]["batch_size"]),
+             "replication": (1024, 16, 128, 512)}
+    if args.device == "cpu":
+        torch.set_num_threads(1)
+    models, ensembles = args.models.split(","), [int(e) for e in args.sizes.split(",")]
+    T, D, H, B = sizes["default"]
+    print(f"torch {torch.__version__}, {args.device}" + (" 1 thread" if args.device == "cpu" else
+                                                          f" {torch.cuda.get_device_name()}"))
+    print("float64 check (E 4, default size, 3 AdamW steps), max |ensemble - separate| weight:")
+    for model in models:
+        print(f"  {model:6s} {check(model, T, D, H, B, args.device):.1e}", flush=True)
+    for size in (["default", "replication"] if args.size == "both" else [args.size]):
+        T, D, H, B = sizes[size]
+        print(f"\n{size}: T={T} D={D} H={H} batch={B}; networks x steps per second, best of {args.rounds} rounds "
+              f"of {args.steps} steps")
+        print(f"{'model':6s} {'E':>3s} {'separate':>14s} {'ensemble':>14s} {'ens/sep':>8s}")
+        for model in models:
+            for E in ensembles:
+                row(model, E, T, D, H, B, args.device, args.steps, args.rounds)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
 
 import numpy as np
 
@@ -265,3 +266,29 @@ def budget_snapshot_runtime_min(cfg: Mapping, model: str) -> int:
 def budget_snapshot_mem_mb(cfg: Mapping, model: str) -> int:
     """The larger of a budget-protocol training's and a snapshot's memory."""
     return max(budget_mem_mb(cfg, model), snapshot_mem_mb(cfg, model))
+
+
+def ensemble_seeds(cfg: Mapping) -> bool:
+    """Whether the seeds of each (model, optimizer) train as one ensemble job (rule train_ensemble,
+    :func:`learnwin.models.ensemble.train_runs`, docs/method.md §3) instead of one job per seed.
+
+    Config key ``ensemble``: true, false, or auto (the default): on CUDA only, with more than one
+    seed. On CPU an ensemble was measured no faster per network than separate trainings on the
+    hand-written BPTT at the default's few seeds (benchmarks/ensemble.py, docs/performance.md
+    "Ensembles"); on a GPU a step of one network is bound by issuing small kernels, so E networks
+    at once should cost far less than E (not yet measured: ``benchmarks/ensemble.py --device cuda``). ``device: auto`` is
+    resolved on the host that builds the DAG (set ``ensemble: true`` where the jobs run on GPU
+    nodes and that host has none); torch is imported only where an NVIDIA driver is loaded.
+    """
+    choice = cfg.get("ensemble", "auto")
+    if choice != "auto":
+        return bool(choice)
+    if len(cfg["seeds"]) < 2 or cfg["device"] == "cpu":
+        return False
+    if cfg["device"] == "cuda":
+        return True
+    if not Path("/proc/driver/nvidia/gpus").is_dir():
+        return False
+    import torch
+
+    return torch.cuda.is_available()

@@ -94,8 +94,7 @@ def train_epoch(
     naming ``run_name``, the epoch and the config key ``lr_key`` when the loss is not finite.
     """
     n = x.shape[0]
-    gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
-    order = torch.randperm(n, generator=gen).to(x.device)
+    order = epoch_order(n, seed, epoch, x.device)
     starts = range(0, n - batch_size + 1, batch_size)
     if max_steps is not None:
         starts = starts[:max_steps]
@@ -106,6 +105,18 @@ def train_epoch(
     return len(starts)
 
 
+def epoch_order(n: int, seed: int, epoch: int, device) -> torch.Tensor:
+    """The order of the n training sequences in ``epoch`` of run ``seed``: a permutation drawn by a
+    generator seeded by (seed, epoch), so it does not depend on what ran before (docs/method.md §3)."""
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch)).to(device)
+
+
+def divergence(run_name: str, loss: float, where: str, lr_key: str, lr: float) -> DivergenceError:
+    """The error of a run whose training loss became ``loss`` at ``where`` (the epoch or budget)."""
+    return DivergenceError(f"{run_name}: training loss became {loss} at {where}; lower "
+                           f"{lr_key} (now {lr}) or set train.grad_clip")
+
+
 def train_step(net, opt, x: torch.Tensor, y: torch.Tensor, *, grad_clip: float, run_name: str, lr_key: str,
                where: str) -> None:
     """One gradient step of docs/method.md §3 on the batch (x, y): MSE over all outputs, global-norm
@@ -114,10 +125,7 @@ def train_step(net, opt, x: torch.Tensor, y: torch.Tensor, *, grad_clip: float, 
     opt.zero_grad(set_to_none=True)
     loss = torch.mean((net(x) - y) ** 2)
     if not math.isfinite(loss.item()):
-        raise DivergenceError(
-            f"{run_name}: training loss became {loss.item()} at {where}; lower "
-            f"{lr_key} (now {opt.param_groups[0]['lr']}) or set train.grad_clip"
-        )
+        raise divergence(run_name, loss.item(), where, lr_key, opt.param_groups[0]["lr"])
     loss.backward()
     if grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(net.parameters(), grad_clip)
@@ -151,6 +159,106 @@ def checkpoint(model, opt, epoch, meta, val_mse) -> dict:
             "val_mse": val_mse}
 
 
+class Run:
+    """One (model, optimizer, seed) run: its network and optimizer, built (or resumed) as
+    :func:`train_run` builds them, and its bookkeeping: learning curve, best-so-far and snapshot
+    checkpoints, the resume state after each epoch, the declared outputs at the end. The seeds of
+    an ensemble (:func:`learnwin.models.ensemble.train_runs`) are one Run each, so their files are
+    a separate run's."""
+
+    def __init__(self, out_dir: str | Path, *, model: str, optimizer: str, seed: int, model_config: dict,
+                 optim_config: dict, train_config: dict, snapshot_epochs: Sequence[int | str], xtr: torch.Tensor,
+                 ytr: torch.Tensor, device: str):
+        self.out_dir = Path(out_dir)
+        self.work = self.out_dir / ".resume"
+        self.model, self.optimizer, self.seed, self.epochs = model, optimizer, seed, train_config["epochs"]
+        self.int_epochs = sorted({int(e) for e in snapshot_epochs if str(e).isdigit()})
+        self.name, self.lr_key = f"model={model} optimizer={optimizer} seed={seed}", f"optim.{optimizer}.lr"
+        torch.manual_seed(seed)
+        self.net = build_model(model, xtr.shape[-1], **model_config).to(device)
+        self.opt = make_optimizer(optimizer, self.net.parameters(), optim_config)
+        self.meta = checkpoint_meta(model, optimizer, seed, input_size=xtr.shape[-1], model_config=model_config,
+                                    optim_config=optim_config)
+        self.fingerprint = _fingerprint(model, optimizer, seed, model_config, optim_config, train_config,
+                                        self.int_epochs, xtr.shape, float(ytr.sum()))
+        self.start, self.curve, self.best, self.diverged, self.diverged_at = 0, [], None, "", 0
+        state_path = self.work / "state.pt"
+        if state_path.exists():
+            state = io.load_checkpoint(state_path, map_location=device)
+            if state.get("fingerprint") == self.fingerprint:
+                self.net.load_state_dict(state["model"])
+                self.opt.load_state_dict(state["optimizer"])
+                self.start, self.curve, self.best = state["epoch"], state["curve"], state["best"]
+                log.info("%s: resuming after epoch %d from %s", self.name, self.start, state_path)
+            else:
+                log.info("%s: settings changed, ignoring stale resume state %s", self.name, state_path)
+
+    def begin(self, row: dict) -> None:
+        """The curve's epoch-0 ``row``: the init is the best so far (and a snapshot when asked)."""
+        self.curve = [row]
+        self.best = checkpoint(self.net, self.opt, 0, self.meta, row["val_mse"])
+        if 0 in self.int_epochs:
+            io.save_checkpoint(checkpoint(self.net, self.opt, 0, self.meta, row["val_mse"]), self.work / "epoch0.pt")
+
+    def end_epoch(self, row: dict, seconds: float) -> None:
+        """After an epoch's training: its curve ``row``, best and snapshot checkpoints, resume state."""
+        epoch = row["epoch"]
+        self.curve.append(row)
+        if row["val_mse"] < self.best["val_mse"]:
+            self.best = checkpoint(self.net, self.opt, epoch, self.meta, row["val_mse"])
+        if epoch in self.int_epochs:
+            io.save_checkpoint(checkpoint(self.net, self.opt, epoch, self.meta, row["val_mse"]),
+                               self.work / f"epoch{epoch}.pt")
+        io.save_checkpoint({"fingerprint": self.fingerprint, "epoch": epoch, "curve": self.curve,
+                            "best": self.best, "model": _state(self.net), "optimizer": _state(self.opt)},
+                           self.work / "state.pt")
+        log.info("%s epoch %d/%d train_mse %.4f train_r2 %.3f val_mse %.4f val_r2 %.3f "
+                 "%.2fs eta %.0fs", self.name, epoch, self.epochs, row["train_mse"], row["train_r2"],
+                 row["val_mse"], row["val_r2"], seconds, seconds * (self.epochs - epoch))
+
+    def fail(self, err: DivergenceError, epoch: int) -> None:
+        """The training diverged in ``epoch``: it stops there, :meth:`finish` writes tombstones."""
+        self.diverged, self.diverged_at = str(err), epoch
+        log.error(self.diverged)
+
+    def finish(self) -> pd.DataFrame:
+        """Write the declared outputs (tombstones when the training diverged) and the curve."""
+        if self.diverged:  # every declared checkpoint is a tombstone: the snapshot stage makes NaN tables
+            names = [f"epoch{e}.pt" for e in self.int_epochs] + ["best.pt", "final.pt"]
+            for name in names:
+                io.save_checkpoint({**self.meta, "diverged": self.diverged, "epoch": self.diverged_at}, self.out_dir / name)
+        else:
+            for e in self.int_epochs:  # copy, not move: a kill here must leave the resume state whole
+                with io.atomic_path(self.out_dir / f"epoch{e}.pt") as tmp:
+                    shutil.copyfile(self.work / f"epoch{e}.pt", tmp)
+            io.save_checkpoint(self.best, self.out_dir / "best.pt")
+            io.save_checkpoint(checkpoint(self.net, self.opt, self.epochs, self.meta, self.curve[-1]["val_mse"]),
+                               self.out_dir / "final.pt")
+        df = pd.DataFrame(self.curve)
+        df.insert(0, "seed", self.seed)
+        df.insert(0, "optimizer", self.optimizer)
+        df.insert(0, "model", self.model)
+        io.write_table(df, self.out_dir / "curve.parquet", "curve",
+                       notes={"diverged": self.diverged} if self.diverged else None)
+        shutil.rmtree(self.work)
+        return df
+
+
+def curve_row(epoch: int, train_mse: float, val_mse: float, var_tr: float, var_va: float) -> dict:
+    """One learning-curve row: the MSEs and their R^2 (:func:`r2_score`)."""
+    return {"epoch": epoch, "train_mse": train_mse, "train_r2": r2_score(train_mse, var_tr),
+            "val_mse": val_mse, "val_r2": r2_score(val_mse, var_va)}
+
+
+def load_splits(data_dir: str | Path, train_config: dict, device: str) -> tuple:
+    """(xtr, ytr, xva, yva, n_r2, var_tr, var_va): the splits on ``device``, the training sequences
+    the curve's train R^2 uses and the two R^2 variances."""
+    xtr, ytr = (torch.from_numpy(np.array(a)).to(device) for a in load_split(data_dir, "train"))
+    xva, yva = (torch.from_numpy(np.array(a)).to(device) for a in load_split(data_dir, "val"))
+    n_r2 = min(train_config["r2_subset"], xtr.shape[0])
+    return xtr, ytr, xva, yva, n_r2, ytr[:n_r2].var(unbiased=False).item(), yva.var(unbiased=False).item()
+
+
 def train_run(
     *,
     data_dir: str | Path,
@@ -170,91 +278,30 @@ def train_run(
     are still written (every checkpoint a tombstone carrying the error message, so the run is
     left out downstream) and :class:`DivergenceError`, naming the run and epoch, is raised.
     """
-    out_dir = Path(out_dir)
-    work = out_dir / ".resume"
-    epochs, bs, clip = train_config["epochs"], train_config["batch_size"], train_config["grad_clip"]
-    int_epochs = sorted({int(e) for e in snapshot_epochs if str(e).isdigit()})
-    run_name = f"model={model} optimizer={optimizer} seed={seed}"
-
-    xtr, ytr = (torch.from_numpy(np.array(a)).to(device) for a in load_split(data_dir, "train"))
-    xva, yva = (torch.from_numpy(np.array(a)).to(device) for a in load_split(data_dir, "val"))
-    n_r2 = min(train_config["r2_subset"], xtr.shape[0])
-    var_tr, var_va = ytr[:n_r2].var(unbiased=False).item(), yva.var(unbiased=False).item()
-
-    torch.manual_seed(seed)
-    net = build_model(model, xtr.shape[-1], **model_config).to(device)
-    opt = make_optimizer(optimizer, net.parameters(), optim_config)
-    meta = checkpoint_meta(model, optimizer, seed, input_size=xtr.shape[-1], model_config=model_config,
-                           optim_config=optim_config)
-    fingerprint = _fingerprint(model, optimizer, seed, model_config, optim_config, train_config,
-                               int_epochs, xtr.shape, float(ytr.sum()))
-
-    state_path = work / "state.pt"
-    start, curve, best = 0, [], None
-    if state_path.exists():
-        state = io.load_checkpoint(state_path, map_location=device)
-        if state.get("fingerprint") == fingerprint:
-            net.load_state_dict(state["model"])
-            opt.load_state_dict(state["optimizer"])
-            start, curve, best = state["epoch"], state["curve"], state["best"]
-            log.info("%s: resuming after epoch %d from %s", run_name, start, state_path)
-        else:
-            log.info("%s: settings changed, ignoring stale resume state %s", run_name, state_path)
+    xtr, ytr, xva, yva, n_r2, var_tr, var_va = load_splits(data_dir, train_config, device)
+    run = Run(out_dir, model=model, optimizer=optimizer, seed=seed, model_config=model_config,
+              optim_config=optim_config, train_config=train_config, snapshot_epochs=snapshot_epochs,
+              xtr=xtr, ytr=ytr, device=device)
+    net = run.net
 
     def record(epoch: int) -> dict:
         net.eval()
-        tr = evaluate(net, xtr[:n_r2], ytr[:n_r2])
-        va = evaluate(net, xva, yva)
+        row = curve_row(epoch, evaluate(net, xtr[:n_r2], ytr[:n_r2]), evaluate(net, xva, yva), var_tr, var_va)
         net.train()
-        return {"epoch": epoch, "train_mse": tr, "train_r2": r2_score(tr, var_tr),
-                "val_mse": va, "val_r2": r2_score(va, var_va)}
+        return row
 
-    if start == 0:
-        curve = [record(0)]
-        best = checkpoint(net, opt, 0, meta, curve[0]["val_mse"])
-        if 0 in int_epochs:
-            io.save_checkpoint(checkpoint(net, opt, 0, meta, curve[0]["val_mse"]), work / "epoch0.pt")
-
-    diverged = ""
-    for epoch in range(start + 1, epochs + 1):
+    if run.start == 0:
+        run.begin(record(0))
+    for epoch in range(run.start + 1, run.epochs + 1):
         t0 = time.perf_counter()
         try:
-            train_epoch(net, opt, xtr, ytr, seed=seed, epoch=epoch, batch_size=bs, grad_clip=clip,
-                        run_name=run_name, lr_key=f"optim.{optimizer}.lr")
+            train_epoch(net, run.opt, xtr, ytr, seed=seed, epoch=epoch, batch_size=train_config["batch_size"],
+                        grad_clip=train_config["grad_clip"], run_name=run.name, lr_key=run.lr_key)
         except DivergenceError as err:
-            diverged = str(err)
-            log.error(diverged)
+            run.fail(err, epoch)
             break
-        row = record(epoch)
-        curve.append(row)
-        seconds = time.perf_counter() - t0
-        if row["val_mse"] < best["val_mse"]:
-            best = checkpoint(net, opt, epoch, meta, row["val_mse"])
-        if epoch in int_epochs:
-            io.save_checkpoint(checkpoint(net, opt, epoch, meta, row["val_mse"]), work / f"epoch{epoch}.pt")
-        io.save_checkpoint({"fingerprint": fingerprint, "epoch": epoch, "curve": curve,
-                            "best": best, "model": _state(net), "optimizer": _state(opt)},
-                           state_path)
-        log.info("%s epoch %d/%d train_mse %.4f train_r2 %.3f val_mse %.4f val_r2 %.3f "
-                 "%.2fs eta %.0fs", run_name, epoch, epochs, row["train_mse"], row["train_r2"],
-                 row["val_mse"], row["val_r2"], seconds, seconds * (epochs - epoch))
-
-    if diverged:  # every declared checkpoint is a tombstone: the snapshot stage makes NaN tables
-        names = [f"epoch{e}.pt" for e in int_epochs] + ["best.pt", "final.pt"]
-        for name in names:
-            io.save_checkpoint({**meta, "diverged": diverged, "epoch": epoch}, out_dir / name)
-    else:
-        for e in int_epochs:  # copy, not move: a kill here must leave the resume state whole
-            with io.atomic_path(out_dir / f"epoch{e}.pt") as tmp:
-                shutil.copyfile(work / f"epoch{e}.pt", tmp)
-        io.save_checkpoint(best, out_dir / "best.pt")
-        io.save_checkpoint(checkpoint(net, opt, epochs, meta, curve[-1]["val_mse"]), out_dir / "final.pt")
-    df = pd.DataFrame(curve)
-    df.insert(0, "seed", seed)
-    df.insert(0, "optimizer", optimizer)
-    df.insert(0, "model", model)
-    io.write_table(df, out_dir / "curve.parquet", "curve", notes={"diverged": diverged} if diverged else None)
-    shutil.rmtree(work)
-    if diverged:
-        raise DivergenceError(diverged)
+        run.end_epoch(record(epoch), time.perf_counter() - t0)
+    df = run.finish()
+    if run.diverged:
+        raise DivergenceError(run.diverged)
     return df

@@ -3,39 +3,81 @@
 # its .resume/ state (see learnwin.models.train).
 
 
-rule train_model:
-    input:
-        x=f"{DATA}/train_x.npy",
-        y=f"{DATA}/train_y.npy",
-        val_x=f"{DATA}/val_x.npy",
-        val_y=f"{DATA}/val_y.npy",
-    output:
-        checkpoints=expand(
-            f"{RUN}/{{name}}",
-            name=[checkpoint_name(e) for e in INT_EPOCHS],
-            allow_missing=True,
-        ),
-        best=f"{RUN}/best.pt",
-        final=f"{RUN}/final.pt",
-        curve=f"{RUN}/curve.parquet",
-    log:
-        f"{LOGS}/train_model/{{optimizer}}/{{model}}/seed{{seed}}.log",
-    benchmark:
-        f"{BENCH}/train_model/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
-    conda:
-        ENV
-    threads: 1
-    resources:
-        **sized(resources.train_mem_mb, resources.train_runtime_min),
-        train_slot=1,
-        gpu=0,
-    params:
-        model=section("model"),
-        optim=optimizer_hparams,
-        train=section("train"),
-        device=config["device"],
-    script:
-        "../scripts/train_model.py"
+# On CUDA (learnwin.infra.resources.ensemble_seeds, config key `ensemble`) one job trains the seeds of a
+# (model, optimizer) together (learnwin.models.ensemble) and writes each seed's usual outputs.
+if resources.ensemble_seeds(config):
+
+    rule train_ensemble:
+        input:
+            x=expand(f"{DATA}/train_x.npy", seed=SEEDS),
+            y=expand(f"{DATA}/train_y.npy", seed=SEEDS),
+            val_x=expand(f"{DATA}/val_x.npy", seed=SEEDS),
+            val_y=expand(f"{DATA}/val_y.npy", seed=SEEDS),
+        output:
+            checkpoints=expand(
+                f"{RUN}/{{name}}",
+                name=[checkpoint_name(e) for e in INT_EPOCHS],
+                seed=SEEDS,
+                allow_missing=True,
+            ),
+            best=expand(f"{RUN}/best.pt", seed=SEEDS, allow_missing=True),
+            final=expand(f"{RUN}/final.pt", seed=SEEDS, allow_missing=True),
+            curve=expand(f"{RUN}/curve.parquet", seed=SEEDS, allow_missing=True),
+        log:
+            f"{LOGS}/train_ensemble/{{optimizer}}/{{model}}.log",
+        benchmark:
+            f"{BENCH}/train_ensemble/{{optimizer}}/{{model}}.tsv"
+        conda:
+            ENV
+        threads: 1
+        resources:
+            **sized(resources.train_mem_mb, resources.train_runtime_min),
+            train_slot=1,
+            gpu=0,
+        params:
+            model=section("model"),
+            optim=optimizer_hparams,
+            train=section("train"),
+            device=config["device"],
+            seeds=SEEDS,
+        script:
+            "../scripts/train_ensemble.py"
+
+else:
+
+    rule train_model:
+        input:
+            x=f"{DATA}/train_x.npy",
+            y=f"{DATA}/train_y.npy",
+            val_x=f"{DATA}/val_x.npy",
+            val_y=f"{DATA}/val_y.npy",
+        output:
+            checkpoints=expand(
+                f"{RUN}/{{name}}",
+                name=[checkpoint_name(e) for e in INT_EPOCHS],
+                allow_missing=True,
+            ),
+            best=f"{RUN}/best.pt",
+            final=f"{RUN}/final.pt",
+            curve=f"{RUN}/curve.parquet",
+        log:
+            f"{LOGS}/train_model/{{optimizer}}/{{model}}/seed{{seed}}.log",
+        benchmark:
+            f"{BENCH}/train_model/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
+        conda:
+            ENV
+        threads: 1
+        resources:
+            **sized(resources.train_mem_mb, resources.train_runtime_min),
+            train_slot=1,
+            gpu=0,
+        params:
+            model=section("model"),
+            optim=optimizer_hparams,
+            train=section("train"),
+            device=config["device"],
+        script:
+            "../scripts/train_model.py"
 
 
 rule check_training:

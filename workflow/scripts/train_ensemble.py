@@ -1,0 +1,27 @@
+"""Adapter: stage train, the seeds of one (model, optimizer) together -> learnwin.models.ensemble.train_runs."""
+from pathlib import Path
+
+from learnwin.infra import runtime
+
+log = runtime.setup(snakemake.log[0], snakemake.threads)
+runtime.set_torch_threads(snakemake.threads)
+runtime.deterministic()
+
+from learnwin.models.ensemble import train_runs  # noqa: E402  (after the thread caps)
+
+wc, params = snakemake.wildcards, snakemake.params
+diverged = train_runs(
+    data_dirs=[Path(f).parent for f in snakemake.input.x],
+    out_dirs=[Path(f).parent for f in snakemake.output.final],
+    model=wc.model,
+    optimizer=wc.optimizer,
+    seeds=params.seeds,
+    model_config=params.model,
+    optim_config=params.optim,
+    train_config=params.train,
+    snapshot_epochs=params.train["snapshot_epochs"],
+    device=runtime.resolve_device(params.device),
+)
+for message in diverged.values():
+    # the seed's outputs are tombstones; its rule check_training fails with the message, the others go on
+    log.error("training diverged: %s", message)
