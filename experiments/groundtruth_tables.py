@@ -108,17 +108,22 @@ def cost(results: Path, cores: int = 2, rules=RULES, stems=None) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
+#: The growth table's printed columns: the laws, their weights and verdict, and the curvature's mean
+#: over seeds with its Student t-interval (learnwin.stats.growth).
+GROWTH_COLUMNS = ["model", "threshold", "n_points", "n_censored", "log_b", "power_c", "weight_log", "weight_power",
+                  "verdict", "curvature", "curvature_t_lo", "curvature_t_hi", "curvature_seeds", "n_convex"]
+
+
 def tables(results: str | Path, threshold: float) -> str:
     results = Path(results)
     window = _read(results, "window")
     growth = _read(results, "growth")
-    cols = ["model", "threshold", "n_points", "n_censored", "log_b", "power_c", "weight_log", "weight_power",
-            "verdict", "curvature", "curvature_lo", "curvature_hi"]
     out = [f"## Ground truth of the window in {results}", "",
            f"### Measured H per (model, N), threshold {threshold} (mean ± sd over seeds)", "",
            markdown(window_means(window, threshold)), "",
-           "### Growth of H with N (censoring-aware fits, Akaike weights, curvature in log N)", "",
-           markdown(_rounded(growth[[c for c in cols if c in growth]])), "",
+           "### Growth of H with N (censoring-aware fits, Akaike weights, curvature in log N: seed mean, "
+           "95 % Student t-interval over seeds)", "",
+           markdown(_rounded(growth[[c for c in GROWTH_COLUMNS if c in growth]])), "",
            "### One common log-N slope across models (likelihood-ratio test)", "",
            markdown(_rounded(_read(results, "slopes"))), ""]
     mono = _read(results, "monotonicity")
@@ -152,8 +157,6 @@ def budget_tables(results: str | Path, seed_set: str, threshold: float) -> str:
     confirm = read("confirm").sort_values(["pre_registered", "threshold", "networks", "transport", "noise"],
                                           ascending=[False, True, True, True, True])
     growth = read("growth")
-    cols = ["model", "threshold", "n_points", "n_censored", "log_b", "power_c", "weight_log", "weight_power",
-            "verdict", "curvature", "curvature_lo", "curvature_hi"]
     stems = {seed_set, *(f"seed{s}" for s in read("scores")["seed"].unique())}  # this seed set's jobs
     slope = read("learning_slope")
     slope = slope[np.isclose(slope["threshold"], threshold)]
@@ -163,13 +166,15 @@ def budget_tables(results: str | Path, seed_set: str, threshold: float) -> str:
         markdown(_rounded(confirm)), "",
         f"### H_emp(N), threshold {threshold} (mean ± sd over seeds)", "",
         markdown(budget_window_means(read("H_emp"), threshold)), "",
-        "### Claim (b): growth of H_emp with N (censoring-aware fits, Akaike weights, curvature in log N)", "",
-        markdown(_rounded(growth[[c for c in cols if c in growth]])), "",
+        "### Claim (b): growth of H_emp with N (censoring-aware fits, Akaike weights, curvature in log N: "
+        "seed mean, 95 % Student t-interval over seeds)", "",
+        markdown(_rounded(growth[[c for c in GROWTH_COLUMNS if c in growth]])), "",
         "### Claim (b): learned-gate against fixed-gate cells (one log-N slope per group against one for all)", "",
         markdown(_rounded(read("groups"))), "",
         "### One common log-N slope across models (likelihood-ratio test)", "",
         markdown(_rounded(read("slopes"))), "",
-        f"### Claim (d): slope of log N̂_emp(l) against -log f(l), threshold {threshold}, beside kappa", "",
+        f"### Claim (d): slope of log N̂_emp(l) against -log f(l), threshold {threshold}, beside kappa "
+        "(slope_t_lo, slope_t_hi: the 95 % Student t-interval over seeds)", "",
         markdown(_rounded(slope)), "",
         "### Cost (benchmark TSVs)", "", markdown(cost(results, rules=BUDGET_RULES, stems=stems)), ""])
 

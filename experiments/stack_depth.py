@@ -9,11 +9,13 @@ Each RESULTS_DIR is the results folder of `snakemake train --configfile config/s
 validation R^2 of each seed's best-validation epoch (the `best` checkpoint, docs/method.md §3),
 mean ± sd over seeds, and the block the cell was stacked in (docs/method.md §2c). With
 ``--conv-test``, the pre-registered convolution test of docs/method.md §2c on the two runs of
-config/stacks-conv.yaml: per cell, each seed's val R^2 with and without the convolution and the
-verdict of the three criteria. With ``--slope-test``, the pre-registered test of the LRU stack's
+config/stacks-conv.yaml: per cell, each seed's val R^2 with and without the convolution, the
+verdict of the three criteria and, deciding nothing, whether the mean with it reaches the
+learning threshold of docs/method.md §3 (``LEARNS_R2``). With ``--slope-test``, the pre-registered test of the LRU stack's
 learning budget (docs/method.md §2c) on the `snakemake recovery` run of config/stacks-slope.yaml:
-per transport, each seed's slope of log N̂_emp on -log f, their mean with its bootstrap interval,
-kappa and the verdict of the three criteria (the diagonal row decides).
+per transport, each seed's slope of log N̂_emp on -log f, their mean with its 95 % Student
+t-interval over seeds (docs/method.md §10, "Intervals over seeds"), kappa and the verdict of the
+three criteria (the diagonal row decides).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pandas as pd
 
 from learnwin.infra import io, layout
 from learnwin.infra.registry import CELLS, block_name
+from learnwin.models.data import LEARNS_R2
 from learnwin.stats.budget import seed_slopes
 from learnwin.stats.claims import markdown, mean_sd
 
@@ -73,7 +76,8 @@ def conv_test(with_conv: Path, without: Path) -> pd.DataFrame:
         rows.append({"model": model, "val R², with conv": " ".join(f"{v:.2f}" for v in sorted(x)),
                      "val R², without": " ".join(f"{v:.2f}" for v in sorted(y)),
                      **{k: "yes" if v else "no" for k, v in crit.items()},
-                     "holds": "yes" if all(crit.values()) else "no"})
+                     "holds": "yes" if all(crit.values()) else "no",
+                     f"learns with conv (mean ≥ {LEARNS_R2})": "yes" if x.mean() >= LEARNS_R2 else "no"})
     return pd.DataFrame(rows)
 
 
@@ -96,10 +100,10 @@ def slope_test(results: Path, model: str = "lru", threshold: float = 0.2) -> pd.
         v = seeds[seeds["transport"] == r["transport"]]["slope"].to_numpy(float)
         crit = {"mean in [0.85, 1.15]": SLOPE_MEAN[0] <= r["slope"] <= SLOPE_MEAN[1],
                 "every seed in [0.7, 1.3]": bool(v.size) and bool(((v >= SLOPE_SEED[0]) & (v <= SLOPE_SEED[1])).all()),
-                "interval below kappa": r["slope_hi"] < r["kappa"]}
+                "interval below kappa": r["slope_t_hi"] < r["kappa"]}
         rows.append({"transport": r["transport"], "decides": "yes" if r["transport"] == "diagonal" else "no",
                      "slope per seed": " ".join(f"{x:.2f}" for x in v), "slope": f"{r['slope']:.2f}",
-                     "95 % interval": f"[{r['slope_lo']:.2f}, {r['slope_hi']:.2f}]", "kappa": f"{r['kappa']:.2f}",
+                     "95 % t-interval": f"[{r['slope_t_lo']:.2f}, {r['slope_t_hi']:.2f}]", "kappa": f"{r['kappa']:.2f}",
                      **{k: "yes" if c else "no" for k, c in crit.items()}, "holds": "yes" if all(crit.values()) else "no"})
     return pd.DataFrame(rows)
 

@@ -98,9 +98,9 @@ def test_learning_slope_recovers_kappa():
     assert len(per_seed) == 3 * 2 * 2
     np.testing.assert_allclose(per_seed["slope"], KAPPA, atol=1e-9)
     assert (per_seed["n_lags"] == LAGS.size).all()
-    out = learning_slope(lb, env, kap, n_boot=200).set_index(["transport", "threshold"])
+    out = learning_slope(lb, env, kap).set_index(["transport", "threshold"])
     np.testing.assert_allclose(out["slope"], KAPPA, atol=1e-9)
-    np.testing.assert_allclose(out[["slope_lo", "slope_hi"]], KAPPA, atol=1e-9)  # equal slopes: no spread
+    np.testing.assert_allclose(out[["slope_t_lo", "slope_t_hi"]], KAPPA, atol=1e-9)  # equal slopes: no spread
     assert (out["n_seeds"] == 3).all()
     assert out.loc[("diagonal", 0.1), "kappa"] == pytest.approx(1.5 / 0.5)
     assert np.isnan(out.loc[("exact", 0.1), "kappa"]) and out.loc[("exact", 0.1), "alpha"] == 0.8
@@ -123,20 +123,23 @@ def test_learning_slope_needs_three_lags():
     lb.loc[(lb["seed"] == 2) & (lb["lag"] > 2), "right_censored"] = True
     per_seed = seed_slopes(lb, env).set_index("seed")
     assert per_seed.loc[2, "slope"].isna().all() and (per_seed.loc[2, "n_lags"] == 2).all()
-    out = learning_slope(lb, env, kap, n_boot=200)
+    out = learning_slope(lb, env, kap)
     assert (out["n_seeds"] == 2).all()
     np.testing.assert_allclose(out["slope"], KAPPA, atol=1e-9)
 
 
-def test_learning_slope_bootstrap_over_seeds():
-    ks = [2.0, 2.5, 3.5, 4.0]
-    lb, env, kap = tables(C=(1.0, 2.0, 3.0, 4.0), kappa_of_seed=ks)
-    out = learning_slope(lb, env, kap, n_boot=500, seed=1)
+@pytest.mark.parametrize("ks", [[2.0, 2.5, 3.5, 4.0], [2.0, 3.1, 3.5]])
+def test_learning_slope_t_interval_over_seeds(ks):
+    """The seed mean's Student t-interval (n - 1 df) of the seeds' slopes, scipy's; with three
+    seeds wider than their range (a percentile bootstrap over seeds is inside it)."""
+    lb, env, kap = tables(C=(1.0, 2.0, 3.0, 4.0)[:len(ks)], kappa_of_seed=ks)
+    out = learning_slope(lb, env, kap)
+    lo, hi = stats.t.interval(0.95, len(ks) - 1, loc=np.mean(ks), scale=stats.sem(ks))
     np.testing.assert_allclose(out["slope"], np.mean(ks), atol=1e-9)
-    assert (out["slope_lo"] < out["slope"]).all() and (out["slope"] < out["slope_hi"]).all()
-    assert (out["slope_lo"] >= min(ks)).all() and (out["slope_hi"] <= max(ks)).all()
-    again = learning_slope(lb, env, kap, n_boot=500, seed=1)
-    pd.testing.assert_frame_equal(out, again)
+    np.testing.assert_allclose(out["slope_t_lo"], lo, rtol=1e-7)
+    np.testing.assert_allclose(out["slope_t_hi"], hi, rtol=1e-7)
+    if len(ks) == 3:
+        assert (out["slope_t_lo"] < min(ks)).all() and (out["slope_t_hi"] > max(ks)).all()
 
 
 def test_kendall_tau_b_equals_scipy_with_ties():

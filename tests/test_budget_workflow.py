@@ -6,6 +6,7 @@ tables, the figures and their report entries, a re-run with nothing to do, the c
 target, and the dataset protocol's DAG unchanged."""
 
 import itertools
+import math
 import zipfile
 
 import numpy as np
@@ -13,10 +14,11 @@ import pandas as pd
 import pytest
 import yaml
 from scipy import stats
-from workflow_helpers import copy_workflow, scheduled, snakemake
+from workflow_helpers import copy_workflow, scheduled, scheduled_jobs, snakemake
 
 from learnwin.infra import layout
 from learnwin.infra.io import read_table
+from learnwin.stats import prediction
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +30,9 @@ BUDGET = (*SMOKE, "--config", f"recovery={{protocol: budget, {SIZE}}}")
 DATASET = (*SMOKE, "--config", "recovery={protocol: dataset}")
 DATASET_RULES = {"train_recovery", "snapshot_recovery", "aggregate_recovery", "plot_recovery", "recovery"}
 BUDGET_RULES = {"train_budget", "snapshot_budget", "aggregate_budget", "plot_budget"}
-LR = yaml.safe_load(open("config/config.yaml"))["optim"]["adamw"]["lr"]  # the smoke config keeps it
+DEFAULT = yaml.safe_load(open("config/config.yaml"))  # the smoke config keeps these
+LR, FRONTIER = DEFAULT["optim"]["adamw"]["lr"], DEFAULT["recovery"]["frontier_stop"]
+CONFIRM_SEEDS = DEFAULT["recovery"]["confirm_seeds"]
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +64,15 @@ def test_scores_hold_every_control_and_early_stopped_lags(tables):
         row = top.loc[key]
         expect = BUDGETS[-1] if row["right_censored"] else BUDGETS[BUDGETS.index(int(row["N_hat_grid"])) + 1]
         assert ns[-1] == expect, key
-    runs = s[s["target"] == "task"].groupby(["model", "seed"])["lag"].nunique()
-    assert (runs >= 1).all() and (runs <= len(LAGS)).all()
+    # the frontier recomputed: lags run in order until FRONTIER consecutive ones have no learned
+    # pair by N_max under the smallest threshold (right-censored there), and none after them
+    never = lb.xs(np.float32(THRESHOLDS[0]), level="threshold")["right_censored"].unstack("lag")[LAGS]
+    for key, row in never.iterrows():
+        streak = np.convolve(row.to_numpy(int), np.ones(FRONTIER, int))[:len(LAGS)]  # unlearned ending at each lag
+        end = int(np.argmax(streak >= FRONTIER)) + 1 if (streak >= FRONTIER).any() else len(LAGS)
+        run = s[(s["target"] == "task") & (s["model"] == key[0]) & (s["seed"] == key[1])]["lag"]
+        assert sorted(set(run)) == LAGS[:end], key
+    assert (never.sum(axis=1) > 0).any()  # some lag is never learned: the rule is exercised
 
 
 def test_learning_budget_within_the_budgets_and_censoring_consistent(tables):
@@ -163,7 +174,9 @@ def test_claim_d_slope_recomputed_from_the_tables(budget_run, tables):
         assert row.n_seeds == len(slopes)
         if slopes:
             assert np.isclose(row.slope, np.mean(slopes), rtol=1e-4), row
-            assert row.slope_lo <= row.slope + 1e-9 and row.slope <= row.slope_hi + 1e-9
+            lo, hi = (stats.t.interval(0.95, len(slopes) - 1, loc=np.mean(slopes), scale=stats.sem(slopes))
+                      if len(slopes) > 1 else (np.nan, np.nan))  # the Student t-interval over seeds
+            np.testing.assert_allclose([row.slope_t_lo, row.slope_t_hi], [lo, hi], rtol=1e-4, atol=1e-6)
             checked += 1
         alpha = tables["network_H_N"].query("model == @row.model and epoch == @row.epoch and "
                                             "transport == @row.transport and noise == 'per_lag'")["pred_alpha"].iloc[0]
@@ -172,15 +185,10 @@ def test_claim_d_slope_recomputed_from_the_tables(budget_run, tables):
     assert checked > 0  # some slope is defined at this size
 
 
-def test_prediction_and_the_confirmatory_test_recomputed(tables):
-    """Only the confirmatory variant is primary; each variant's mean tau-b within N and its exact
-    permutation p recomputed with scipy from the prediction table; one pre-registered row."""
-    sc, conf, pred = tables["prediction_scores"], tables["confirm"], tables["prediction"]
-    primary = sc[sc["primary"]]
-    assert set(zip(primary["networks"], primary["transport"], primary["noise"])) == {("init", "diagonal", "per_lag")}
-    assert set(pred["networks"]) == {"init", "trained"}
-    keys = ["threshold", "networks", "transport", "noise"]
-    assert len(conf) == len(pred.drop_duplicates(keys))
+def _confirm_recomputed(conf: pd.DataFrame, pred: pd.DataFrame) -> int:
+    """Each row of the confirmatory table against its variant's mean tau-b within N and its exact
+    permutation p, recomputed with scipy over every relabelling; the number of rows recomputed."""
+    keys, checked = ["threshold", "networks", "transport", "noise"], 0
     for row in conf.itertuples():
         g = pred[(pred[keys] == pd.Series(row._asdict())[keys]).all(axis=1)]
         p_, m_ = (g.pivot(index="model", columns="N", values=c) for c in ("predicted", "measured"))
@@ -189,15 +197,45 @@ def test_prediction_and_the_confirmatory_test_recomputed(tables):
         means = [np.nanmean(taus) if np.isfinite(taus).any() else np.nan for taus in
                  ([stats.kendalltau(p_[list(perm), k], m_[:, k], variant="b").statistic for k in range(m_.shape[1])]
                   for perm in itertools.permutations(range(len(p_))))]
+        assert row.n_models == len(p_)
         if len(p_) < 2 or np.isnan(means[0]):
-            assert np.isnan(row.tau_mean)
+            assert np.isnan(row.tau_mean) and not row.passes
             continue
         observed = means[0]
-        assert np.isclose(row.tau_mean, observed) and row.n_perms == 2
+        assert np.isclose(row.tau_mean, observed) and row.n_perms == math.factorial(len(p_))
         assert row.p_perm == np.mean([m >= observed - 1e-12 for m in means])
         assert row.passes == (row.tau_mean > 0 and row.p_perm < 0.05)
+        checked += 1
+    return checked
+
+
+def test_prediction_and_the_confirmatory_test_recomputed(tables):
+    """Only the confirmatory variant is primary; each variant's mean tau-b within N and its exact
+    permutation p recomputed with scipy from the prediction table (every row with a tau); one
+    pre-registered row. The run has two models, so p >= 1/2 and nothing passes: the same
+    recomputation on five models at the run's budgets, whose p reaches 1/120, passes where the
+    prediction orders them as measured and fails where it reverses or scrambles them."""
+    sc, conf, pred = tables["prediction_scores"], tables["confirm"], tables["prediction"]
+    primary = sc[sc["primary"]]
+    assert set(zip(primary["networks"], primary["transport"], primary["noise"])) == {("init", "diagonal", "per_lag")}
+    assert set(pred["networks"]) == {"init", "trained"}
+    keys = ["threshold", "networks", "transport", "noise"]
+    assert len(conf) == len(pred.drop_duplicates(keys))
+    assert _confirm_recomputed(conf, pred) == conf["tau_mean"].notna().sum() > 0
     pre = conf[conf["pre_registered"]]
     assert len(pre) == 1 and pre["networks"].item() == "init" and np.isclose(pre["threshold"].item(), 0.2)
+
+    measured = np.outer(np.arange(1.0, 6.0), np.arange(1, len(BUDGETS) + 1))  # five models, H rising with N
+    scrambled = measured[[2, 0, 4, 1, 3]]
+    five = pd.concat([pd.DataFrame(dict(threshold=0.2, networks=net, transport="diagonal", noise="per_lag",
+                                        model=np.repeat([f"m{i}" for i in range(5)], len(BUDGETS)),
+                                        N=np.tile(BUDGETS, 5), measured=measured.ravel(), predicted=p.ravel()))
+                      for net, p in (("init", 0.5 * measured + 1), ("trained", -measured), ("other", scrambled))],
+                     ignore_index=True)
+    conf5 = prediction.confirmatory_table(five)
+    assert _confirm_recomputed(conf5, five) == 3
+    assert conf5.set_index("networks")["passes"].to_dict() == {"init": True, "other": False, "trained": False}
+    assert conf5.set_index("networks").loc["init", "p_perm"] == 1 / 120
 
 
 def test_figures_and_their_report_entries(budget_run):
@@ -226,9 +264,16 @@ def test_rerun_has_nothing_to_do_and_the_dataset_dag_is_unchanged(budget_run):
     assert scheduled(budget_run, "recovery", *SMOKE, "--config", other) == dataset
 
 
-def test_confirm_target_runs_the_budget_protocol_on_the_confirm_seeds(budget_run):
-    """Whatever recovery.protocol says; the exploration seeds' trainings are done, so every
-    training scheduled is one of the five confirmatory seeds'."""
-    jobs = scheduled(budget_run, "recovery_confirm", *SMOKE, "--config", f"recovery={{protocol: dataset, {SIZE}}}")
-    assert jobs == {"train_budget": len(MODELS) * 5, "snapshot_budget": len(MODELS) * 5, "aggregate_budget": 1,
-                    "plot_budget": 1, "recovery_confirm": 1}
+def test_confirm_target_runs_the_budget_protocol_on_the_confirm_seeds(tmp_path):
+    """Whatever recovery.protocol says, `recovery_confirm` on a fresh copy schedules the budget
+    protocol's training and snapshot of every model on each confirmatory seed of config/config.yaml,
+    by name, and on no other seed; one aggregate and one figure job, of the confirm seed set."""
+    work = copy_workflow(tmp_path / "w")
+    jobs = scheduled_jobs(work, "recovery_confirm", *SMOKE, "--config", f"recovery={{protocol: dataset, {SIZE}}}")
+    runs = {(m, int(s)) for m, s in itertools.product(MODELS, CONFIRM_SEEDS)}
+    for rule in ("train_budget", "snapshot_budget"):
+        got = [(w["model"], int(w["seed"])) for r, w in jobs if r == rule]
+        assert sorted(got) == sorted(runs) and all(w["optimizer"] == "adamw" for r, w in jobs if r == rule), rule
+    assert [w for r, w in jobs if r in ("aggregate_budget", "plot_budget")] == [{"seed_set": "confirm"}] * 2
+    assert {r for r, _ in jobs} == {"train_budget", "snapshot_budget", "aggregate_budget", "plot_budget",
+                                    "recovery_confirm"}

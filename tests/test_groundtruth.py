@@ -112,14 +112,29 @@ def test_growth_fit_recovers_the_true_law(law):
     for draw in range(3):
         d = synthetic(law, np.random.default_rng([law == "log", draw]), cap=25.0 if law == "power" else 63.0)
         assert d["censored"].any() == (law == "power")  # the power draws are censored at 25
-        fit = growth.growth_fit(d["N"], d["H"], d["censored"], d["seed"], n_boot=20)
+        fit = growth.growth_fit(d["N"], d["H"], d["censored"], d["seed"])
         w = fit["weight_log"] if law == "log" else fit["weight_power"]
         assert w > 0.9 and fit["verdict"] == ("log N" if law == "log" else "power")
         if law == "log":
             assert fit["log_b"] == pytest.approx(6.5, abs=0.6)
-            assert fit["curvature_lo"] < 0 < fit["curvature_hi"]
+            assert fit["curvature_t_lo"] < 0 < fit["curvature_t_hi"]
         else:
-            assert fit["power_c"] == pytest.approx(0.5, abs=0.08) and fit["curvature_lo"] > 0
+            assert fit["power_c"] == pytest.approx(0.5, abs=0.08) and fit["curvature_t_lo"] > 0
+            assert fit["n_convex"] == fit["curvature_seeds"] == 5
+
+
+def test_curvature_is_per_seed_with_a_t_interval_over_seeds():
+    """Each seed's own censoring-aware quadratic in log N; their mean and scipy's Student
+    t-interval (n - 1 df); a seed whose uncensored points span two N has no q."""
+    d = synthetic("power", np.random.default_rng(4), cap=25.0)
+    d.loc[(d["seed"] == 4) & (d["N"] > 128), ["H", "censored"]] = (25.0, True)
+    q = [growth.fit_law("quadratic", g["N"], g["H"], g["censored"])["params"][2]
+         for s, g in d.groupby("seed") if s != 4]
+    out = growth.curvature(d["N"], d["H"], d["censored"], d["seed"])
+    assert out["curvature_seeds"] == 4 and out["n_convex"] == sum(v > 0 for v in q)
+    assert out["curvature"] == pytest.approx(np.mean(q), rel=1e-9)
+    lo, hi = stats.t.interval(0.95, 3, loc=np.mean(q), scale=stats.sem(q))
+    assert (out["curvature_t_lo"], out["curvature_t_hi"]) == pytest.approx((lo, hi), rel=1e-9)
 
 
 def test_censoring_aware_fit_is_unbiased_where_naive_is_not():
@@ -161,7 +176,7 @@ def test_linear_law_fit_is_the_numerical_optimum(law, cap):
 def test_growth_fit_undecided_with_two_N():
     d = synthetic("log", np.random.default_rng(5))
     d = d[d["N"].isin([64, 1024])]
-    fit = growth.growth_fit(d["N"], d["H"], d["censored"], d["seed"], n_boot=20)
+    fit = growth.growth_fit(d["N"], d["H"], d["censored"], d["seed"])
     assert fit["verdict"] == "undecided" and abs(fit["weight_log"] - 0.5) < 0.05
 
 

@@ -4,7 +4,10 @@ closed-form Jacobians, closed-form envelopes of a linear stack, the readout's so
 optimizer's per-layer rates."""
 
 import copy
+import dataclasses
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import jacrev
 
-from learnwin.infra.registry import BLOCKS, MODELS
+from learnwin.infra.registry import BLOCKS, MODELS, load_cells
 from learnwin.models import state as st
 from learnwin.models.cells import GatedRNN, build_model
 from learnwin.models.stack import Stack
@@ -379,3 +382,50 @@ def test_rates_of_a_stack_are_each_layers_adamw_rates():
             mats.append(lr / (v_hat.sqrt() + 1e-8))
         torch.testing.assert_close(rate, torch.stack(mats).mean(0), rtol=1e-12, atol=0)
     assert (rates[0] - rates[1]).abs().max() > 1e-3 * rates[0].abs().max()
+
+
+# -- 10. the convolution test's block: Hawk's without its convolution -------------------------------
+
+@pytest.fixture
+def hawk_noconv(monkeypatch):
+    """experiments/conv_ablation.py's ``hawk_noconv``, registered as config/stacks-conv.yaml does
+    (``model.cells_module``) for one test and gone after it."""
+    saved = dict(BLOCKS)
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "experiments"))
+    sys.modules.pop("conv_ablation", None)
+    load_cells("conv_ablation")
+    yield BLOCKS["hawk_noconv"]
+    sys.modules.pop("conv_ablation", None)
+    BLOCKS.clear()
+    BLOCKS.update(saved)
+
+
+@pytest.mark.parametrize("cell", ["mingru", "rglru"])
+def test_hawk_noconv_is_hawk_but_for_the_convolution(cell, hawk_noconv):
+    """The block of the pre-registered convolution test (docs/method.md §2c) differs from Hawk's in
+    the convolution's width alone: the same parameters but each layer's conv_w and conv_b, of the
+    same shapes; with Hawk's weights and its convolution set to the identity (the current input's
+    tap 1, the rest and the bias 0), the same output and the same cell states; with Hawk's own
+    convolution, another output."""
+    hawk = BLOCKS["hawk"]
+    differ = {f.name for f in dataclasses.fields(hawk) if getattr(hawk, f.name) != getattr(hawk_noconv, f.name)}
+    assert differ == {"conv", "cite"} and (hawk.conv, hawk_noconv.conv) == (4, 0)
+    conv, bare = _model(cell, 2, "hawk"), _model(cell, 2, "hawk_noconv", seed=1)
+    a, b = conv.state_dict(), bare.state_dict()
+    conv_keys = {k for k in a if k.rsplit(".", 1)[-1] in ("conv_w", "conv_b")}
+    assert len(conv_keys) == 4 and set(b) == set(a) - conv_keys
+    assert all(a[k].shape == b[k].shape for k in b)
+    x = torch.randn(B, T, D, dtype=F64)
+    bare.load_state_dict({k: a[k] for k in b})
+    assert not torch.allclose(conv(x), bare(x))  # Hawk's convolution acts
+    with torch.no_grad():
+        for name, p in conv.named_parameters():
+            if name in conv_keys:
+                p.zero_()
+                if name.endswith("conv_w"):
+                    p[-1] = 1.0  # windows end with the current input
+    _close(conv(x), bare(x), atol=1e-12)
+    z_conv, z_bare = _loop(conv.cell, x), _loop(bare.cell, x)  # each layer's cell state, then its window
+    _close(torch.cat([z_conv[..., s.start:s.start + layer.cell_width]
+                      for s, layer in zip(_slices(conv.cell), conv.cell.layers)], -1), z_bare, atol=1e-12)
+    assert bare.cell.state_width == conv.cell.state_width - 2 * hawk.conv * conv.cell.layers[0].cell.hidden_size

@@ -63,6 +63,19 @@ def scheduled(work: Path, *args: str, **popen) -> dict[str, int]:
     return {m[1]: int(m[2]) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m[1] != "total"}
 
 
+def scheduled_jobs(work: Path, *args: str, **popen) -> list[tuple[str, dict[str, str]]]:
+    """(rule, wildcards) of every job of a dry run, in the order Snakemake prints them; a job
+    without wildcards has {}. ``popen``: as in :func:`scheduled`."""
+    out = snakemake(work, "-n", "--cores", "2", *args, **popen).stdout
+    jobs = []
+    for block in re.split(r"^rule ", out, flags=re.M)[1:]:
+        rule = block.split(":", 1)[0]
+        found = re.search(r"^\s+wildcards: (.*)$", block, re.M)
+        pairs = found[1].split(", ") if found else []
+        jobs.append((rule, dict(p.split("=", 1) for p in pairs)))
+    return jobs
+
+
 @contextlib.contextmanager
 def worktree(rev: str, dest: Path):
     """A git worktree of revision ``rev`` of this checkout at ``dest``, removed on exit."""

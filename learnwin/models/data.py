@@ -46,6 +46,22 @@ def targets(x: np.ndarray, u: np.ndarray, lags: Sequence[int], coefs: Sequence[f
     return y
 
 
+#: A network learns the task when the val R^2 of its best-validation epoch is at least this
+#: (docs/method.md §3, "Learns the task"): half the target's variance, more than any one task lag
+#: carries on every task of config/ (:func:`variance_shares`), so a network must use two lags or more.
+LEARNS_R2 = 0.5
+
+
+def variance_shares(task) -> np.ndarray:
+    """Each task lag's expected share of the target's variance pooled over sequences and steps (the
+    variance of val R^2, learnwin.models.train.r2_score): c_k^2 (T - l_k) / T over the sum of these
+    and noise_std^2. The largest is about the most val R^2 a network that uses one task lag can
+    reach (docs/method.md §3, "Learns the task")."""
+    T, c, lags = task["T"], np.asarray(task["coefs"], float), np.asarray(task["lags"], float)
+    part = c ** 2 * (T - lags) / T
+    return part / (part.sum() + task["noise_std"] ** 2)
+
+
 def make_split(
     seed: int, split: str, n: int, T: int, D: int, lags, coefs, noise_std: float
 ) -> tuple[np.ndarray, np.ndarray]:

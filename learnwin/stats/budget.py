@@ -13,8 +13,9 @@ Pure numpy, vectorised over (model, optimizer, seed), thresholds, lags and budge
   lag. Lags not run (the frontier rule) are not learned.
 * **Over seeds.** :func:`window_over_seeds`: H_emp(N) per model, seed mean ± sd.
 * **Claim (d).** :func:`seed_slopes`: per (model, optimizer, seed, epoch, transport, threshold) the OLS
-  slope of log N̂ on -log f(l) over the uncensored lags; :func:`learning_slope`: its seed mean with a
-  percentile bootstrap over seeds, beside kappa = alpha / (alpha - 1) of the same snapshot.
+  slope of log N̂ on -log f(l) over the uncensored lags; :func:`learning_slope`: its seed mean with its
+  Student t-interval over seeds (:func:`learnwin.stats.intervals.t_interval`), beside kappa =
+  alpha / (alpha - 1) of the same snapshot.
 """
 
 from __future__ import annotations
@@ -25,13 +26,12 @@ import numpy as np
 import pandas as pd
 
 from learnwin.stats.groundtruth import margin
+from learnwin.stats.intervals import t_interval
 from learnwin.stats.window import PER_LAG
 
 KEYS = ["model", "optimizer", "seed"]
 SLOPE_KEYS = ["model", "optimizer", "epoch", "transport", "threshold"]
 MIN_SLOPE_LAGS = 3
-N_BOOT = 2000
-SEED = 26_000  # base seed of learning_slope's bootstrap generator
 
 
 def first_pair(learned: np.ndarray) -> np.ndarray:
@@ -161,25 +161,18 @@ def seed_slopes(learning_budget: pd.DataFrame, envelope: pd.DataFrame) -> pd.Dat
     return out.assign(slope=slope)[["slope", "n_lags"]].reset_index()
 
 
-def learning_slope(learning_budget: pd.DataFrame, envelope: pd.DataFrame, kappa: pd.DataFrame, *,
-                   n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
+def learning_slope(learning_budget: pd.DataFrame, envelope: pd.DataFrame, kappa: pd.DataFrame) -> pd.DataFrame:
     """Claim (d) of docs/method.md §10b: one row per (model, optimizer, epoch, transport, threshold)
-    of :func:`seed_slopes` over seeds: slope (mean of the seeds' finite slopes), n_seeds, slope_lo and
-    slope_hi (2.5 / 97.5 % percentile bootstrap of the mean, seeds resampled with replacement; each
-    row's generator is seeded by ``seed`` alone), alpha and kappa = alpha / (alpha - 1) (NaN when
-    alpha <= 1) from ``kappa`` (model, optimizer, epoch, transport, alpha)."""
+    of :func:`seed_slopes` over seeds: slope (mean of the seeds' finite slopes), n_seeds, slope_t_lo
+    and slope_t_hi (its 95 % Student t-interval over seeds, n_seeds - 1 degrees of freedom; NaN
+    with fewer than two seeds, §10 "Intervals over seeds"), alpha and kappa = alpha / (alpha - 1)
+    (NaN when alpha <= 1) from ``kappa`` (model, optimizer, epoch, transport, alpha)."""
     per_seed = seed_slopes(learning_budget, envelope)
     rows = []
     for key, g in per_seed.groupby(SLOPE_KEYS, sort=True):
-        v = g["slope"].to_numpy(float)
-        v = v[np.isfinite(v)]
-        lo = hi = np.nan
-        if v.size:
-            boot = v[np.random.default_rng(seed).integers(v.size, size=(n_boot, v.size))].mean(axis=1)
-            lo, hi = np.quantile(boot, [0.025, 0.975])
-        rows.append(dict(zip(SLOPE_KEYS, key), slope=v.mean() if v.size else np.nan, n_seeds=v.size,
-                         slope_lo=lo, slope_hi=hi))
-    out = pd.DataFrame(rows, columns=[*SLOPE_KEYS, "slope", "n_seeds", "slope_lo", "slope_hi"])
+        slope, lo, hi, n = t_interval(g["slope"])
+        rows.append(dict(zip(SLOPE_KEYS, key), slope=slope, n_seeds=n, slope_t_lo=lo, slope_t_hi=hi))
+    out = pd.DataFrame(rows, columns=[*SLOPE_KEYS, "slope", "n_seeds", "slope_t_lo", "slope_t_hi"])
     a = kappa[[*SLOPE_KEYS[:-1], "alpha"]]
     a = a.assign(kappa=(a["alpha"] / (a["alpha"] - 1)).where(a["alpha"] > 1))
     return out.merge(a, on=SLOPE_KEYS[:-1], how="left", validate="many_to_one")

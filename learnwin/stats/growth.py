@@ -10,9 +10,10 @@ architectures' slopes differ.
   Akaike weights are the likelihood ratio's. Verdict: the law whose weight is > 0.9
   (:data:`DECISIVE_WEIGHT`), else "undecided".
 * **Curvature.** mu = a + b x + q x^2 with x = log N (the log law is q = 0, a power law is
-  convex: q > 0), with a bootstrap over seeds (seeds resampled with replacement, every N of a
-  seed kept: the runs of a seed are paired across N); reported: q, its 95 % percentile interval
-  and the fraction of resamples with q > 0.
+  convex: q > 0), fitted to each seed's own N ladder (the runs of a seed are paired across N, so
+  the seed is the unit); reported: the mean q over seeds, its Student t-interval over seeds
+  (:func:`learnwin.stats.intervals.t_interval`, docs/method.md §10 "Intervals over seeds"), the
+  seeds with a q and those with q > 0.
 * **Architectures.** Likelihood-ratio test of one common slope b (each model its own a and
   sigma) against a slope per model under the log law: 2 (ll_separate - ll_common) against
   chi^2 with (models - 1) degrees of freedom. :func:`groups_differ`: the same test of one common
@@ -28,10 +29,10 @@ import numpy as np
 import pandas as pd
 from scipy import optimize, stats
 
+from learnwin.stats.intervals import t_interval
+
 LAWS = ("log", "power")
 DECISIVE_WEIGHT = 0.9
-N_BOOT = 200
-SEED = 25_000
 SIGMA_FLOOR = 1e-6  # a law that fits every point exactly (H constant, say) keeps a finite likelihood
 
 
@@ -125,26 +126,20 @@ def akaike_weights(aic) -> np.ndarray:
     return w / np.nansum(w)
 
 
-def curvature(N, H, censored, seed_ids, *, n_boot: int = N_BOOT, seed: int = SEED) -> dict:
-    """q of the quadratic in log N, its bootstrap-over-seeds 95 % interval and P(q > 0)."""
+def curvature(N, H, censored, seed_ids) -> dict:
+    """q of the quadratic in log N per seed, their mean with its Student t-interval over seeds
+    (curvature, curvature_t_lo, curvature_t_hi), curvature_seeds (the seeds with a q: three
+    distinct N among their uncensored points) and n_convex (those with q > 0)."""
     N, H, cens = np.asarray(N, float), np.asarray(H, float), np.asarray(censored, bool)
     seed_ids = np.asarray(seed_ids)
-    if np.unique(N).size < 3:  # a quadratic needs three N
-        return dict(curvature=np.nan, curvature_lo=np.nan, curvature_hi=np.nan, p_convex=np.nan)
-    q = fit_law("quadratic", N, H, cens)["params"][2]
-    groups = [np.flatnonzero(seed_ids == s) for s in np.unique(seed_ids)]
-    rng = np.random.default_rng(seed)
-    boot = []
-    for _ in range(n_boot):  # each resample is one maximum-likelihood fit
-        idx = np.concatenate([groups[i] for i in rng.integers(len(groups), size=len(groups))])
-        boot.append(fit_law("quadratic", N[idx], H[idx], cens[idx])["params"][2])
-    boot = np.asarray(boot)
-    lo, hi = np.quantile(boot, [0.025, 0.975])
-    return dict(curvature=float(q), curvature_lo=float(lo), curvature_hi=float(hi),
-                p_convex=float(np.mean(boot > 0)))
+    q = [fit_law("quadratic", N[m], H[m], cens[m])["params"][2] if np.unique(N[m & ~cens]).size >= 3 else np.nan
+         for m in (seed_ids == s for s in np.unique(seed_ids))]
+    mean, lo, hi, n = t_interval(q)
+    return dict(curvature=mean, curvature_t_lo=lo, curvature_t_hi=hi, curvature_seeds=n,
+                n_convex=int(np.sum(np.asarray(q) > 0)))
 
 
-def growth_fit(N, H, censored, seed_ids, *, n_boot: int = N_BOOT) -> dict:
+def growth_fit(N, H, censored, seed_ids) -> dict:
     """Both laws, their Akaike weights, the verdict and the curvature for one model (NaN and
     "undecided" with fewer than 4 points or 2 distinct N)."""
     if np.size(H) < 4 or np.unique(N).size < 2:
@@ -163,22 +158,22 @@ def growth_fit(N, H, censored, seed_ids, *, n_boot: int = N_BOOT) -> dict:
         power_a=float(a_pow), power_c=float(c_pow), power_sigma=fits["power"]["sigma"],
         power_aic=fits["power"]["aic"], weight_log=float(weights["log"]),
         weight_power=float(weights["power"]), verdict=verdict,
-        **curvature(N, H, censored, seed_ids, n_boot=n_boot),
+        **curvature(N, H, censored, seed_ids),
     )
 
 
-def growth_table(window: pd.DataFrame, *, n_boot: int = N_BOOT, map_fn: Callable = map) -> pd.DataFrame:
+def growth_table(window: pd.DataFrame, *, map_fn: Callable = map) -> pd.DataFrame:
     """:func:`growth_fit` per (model, threshold) of a table with model, threshold, seed, N, H,
     censored; ``map_fn`` maps over the (model, threshold) blocks (an executor's map runs them in
     parallel)."""
     blocks = list(window.groupby(["model", "threshold"], sort=True))
-    fits = map_fn(functools.partial(_block_fit, n_boot=n_boot), [g for _, g in blocks])
+    fits = map_fn(_block_fit, [g for _, g in blocks])
     return pd.DataFrame([dict(model=model, threshold=thr, **fit) for ((model, thr), _), fit in zip(blocks, fits)])
 
 
-def _block_fit(g: pd.DataFrame, *, n_boot: int) -> dict:
+def _block_fit(g: pd.DataFrame) -> dict:
     """:func:`growth_fit` of one (model, threshold) block."""
-    return growth_fit(g["N"], g["H"], g["censored"], g["seed"], n_boot=n_boot)
+    return growth_fit(g["N"], g["H"], g["censored"], g["seed"])
 
 
 def slopes_differ(window: pd.DataFrame) -> pd.DataFrame:
