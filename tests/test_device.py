@@ -1,5 +1,5 @@
 """Every stage runs on an accelerator: no tensor of a stage stays on the CPU where the model's live
-on the device (issue 43, item 0), proven without a GPU.
+on the device, proven without a GPU.
 
 Each stage runs twice: on the CPU, and on a pretend CUDA device (tests/pretend_cuda.py: the
 ``meta`` device stands in for ``cuda``, whose device guards the CPU build of torch lacks; values
