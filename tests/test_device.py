@@ -42,14 +42,6 @@ NETWORKS = [(m, {}) for m in ("const", "shared", "diag", "gru", "lstm", "lru", "
     (m, STACK) for m in ("lstm", "rglru", "s6")]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def on(device: str):
     """The pretend device for ``DEVICE``, nothing for the CPU (the CPU reference runs as in the workflow)."""
     return pretend_cuda() if device == DEVICE else contextlib.nullcontext()
@@ -74,11 +66,14 @@ def test_pretend_device_raises_where_cuda_does():
         assert a.sum().item() == 66.0 and a.tolist()[2] == [8.0, 9.0, 10.0, 11.0]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", autouse=True)
 def data_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("data")
+    """The splits of TASK; the module's tests on one thread (the same kernels on both devices)."""
+    path, threads = tmp_path_factory.mktemp("data"), torch.get_num_threads()
     write_splits(2, TASK, path)
-    return path
+    torch.set_num_threads(1)
+    yield path
+    torch.set_num_threads(threads)
 
 
 def train(data_dir, out_dir, model, config, device):
