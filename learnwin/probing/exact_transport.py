@@ -370,15 +370,17 @@ def layout_of(cell: torch.nn.Module, n: int, receive: Tensor | None = None) -> S
 class ExactAccumulator:
     """Streams batches into the signal envelope and the secondary functionals (docs/method.md §4b)."""
 
-    def __init__(self, lags: Sequence[int], T: int, hidden: int, times_per_lag: int):
+    def __init__(self, lags: Sequence[int], T: int, hidden: int, times_per_lag: int,
+                 device: torch.device | str = "cpu"):
         self.lags = np.asarray(lags, dtype=np.int64)
         self.T, self.H = T, hidden
         t, _, mask = receiving_times(torch.as_tensor(self.lags), T, times_per_lag)
         sel = torch.zeros(T, T, dtype=torch.float64)  # sel[t, l]: t is a receiving time of lag l
         sel[t[mask], torch.as_tensor(self.lags)[:, None].expand_as(t)[mask]] = 1.0
-        # rows[k]: the lags l of the grid whose receiving times include t = k + l
-        self.rows = [sel.diagonal(-k).nonzero()[:, 0] for k in range(T)]
-        z = lambda *s: torch.zeros(*s, dtype=torch.float64)  # noqa: E731
+        # rows[k]: the lags l of the grid whose receiving times include t = k + l; the index and
+        # the sums live on the batches' device (``device``), read back by :meth:`tables`
+        self.rows = [sel.diagonal(-k).nonzero()[:, 0].to(device) for k in range(T)]
+        z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=device)  # noqa: E731
         self.count, self.signal, self.logsignal, self.dbar = z(T), z(T), z(T), z(T)
         self.units = z(T, hidden)
         self.count_m, self.diag, self.norm = z(T), z(T), z(T)
@@ -418,7 +420,7 @@ class ExactAccumulator:
             M = layout.transported(A[-1][:, k:]).index_select(1, i) * lam_c[:, k, None, None, :]  # rows of M diag(Lambda)
             diag = layout.diagonal_norm(M).double().sum(-1)  # (B, len(i))
             frob = M.pow(2).sum((-2, -1)).double().sqrt() * H ** 0.5
-            self.count_m.index_add_(0, i, torch.full((len(i),), float(B), dtype=torch.float64))
+            self.count_m.index_add_(0, i, torch.full((len(i),), float(B), dtype=torch.float64, device=i.device))
             self.diag.index_add_(0, i, diag.sum(0))
             self.norm.index_add_(0, i, frob.sum(0))
 
@@ -427,18 +429,19 @@ class ExactAccumulator:
     def tables(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """(lag, f, f_geo, f_diag_entries, f_norm) rows and (unit, lag, mu_abs, tau) rows on the lag grid."""
         idx = torch.as_tensor(self.lags)
-        n = self.count[idx].numpy()
+        at = lambda sums: sums.cpu()[idx].numpy()  # noqa: E731  (the lags' rows, on the host)
+        n = at(self.count)
         with np.errstate(divide="ignore", invalid="ignore"):
-            dbar = np.where(n > 0, self.dbar[idx].numpy() / n, np.nan)
+            dbar = np.where(n > 0, at(self.dbar) / n, np.nan)
             scale = np.where(dbar > 0, 1.0 / dbar, np.nan) / np.maximum(n, 1)
-            m = self.count_m[idx].numpy()
+            m = at(self.count_m)
             env = pd.DataFrame({
-                "lag": self.lags, "f": self.signal[idx].numpy() * scale,
-                "f_geo": np.exp(self.logsignal[idx].numpy() / np.maximum(n, 1)) / dbar,
-                "f_diag_entries": np.where(m > 0, self.diag[idx].numpy() / np.maximum(m, 1), np.nan),
-                "f_norm": np.where(m > 0, self.norm[idx].numpy() / np.maximum(m, 1), np.nan),
+                "lag": self.lags, "f": at(self.signal) * scale,
+                "f_geo": np.exp(at(self.logsignal) / np.maximum(n, 1)) / dbar,
+                "f_diag_entries": np.where(m > 0, at(self.diag) / np.maximum(m, 1), np.nan),
+                "f_norm": np.where(m > 0, at(self.norm) / np.maximum(m, 1), np.nan),
             })
-        mu_abs = self.units[idx].numpy() * scale[:, None]
+        mu_abs = at(self.units) * scale[:, None]
         tau = unit_timescales(self.lags, mu_abs)
         L, H = mu_abs.shape
         units = pd.DataFrame({"unit": np.tile(np.arange(H), L), "lag": np.repeat(self.lags, H),

@@ -49,9 +49,9 @@ def input_sensitivity(model: GatedRNN, x: Tensor, u: Tensor) -> Tensor:
 class MemoryAccumulator:
     """Per-lag sums of u . d y_hat_t / d x_{t-l} and of its absolute value over (sequence, t)."""
 
-    def __init__(self, lags: Sequence[int], T: int):
+    def __init__(self, lags: Sequence[int], T: int, device: torch.device | str = "cpu"):
         self.lags = np.asarray(lags, dtype=np.int64)
-        self.t, self.k, self.mask = receiving_times(torch.as_tensor(self.lags), T)
+        self.t, self.k, self.mask = receiving_times(torch.as_tensor(self.lags, device=device), T)  # on G's device
         self.sum = np.zeros(len(self.lags))
         self.abs = np.zeros(len(self.lags))
         self.count = np.zeros(len(self.lags))
@@ -73,7 +73,7 @@ def memory_checkpoint(*, checkpoint: str | Path, data_dir: str | Path, u: Sequen
     """The memory table (run keys, lag, m_mem, m_mem_abs) of one checkpoint on the diag split."""
     state = io.load_checkpoint(checkpoint, map_location=device)
     x_all = load_split(data_dir, "diag")[0][:sequences]
-    acc = MemoryAccumulator(lags, x_all.shape[1])
+    acc = MemoryAccumulator(lags, x_all.shape[1], device)
     if state.get("diverged"):
         table = acc.table().assign(m_mem=np.nan, m_mem_abs=np.nan)
     else:

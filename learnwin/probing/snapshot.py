@@ -103,7 +103,7 @@ def probe(
                 psi["diagonal"] = psi_diagonal(transport_d, lam.to(work), delta.to(work), v_moved)
         if "exact" in names:
             if exact is None:
-                exact = ExactAccumulator(lags, T, H, times_per_lag)
+                exact = ExactAccumulator(lags, T, H, times_per_lag, device=x.device)
             z = full_state(cell)(trace.hidden, trace.transported)
             n_matrix = min(B, max(0, exact_sequences - offset))
             psi_x = add_batch(exact, cell, x, z, lam.to(x.dtype), delta.to(x.dtype),

@@ -1,0 +1,154 @@
+"""Every stage runs on an accelerator: no tensor of a stage stays on the CPU where the model's live
+on the device, proven without a GPU.
+
+Each stage runs twice: on the CPU, and on a pretend CUDA device (tests/pretend_cuda.py: the
+``meta`` device stands in for ``cuda``, whose device guards the CPU build of torch lacks; values
+are computed by the CPU kernels and mixing a CPU tensor with a device one raises as on CUDA). The
+device run must not raise and must give the CPU run's tables, bit for bit: training
+(:func:`learnwin.models.train.train_run`), the snapshot under each transport, the memory curve and
+the Lyapunov spectrum of every workflow's cells (default: the five gated cells; linear cells; the
+stacks in their published blocks), and the budget and dataset recovery jobs with their snapshots.
+"""
+
+import contextlib
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from pretend_cuda import DeviceMismatch, pretend_cuda
+
+from learnwin.infra import io
+from learnwin.models.data import write_splits
+from learnwin.models.train import train_run
+from learnwin.probing.lyapunov import lyapunov_checkpoint
+from learnwin.probing.memory import memory_checkpoint
+from learnwin.probing.snapshot import snapshot_checkpoint
+from learnwin.stats.budget_job import budget_networks, budget_trainings
+from learnwin.stats.groundtruth_job import groundtruth_job, groundtruth_networks, groundtruth_snapshots
+
+DEVICE = "meta"  # the pretend CUDA device of tests/pretend_cuda.py
+TASK = dict(T=10, D=2, lags=[2, 4], coefs=[0.6, 0.4], noise_std=0.2, n_train=16, n_val=8, n_diag=8)
+MODEL = dict(hidden=3, layer_norm=True, const_s=0.2, gru_init_update=0.2, lstm_init_forget=0.8,
+             gate_init="official", state_size=2)
+STACK = dict(layers=2, block="published")
+TRAIN = dict(epochs=2, batch_size=8, grad_clip=1.0, r2_subset=8)
+OPTIM = dict(lr=0.01, weight_decay=1e-4)
+LAGS = [1, 3, 5]
+SNAP = dict(lags=LAGS, order=1, times_per_lag=4, directions=2, batch_size=4, keep_directions=False, keys={"seed": 2},
+            exact_sequences=4)
+#: (cell, model config): the default workflow's gated cells, linear cells, stacks in published blocks
+NETWORKS = [(m, {}) for m in ("const", "shared", "diag", "gru", "lstm", "lru", "s6")] + [
+    (m, STACK) for m in ("lstm", "rglru", "s6")]
+
+
+def on(device: str):
+    """The pretend device for ``DEVICE``, nothing for the CPU (the CPU reference runs as in the workflow)."""
+    return pretend_cuda() if device == DEVICE else contextlib.nullcontext()
+
+
+def test_pretend_device_raises_where_cuda_does():
+    """The guard itself: the mixes that crashed on the H200 raise, CUDA's allowed ones do not."""
+    with pretend_cuda():
+        a = torch.arange(12.0).reshape(3, 4).to(DEVICE)
+        i = torch.tensor([0, 2])
+        with pytest.raises(DeviceMismatch):
+            a.index_select(1, i)  # ExactAccumulator.matrix_batch's row index, at 01aafdf
+        with pytest.raises(DeviceMismatch):
+            torch.zeros(4, dtype=torch.float64).index_add_(0, i.to(DEVICE), a[0, :2].double())  # its sums
+        with pytest.raises(DeviceMismatch):
+            a * torch.ones(3, 4)  # MemoryAccumulator.add's mask
+        with pytest.raises(TypeError, match="numpy"):
+            a.numpy()
+        assert a.device.type == DEVICE and torch.arange(3, device=a.device).device == a.device
+        assert torch.equal((a * torch.tensor(2.0)).cpu(), torch.arange(12.0).reshape(3, 4) * 2)  # CPU scalar: allowed
+        assert torch.equal(a[:, i].cpu(), torch.tensor([[0.0, 2.0], [4.0, 6.0], [8.0, 10.0]]))  # CPU index: allowed
+        assert a.sum().item() == 66.0 and a.tolist()[2] == [8.0, 9.0, 10.0, 11.0]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def data_dir(tmp_path_factory):
+    """The splits of TASK; the module's tests on one thread (the same kernels on both devices)."""
+    path, threads = tmp_path_factory.mktemp("data"), torch.get_num_threads()
+    write_splits(2, TASK, path)
+    torch.set_num_threads(1)
+    yield path
+    torch.set_num_threads(threads)
+
+
+def train(data_dir, out_dir, model, config, device):
+    with on(device):
+        return train_run(data_dir=data_dir, out_dir=out_dir, model=model, optimizer="adamw", seed=3,
+                         model_config={**MODEL, **config}, optim_config=OPTIM, train_config=TRAIN,
+                         snapshot_epochs=["best"], device=device)
+
+
+def probes(checkpoint, data_dir, device) -> list[pd.DataFrame]:
+    """Snapshot tables under each transport alone and both, the memory curve and the Lyapunov spectrum."""
+    tables = []
+    with on(device):
+        for transport in ("diagonal", "exact", ["diagonal", "exact"]):
+            tables += snapshot_checkpoint(checkpoint=checkpoint, data_dir=data_dir, device=device, transport=transport,
+                                          **SNAP)
+        tables.append(memory_checkpoint(checkpoint=checkpoint, data_dir=data_dir, u=[0.6, 0.8], lags=LAGS,
+                                        batch_size=4, sequences=8, keys={}, device=device))
+        tables.append(lyapunov_checkpoint(checkpoint=checkpoint, data_dir=data_dir, sequences=4, batch_size=4, keys={},
+                                          device=device))
+    return tables
+
+
+def assert_same_state(a, b):
+    if isinstance(a, torch.Tensor):
+        assert type(b) is torch.Tensor and b.device.type == "cpu" and torch.equal(a, b)
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            assert_same_state(a[k], b[k])
+    elif isinstance(a, list | tuple):
+        assert len(a) == len(b) and all(assert_same_state(u, v) is None for u, v in zip(a, b))
+    else:
+        assert a == b or (a != a and b != b)  # NaN val_mse of none here; equal otherwise
+
+
+@pytest.mark.parametrize("model,config", NETWORKS, ids=[f"{m}{'-stack' if c else ''}" for m, c in NETWORKS])
+def test_every_stage_on_the_device_gives_the_cpu_tables(data_dir, tmp_path, model, config):
+    curves = {d: train(data_dir, tmp_path / d, model, config, d) for d in ("cpu", DEVICE)}
+    pd.testing.assert_frame_equal(curves[DEVICE], curves["cpu"], check_exact=True)
+    for name in ("best.pt", "final.pt"):  # saved from the device: CPU tensors, the CPU run's bits
+        assert_same_state(io.load_checkpoint(tmp_path / DEVICE / name), io.load_checkpoint(tmp_path / "cpu" / name))
+    checkpoint = tmp_path / "cpu" / "best.pt"
+    for dev_table, cpu_table in zip(probes(checkpoint, data_dir, DEVICE), probes(checkpoint, data_dir, "cpu"),
+                                    strict=True):
+        assert len(cpu_table) and np.isfinite(cpu_table.select_dtypes("number").to_numpy()).any()
+        pd.testing.assert_frame_equal(dev_table, cpu_table, check_exact=True)
+
+
+RECOVERY_TASK = dict(T=10, D=2, noise_std=0.2, n_diag=8)
+GT = dict(coef=0.5, n_test=16, n_perm=10, null_quantile=0.99)
+RECOVERY_SNAP = dict(lag_start=1, lag_stop=7, lag_step=2, order=1, times_per_lag=4, directions=2, batch_size=8,
+                     keep_directions=False, transport=["diagonal", "exact"], exact_sequences=4)
+JOB = dict(model="gru", optimizer="adamw", seed=3, lags=[1, 3, 5], task=RECOVERY_TASK, model_config=MODEL,
+           optim_config=dict(lr=0.05, weight_decay=1e-4), gt=GT)
+
+
+def recovery_tables(device: str) -> list[pd.DataFrame]:
+    """The budget protocol's job, networks and their snapshots; the dataset protocol's likewise."""
+    with on(device):
+        scores = budget_trainings(thresholds=[0.1, 0.3], budgets=[8, 16], batch_size=8, frontier_stop=0,
+                                  train_config=dict(grad_clip=1.0), device=device, **JOB)
+        nets = budget_networks(budgets=[8, 16], train_config=dict(grad_clip=1.0, batch_size=8), recorded=scores,
+                               device=device, **JOB)
+        budget = [scores, *groundtruth_snapshots(nets, task=RECOVERY_TASK, gt=GT, snapshot=RECOVERY_SNAP, device=device)]
+        run = dict(JOB, n_train=[16], steps=4, train_config=dict(batch_size=8, grad_clip=1.0))
+        scores, window = groundtruth_job(thresholds=[0.2], arm="main", device=device, **run)
+        nets = groundtruth_networks(recorded=scores, device=device, **run)
+        dataset = [scores, window, *groundtruth_snapshots(nets, task=RECOVERY_TASK, gt=GT, snapshot=RECOVERY_SNAP,
+                                                          device=device)]
+    return budget + dataset
+
+
+def test_budget_and_dataset_recovery_on_the_device_give_the_cpu_tables():
+    for dev_table, cpu_table in zip(recovery_tables(DEVICE), recovery_tables("cpu"), strict=True):
+        assert len(cpu_table)
+        pd.testing.assert_frame_equal(dev_table.drop(columns="seconds", errors="ignore"),
+                                      cpu_table.drop(columns="seconds", errors="ignore"), check_exact=True)
