@@ -6,17 +6,29 @@ set, or the dataset protocol (§10).
     python experiments/groundtruth_tables.py RESULTS_DIR --budget exploration  # snakemake recovery
     python experiments/groundtruth_tables.py RESULTS_DIR [--threshold 0.2]     # the dataset protocol
     python experiments/groundtruth_tables.py RESULTS_DIR --steps   # before the aggregate exists
+    python experiments/groundtruth_tables.py RESULTS_DIR --seed-level  # config/recovery-seedlevel.yaml
+
+``--seed-level``: the pre-registered seed-level tests of docs/method.md §10b ("Pre-registered: the
+seed as the unit", learnwin.stats.seedlevel) on a budget run's seed set (``--budget``, default
+exploration), optimizer ``--optimizer`` (default adamw), threshold ``--threshold`` (0.2): claim (d)
+on the truth (each seed's slope s of log N̂_emp on -log f, trained network, diagonal transport, d = s -
+kappa and its t-interval per model, the verdicts) and the fixed- against learned-gate growth of claim
+(b) (each seed's log-N slope b of H_emp, the model means and t-intervals, the group slopes, the
+ordering and its exact permutation p, Welch's one-sided tests of the six pairs with Holm's
+adjustment, the verdict), each seed's value printed.
 
 The budget protocol's tables (learnwin.infra.layout.BUDGET): the confirmatory test (the
-pre-registered variant first, then the secondary ones), H_emp(N) as mean ± sd over seeds, claim
-(b) (growth fits per model, the learned-gate against the fixed-gate group test), claim (d) (the
-slope of log N̂_emp against -log f beside kappa), and the cost per rule.
+pre-registered variant first, then the secondary ones, each with p_holm, its p Holm-adjusted within
+its family: the pre-registered row alone, the secondary rows together), H_emp(N) as mean ± sd over
+seeds, claim (b) (growth fits per model; each seed's log-N slope, the model means and the
+fixed- against learned-gate comparison with the seed as the unit), claim (d) (the slope of log
+N̂_emp against -log f beside kappa), and the cost per rule.
 
 
 The dataset protocol's, from the aggregate tables of learnwin.infra.layout.RECOVERY: the measured window H per
 (model, N) as mean ± sd over seeds with its censored count, at the primary threshold; the growth
 fits per (model, threshold) (H = a + b log N against H = a N^c, censoring-aware, Akaike weights,
-curvature in log N); the test of one common slope; the monotonicity and steps checks; the eps-free
+curvature in log N); each seed's log-N slope and the model means; the monotonicity and steps checks; the eps-free
 predicted growth against the measured one, the out-of-sample scores per prediction variant
 (networks, transport, noise), and the cost per rule from the benchmark TSVs.
 """
@@ -30,9 +42,11 @@ import numpy as np
 import pandas as pd
 
 from learnwin.infra import io, layout
-from learnwin.infra.registry import CELLS
-from learnwin.stats import groundtruth
+from learnwin.infra.registry import CELLS, Column
+from learnwin.stats import budget, groundtruth, growth, seedlevel
 from learnwin.stats.claims import markdown, number
+from learnwin.stats.intervals import t_interval
+from learnwin.stats.prediction import holm
 
 
 def _read(results: Path, name: str) -> pd.DataFrame:
@@ -124,8 +138,8 @@ def tables(results: str | Path, threshold: float) -> str:
            "### Growth of H with N (censoring-aware fits, Akaike weights, curvature in log N: seed mean, "
            "95 % Student t-interval over seeds)", "",
            markdown(_rounded(growth[[c for c in GROWTH_COLUMNS if c in growth]])), "",
-           "### One common log-N slope across models (likelihood-ratio test)", "",
-           markdown(_rounded(_read(results, "slopes"))), ""]
+           "### Each seed's log-N slope b (censoring-aware fit of H = a + b log N), per model", "",
+           markdown(slope_means(io.read_table(layout.under(results, layout.RECOVERY["slopes"]), "seed_growth"))), ""]
     mono = _read(results, "monotonicity")
     if len(mono):
         out += ["### Monotonicity: the full lag grid against bisection (holes below the largest learned lag)", "",
@@ -151,11 +165,14 @@ def budget_tables(results: str | Path, seed_set: str, threshold: float) -> str:
     """The budget protocol's tables of one seed set (docs/method.md §10b)."""
     results = Path(results)
 
-    def read(name):
-        return io.read_table(layout.under(results, layout.BUDGET[name].format(seed_set=seed_set)), "budget")
+    def path(name):
+        return layout.under(results, layout.BUDGET[name].format(seed_set=seed_set))
 
-    confirm = read("confirm").sort_values(["pre_registered", "threshold", "networks", "transport", "noise"],
-                                          ascending=[False, True, True, True, True])
+    def read(name):
+        return io.read_table(path(name), "budget")
+
+    confirm = with_holm(read("confirm")).sort_values(["pre_registered", "threshold", "networks", "transport", "noise"],
+                                                     ascending=[False, True, True, True, True])
     growth = read("growth")
     stems = {seed_set, *(f"seed{s}" for s in read("scores")["seed"].unique())}  # this seed set's jobs
     slope = read("learning_slope")
@@ -169,14 +186,117 @@ def budget_tables(results: str | Path, seed_set: str, threshold: float) -> str:
         "### Claim (b): growth of H_emp with N (censoring-aware fits, Akaike weights, curvature in log N: "
         "seed mean, 95 % Student t-interval over seeds)", "",
         markdown(_rounded(growth[[c for c in GROWTH_COLUMNS if c in growth]])), "",
-        "### Claim (b): learned-gate against fixed-gate cells (one log-N slope per group against one for all)", "",
-        markdown(_rounded(read("groups"))), "",
-        "### One common log-N slope across models (likelihood-ratio test)", "",
-        markdown(_rounded(read("slopes"))), "",
+        "### Claim (b): each seed's log-N slope b, per model, beside its group's slope (docs/method.md §10b)", "",
+        markdown(slope_means(io.read_table(path("slopes"), "seed_growth"))), "",
+        "### Claim (b): fixed- against learned-gate cells, the seed as the unit (docs/method.md §10b)", "",
+        markdown(_rounded(io.read_table(path("groups"), "seed_growth"))), "",
         f"### Claim (d): slope of log N̂_emp(l) against -log f(l), threshold {threshold}, beside kappa "
         "(slope_t_lo, slope_t_hi: the 95 % Student t-interval over seeds)", "",
         markdown(_rounded(slope)), "",
         "### Cost (benchmark TSVs)", "", markdown(cost(results, rules=BUDGET_RULES, stems=stems)), ""])
+
+
+def with_holm(confirm: pd.DataFrame) -> pd.DataFrame:
+    """The confirmatory table with p_holm: p_perm Holm-adjusted within its family (docs/method.md
+    §10b: the pre-registered row alone; the secondary rows, every other (threshold, networks,
+    transport, noise), together), the adjustment the quoted secondary rows carry."""
+    return confirm.assign(p_holm=confirm.groupby("pre_registered")["p_perm"].transform(holm))
+
+
+def _per_seed(g: pd.DataFrame, column: str, digits: int = 2) -> str:
+    """"seed: value" of each seed of one model, in seed order."""
+    return ", ".join(f"{int(r.seed)}: {number(getattr(r, column), digits)}" for r in g.sort_values("seed").itertuples())
+
+
+def _interval(lo, hi, digits: int = 2) -> str:
+    return f"[{number(lo, digits)}, {number(hi, digits)}]"
+
+
+def _models(table: pd.DataFrame) -> pd.DataFrame:
+    """``table``'s rows in registry order of its model column."""
+    order = {m: i for i, m in enumerate(CELLS)}
+    return table.sort_values("model", key=lambda c: c.map(order), kind="stable")
+
+
+def slope_means(per_seed: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, [optimizer,] threshold) of :func:`learnwin.stats.growth.seed_growth`'s table: each
+    seed's log-N slope b, their mean and 95 % t-interval over the seeds, and the group slope (the
+    mean of the group's model means) of the registry's expected growth (docs/method.md §10b)."""
+    keys = [c for c in ("optimizer", "threshold") if c in per_seed]
+    rows = []
+    for key, block in per_seed.groupby(keys, sort=True):
+        test = seedlevel.group_test(block, dict(Column("expected_growth")))
+        slope = test["models"].set_index("model")["group_slope"]
+        for model, g in block.groupby("model", sort=False):
+            mean, lo, hi, n = t_interval(g["b"])
+            rows.append({"model": model, **dict(zip(keys, key)), "b per seed": _per_seed(g, "b"), "n": n,
+                         "mean b": number(mean), "95 % t-interval": _interval(lo, hi),
+                         "group slope": number(slope.get(model, np.nan))})
+    return _models(pd.DataFrame(rows)) if rows else pd.DataFrame(rows)
+
+
+def seed_level_tables(results: str | Path, seed_set: str = "exploration", threshold: float = 0.2,
+                      optimizer: str = "adamw") -> str:
+    """The pre-registered seed-level tests of docs/method.md §10b ("Pre-registered: the seed as the
+    unit") on a budget run's seed set, from its window, learning_budget and network_H_N tables and
+    its jobs' envelopes (a run aggregated by any version of the budget protocol)."""
+    results = Path(results)
+
+    def read(name):
+        table = io.read_table(layout.under(results, layout.BUDGET[name].format(seed_set=seed_set)), "budget")
+        table = table[table["optimizer"] == optimizer]
+        if table.empty:
+            raise SystemExit(f"{results}: no {optimizer} rows in the {seed_set} seed set's {name} table")
+        return table[np.isclose(table["threshold"], threshold)] if "threshold" in table else table
+
+    window, lb = read("window"), read("learning_budget")
+    seeds = set(window["seed"])
+    envelope = pd.concat([io.read_table(p, "envelope") for p in
+                          layout.glob(results, layout.BUDGET_SNAPSHOT["envelope"], optimizer=optimizer)],
+                         ignore_index=True)
+    envelope = envelope[envelope["seed"].isin(seeds)]
+    alphas = budget.kappa_inputs(read("network_H_N"))
+    alphas = alphas[(alphas["epoch"] == "trained") & (alphas["transport"] == "diagonal")]
+    kappa = dict(zip(alphas["model"], budget.kappa_of(alphas["alpha"])))
+    s = budget.seed_slopes(lb, envelope)
+    s = s[(s["epoch"] == "trained") & (s["transport"] == "diagonal")]
+    d = seedlevel.kappa_test(s, kappa)
+    d_rows = [{"model": r.model, "kappa": number(r.kappa),
+               "s per seed": _per_seed(s[s["model"] == r.model], "slope"), "n": r.n_seeds, "mean s": number(r.s_mean),
+               "mean d = s - kappa": number(r.d_mean), "95 % t-interval of d": _interval(r.d_lo, r.d_hi),
+               "band ± kappa/2": f"± {number(r.band)}", "verdict": r.verdict} for r in d.itertuples()]
+    b = growth.seed_growth(window.rename(columns={"H_emp": "H"}))
+    test = seedlevel.group_test(b, dict(Column("expected_growth")))
+    models = test["models"].set_index("model")
+    label = {seedlevel.FIXED: "fixed gates", seedlevel.LEARNED: "learned gates"}
+    b_rows = [{"model": m, "group": label[models.loc[m, "group"]], "b per seed": _per_seed(g, "b"),
+               "n": int(models.loc[m, "n_seeds"]), "mean b": number(models.loc[m, "b_mean"]),
+               "95 % t-interval": _interval(models.loc[m, "b_lo"], models.loc[m, "b_hi"]),
+               "group slope": number(models.loc[m, "group_slope"])}
+              for m, g in b[b["model"].isin(models.index)].groupby("model", sort=False)]
+    pairs = test["pairs"].assign(**{c: ["< 0.0001" if v < 1e-4 else number(v, 4) for v in test["pairs"][c]]
+                                    for c in ("p_fixed_above", "holm_fixed_above", "p_learned_above", "holm_learned_above")})
+    sm = test["summary"]
+    head = f"seed set {seed_set} ({', '.join(map(str, sorted(seeds)))}), {optimizer}, threshold {threshold:g}"
+    return "\n".join([
+        f"## Seed-level tests in {results}, {head} (docs/method.md §10b, \"Pre-registered: the seed as the unit\")", "",
+        "Intervals: two-sided 95 % Student t-intervals over the seeds of a model (n - 1 degrees of freedom).", "",
+        "### Claim (d) on the truth: each seed's slope s of log N̂_emp(l) on -log f(l) (trained network, diagonal "
+        "transport), d = s - kappa", "",
+        markdown(_models(pd.DataFrame(d_rows))), "",
+        f"Claim (d) on the truth: **{seedlevel.kappa_overall(d['verdict'])}** (holds: every model consistent "
+        "with kappa; fails: every model differs from it; mixed otherwise).", "",
+        "### Claim (b), the groups: each seed's log-N slope b of H_emp(N) (censoring-aware fit of H = a + b ln N)", "",
+        markdown(_models(pd.DataFrame(b_rows))), "",
+        f"Group slopes: fixed gates ({sm['fixed']}) {number(sm['slope_fixed'])}, learned gates ({sm['learned']}) "
+        f"{number(sm['slope_learned'])}.", "",
+        "### Claim (b): Welch's one-sided t-tests of the (fixed, learned) pairs, Holm-adjusted over the pairs", "",
+        markdown(_rounded(pairs)), "",
+        f"(1) Ordering: {sm['ordering']} (exact permutation p over the {sm['n_assignments']} assignments: "
+        f"{number(sm['p_perm_fixed_above'], 3)} fixed above, {number(sm['p_perm_learned_above'], 3)} learned above). "
+        f"(2) Pairs at Holm-adjusted p < {seedlevel.P_PAIRS}: {sm['pairs_fixed_above']} of {sm['n_pairs']} fixed above, "
+        f"{sm['pairs_learned_above']} of {sm['n_pairs']} learned above.", "",
+        f"The lead (the fixed-gate cells gain more lags per e-fold of N than the learned-gate cells): **{sm['verdict']}**.", ""])
 
 
 def main(argv=None):
@@ -186,8 +306,14 @@ def main(argv=None):
     ap.add_argument("--steps", action="store_true", help="only the convergence check, from the per-job windows")
     ap.add_argument("--budget", choices=("exploration", "confirm"),
                     help="the budget protocol's tables of this seed set (docs/method.md §10b)")
+    ap.add_argument("--seed-level", action="store_true",
+                    help="the pre-registered seed-level tests of docs/method.md §10b on the --budget seed set "
+                         "(default exploration)")
+    ap.add_argument("--optimizer", default="adamw", help="the optimizer of the --seed-level tests")
     args = ap.parse_args(argv)
-    if args.budget:
+    if args.seed_level:
+        print(seed_level_tables(args.results, args.budget or "exploration", args.threshold, args.optimizer))
+    elif args.budget:
         print(budget_tables(args.results, args.budget, args.threshold))
     else:
         print(steps_table(args.results) if args.steps else tables(args.results, args.threshold))

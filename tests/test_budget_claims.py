@@ -1,7 +1,7 @@
 """Claims (b) and (d) of the window under a training budget and its confirmatory test (docs/method.md
-§10b) on synthetic tables with a known answer: the group test of the log-N growth slopes, the slope
-of log N̂_emp(l) against -log f(l) beside kappa = alpha / (alpha - 1), and the exact permutation
-test of the prediction's order."""
+§10b) on synthetic tables with a known answer: the slope of log N̂_emp(l) against -log f(l) beside
+kappa = alpha / (alpha - 1), and the exact permutation test of the prediction's order (the
+fixed- against learned-gate growth with the seed as the unit: tests/test_seedlevel.py)."""
 
 import itertools
 
@@ -12,65 +12,6 @@ from scipy import stats
 
 from learnwin.stats import prediction
 from learnwin.stats.budget import learning_slope, seed_slopes
-from learnwin.stats.growth import groups_differ
-
-GROUPS = {"const": "logarithmic", "shared": "logarithmic", "diag": "power", "gru": "power", "lstm": "power"}
-INTERCEPT = {"const": 1.0, "shared": 2.0, "diag": 0.5, "gru": 1.5, "lstm": 3.0}
-
-
-def window(slope, *, cap=np.inf, seed=0):
-    """5 seeds x N = 64 .. 65536: H = a_m + slope[group] log N + N(0, 0.1^2), censored at ``cap``."""
-    rng = np.random.default_rng(seed)
-    N = 2.0 ** np.arange(6, 17)
-    rows = []
-    for m, g in GROUPS.items():
-        for s in range(5):
-            H = INTERCEPT[m] + slope[g] * np.log(N) + rng.normal(0, 0.1, N.size)
-            rows.append(pd.DataFrame(dict(model=m, threshold=0.2, seed=s, N=N, H=np.minimum(H, cap), censored=H >= cap)))
-    return pd.concat(rows, ignore_index=True)
-
-
-@pytest.fixture(scope="module")
-def steeper():
-    """The power group grows 3x faster than the logarithmic group."""
-    return window({"logarithmic": 1.0, "power": 3.0})
-
-
-def test_groups_differ_detects_different_slopes(steeper):
-    out = groups_differ(steeper, GROUPS).iloc[0]
-    assert out["groups"] == "logarithmic: const, shared; power: diag, gru, lstm"
-    assert (out["n_models"], out["df"]) == (5, 1)
-    assert out["p_value"] < 1e-6
-    assert out["slope_logarithmic"] == pytest.approx(1.0, abs=0.1)
-    assert out["slope_power"] == pytest.approx(3.0, abs=0.1)
-
-
-def test_groups_differ_equal_slopes():
-    out = groups_differ(window({"logarithmic": 2.0, "power": 2.0}), GROUPS).iloc[0]
-    assert out["p_value"] > 0.01
-    assert out["slope_logarithmic"] == pytest.approx(2.0, abs=0.1)
-    assert out["slope_power"] == pytest.approx(2.0, abs=0.1)
-
-
-def test_groups_differ_censored():
-    w = window({"logarithmic": 1.0, "power": 3.0}, cap=30.0)
-    assert 0 < w["censored"].sum() < len(w)
-    out = groups_differ(w, GROUPS).iloc[0]
-    assert np.isfinite(out["lr"]) and out["p_value"] < 1e-6
-    assert out["slope_logarithmic"] == pytest.approx(1.0, abs=0.1)
-    assert out["slope_power"] == pytest.approx(3.0, abs=0.1)
-
-
-def test_groups_differ_subsets_and_one_group(steeper):
-    part = groups_differ(steeper, {"shared": "logarithmic", "gru": "power", "lstm": "power"}).iloc[0]
-    assert part["n_models"] == 3 and part["groups"] == "logarithmic: shared; power: gru, lstm"
-    assert part["p_value"] < 1e-6 and part["slope_logarithmic"] == pytest.approx(1.0, abs=0.1)
-    one = groups_differ(steeper, {"const": "all", "shared": "all"}).iloc[0]
-    assert one["df"] == 0 and one["lr"] == 0 and np.isnan(one["p_value"])
-    assert one["slope_all"] == pytest.approx(1.0, abs=0.1)
-    empty = groups_differ(steeper, {"other": "x"})
-    assert empty.empty and list(empty.columns) == ["threshold", "groups", "n_models", "slope_x", "lr", "df", "p_value"]
-
 
 LAGS = np.arange(1, 11)
 TAU, KAPPA = 4.0, 3.0  # alpha = 1.5

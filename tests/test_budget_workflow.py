@@ -18,7 +18,7 @@ from workflow_helpers import copy_workflow, scheduled, scheduled_jobs, snakemake
 
 from learnwin.infra import layout
 from learnwin.infra.io import read_table
-from learnwin.stats import prediction
+from learnwin.stats import growth, prediction
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +44,8 @@ def budget_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tables(budget_run) -> dict[str, pd.DataFrame]:
-    return {name: read_table(budget_run / path.format(seed_set="exploration"), "budget")
+    return {name: read_table(budget_run / path.format(seed_set="exploration"),
+                             "seed_growth" if name in layout.SEED_GROWTH else "budget")
             for name, path in layout.BUDGET.items()}
 
 
@@ -147,9 +148,22 @@ def test_claim_b_growth_and_the_group_test(tables):
     n_cens = tables["window"].groupby(["model", "threshold"])["censored"].sum()
     assert (g.set_index(["model", "threshold"])["n_censored"] == n_cens.reindex(
         g.set_index(["model", "threshold"]).index)).all()
-    assert len(groups) == len(THRESHOLDS) and (groups["df"] == 1).all()
-    assert set(groups["groups"]) == {"logarithmic: const; power: gru"}  # the registry's expected growth
-    assert (groups["p_value"].between(0, 1)).all() and (slopes["df"] == 1).all()
+    # claim (b)'s group comparison with the seed as the unit (docs/method.md §10b): each seed's
+    # log-N slope, recomputed from the window; the groups by the registry's expected growth
+    assert set(zip(slopes["model"], slopes["seed"], slopes["threshold"])) == set(
+        itertools.product(MODELS, SEEDS, np.float32(THRESHOLDS)))
+    assert (slopes["n_points"] == len(BUDGETS)).all()
+    w = tables["window"]
+    for r in slopes.itertuples():
+        one = w[(w["model"] == r.model) & (w["seed"] == r.seed) & (w["threshold"] == r.threshold)]
+        b = growth.fit_law("log", one["N"], one["H_emp"], one["censored"])["params"][1]
+        assert r.b == pytest.approx(b, rel=1e-5, abs=1e-5)
+    assert len(groups) == len(THRESHOLDS) and set(zip(groups["fixed"], groups["learned"])) == {("const", "gru")}
+    assert (groups["n_pairs"] == 1).all() and (groups["n_assignments"] == 2).all()
+    mean = slopes.groupby(["threshold", "model"])["b"].mean().unstack()
+    np.testing.assert_allclose(groups.set_index("threshold")[["slope_fixed", "slope_learned"]].to_numpy(),
+                               mean.loc[groups["threshold"], ["const", "gru"]].to_numpy(), rtol=1e-5)
+    assert set(groups["verdict"]) <= {"holds", "reversed", "not supported"}
 
 
 def test_claim_d_slope_recomputed_from_the_tables(budget_run, tables):

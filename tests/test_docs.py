@@ -5,6 +5,7 @@ every schema key with the schema's default."""
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -290,6 +291,84 @@ def findings_block(text: str) -> list[str]:
     """The README's lines after the findings marker, up to the first blank line."""
     after = text.split(FINDINGS, 1)[1].lstrip("\n").split("\n\n", 1)[0]
     return after.splitlines()
+
+
+# ---- one source for the findings: the README's lines checked against docs/results.md ----
+
+NUMBER = re.compile(r"\d+(?:\.\d+)?(?:/\d+)?")
+UNITS = ("per doubling", "per e-fold")
+#: What docs/results.md qualifies, which a README finding that speaks of it must carry too, by the
+#: finding's opening words: exceptions, qualifications and ranges (each also in the linked sections).
+MUST_CARRY = {
+    "**(a) does not hold": ("except", "2/3", "3/3", "diagonal-entries"),
+    "**(b) does not hold": ("for every model under per_lag noise with either transport", "under pooled noise"),
+    "**Where the transport is exact": ("0.54-1.69",),
+}
+
+
+def section_text(text: str, frag: str) -> str:
+    """The section of a markdown page whose heading's anchor is ``frag``, its subsections included."""
+    heads = list(re.finditer(r"^(#+) (.+?)\s*$", text, re.M))
+    for i, m in enumerate(heads):
+        if anchor(m[2]) == frag:
+            end = next((h.start() for h in heads[i + 1:] if len(h[1]) <= len(m[1])), len(text))
+            return text[m.start():end]
+    raise AssertionError(f"docs/results.md has no heading #{frag}")
+
+
+def _plain(text: str) -> str:
+    """Prose without link targets, code spans and section numbers (§10b), whose digits are no findings."""
+    return re.sub(r"\]\([^)]*\)|`[^`]*`|§\w+", " ", text)
+
+
+def finding_disagreements(readme: str, results: str) -> list[str]:
+    """Where a README finding differs from docs/results.md: a number absent from the sections it
+    links, a unit (per doubling, per e-fold) they do not use, a claim's exceptions (its "except"
+    and k/n counts in results.md's Findings) or a qualification of :data:`MUST_CARRY` left out."""
+    findings = section_text(results, "findings")
+    out = []
+    for line in findings_block(readme):
+        linked = "\n".join(section_text(results, f) for f in re.findall(r"\]\(docs/results\.md#([\w-]+)\)", line))
+        head = line[:60]
+        for n in sorted(set(NUMBER.findall(_plain(line))) - set(NUMBER.findall(_plain(linked)))):
+            out.append(f"{head}: {n} is in none of its linked sections")
+        out += [f"{head}: '{u}' where results.md does not say it" for u in UNITS if u in line and u not in linked]
+        for claim in re.findall(r"\*\*\(([a-d])\)", line):
+            bullet = re.search(rf"^- \*\*\({claim}\).*$", findings, re.M)
+            assert bullet, f"docs/results.md's Findings have no bullet for claim ({claim})"
+            wanted = re.findall(r"\d+/\d+", bullet[0]) + (["except"] if "except" in bullet[0] else [])
+            out += [f"{head}: claim ({claim})'s '{w}' of results.md left out" for w in dict.fromkeys(wanted)
+                    if w not in line]
+        for start, items in MUST_CARRY.items():
+            if line.startswith(f"- {start}"):
+                out += [f"{head}: '{item}' of results.md left out" for item in items if item not in line]
+                out += [f"MUST_CARRY's '{item}' is not in results.md's linked sections" for item in items
+                        if item not in linked]
+    return out
+
+
+def test_readme_findings_agree_with_the_results_page():
+    assert finding_disagreements(README.read_text(), RESULTS.read_text()) == []
+
+
+@pytest.mark.parametrize("old, new, why", [
+    (", except the AdamW LSTM under the diagonal transport (2/3) and, under the exact transport's diagonal-entries "
+     "functional, the AdamW ConstGate (2/3), SharedGate (3/3) and LSTM (2/3)",
+     ", under both transports and every functional of the exact one", "left out"),
+    ("for every model under per_lag noise with either transport; under pooled noise the power law wins only for the "
+     "AdamW DiagGate and SharedGate with the diagonal transport", "for every model", "left out"),
+    ("more lags per e-fold of N", "more lags per doubling", "per doubling"),
+    ("0.54-1.69", "0.54", "left out"),
+    ("tau-b 0.33, exact p = 0.125", "tau-b 0.33, exact p = 0.135", "0.135 is in none"),
+])
+def test_readme_findings_check_fails_on_each_disagreement(old, new, why):
+    """The disagreements a review found in the README (the exceptions of (a), (b)'s pooled-noise
+    qualification, "per doubling" for results.md's per e-fold, the LSTM stack's exact slope 1.69)
+    and a changed number, each planted alone in today's README."""
+    readme = README.read_text()
+    assert old in readme
+    found = finding_disagreements(readme.replace(old, new, 1), RESULTS.read_text())
+    assert found and all(why in f for f in found), found
 
 
 def test_readme_states_the_findings_with_a_link_each():

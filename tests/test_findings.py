@@ -36,6 +36,20 @@ def _verdicts(per_seed, transport="diagonal", functional="gamma"):
     return verdicts({k: t.assign(transport=transport, functional=functional) for k, t in per_seed.items()})
 
 
+@pytest.mark.parametrize("sgd, words", [("sgd", "plain SGD"), ("sgd_momentum", "SGD with momentum")])
+def test_claim_c_names_the_optimizers_it_compared(sgd, words):
+    """Claim (c)'s sentences name the run's optimizers (the default compares AdamW with SGD with
+    momentum, not plain SGD), in the detail and in the plain summary."""
+    per_seed = {k: t.assign(optimizer=t["optimizer"].replace("sgd", sgd)) for k, t in _per_seed(True).items()}
+    table = _verdicts(per_seed)
+    assert set(table.loc[table["claim"] == "c", "optimizer"]) == {f"adamw vs {sgd}"}
+    c = findings.sentences(table)[2]
+    assert c.startswith(f"(c) Optimizer (AdamW against {words}): 4 of 4 (model, check) rows hold")
+    assert findings.summary_sentences(table)[2].startswith(f"(c) Optimizer (AdamW against {words}) holds")
+    other = "plain SGD" if sgd == "sgd_momentum" else "SGD with momentum"
+    assert other not in c
+
+
 @pytest.mark.parametrize("hold", [True, False])
 def test_every_claim_holds_or_fails_and_the_sentences_count_it(hold):
     table = _verdicts(_per_seed(hold))

@@ -27,7 +27,8 @@ def recovery_run(smoke_run, tmp_path_factory):
 
 def check_recovery_outputs(work) -> None:
     """What the smoke config's recovery tables must hold (its sizes are in the constants above)."""
-    table = {name: read_table(work / path, "recovery") for name, path in layout.RECOVERY.items()}
+    table = {name: read_table(work / path, "seed_growth" if name in layout.SEED_GROWTH else "recovery")
+             for name, path in layout.RECOVERY.items()}
     w = table["window"]
     main = w[w["arm"] == "main"]
     assert len(main) == MODELS * SEEDS * len(N) * len(THRESHOLDS)

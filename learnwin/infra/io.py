@@ -36,6 +36,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "summary": 4,
     "recovery": 1,
     "budget": 1,
+    "seed_growth": 1,
     "memory": 1,
     "claims": 2,
     "lyapunov": 1,

@@ -58,6 +58,9 @@ BUDGET = {name: f"{ROOT}/recovery/budget/{{seed_set}}/{name}.parquet"
           for name in ("scores", "learning_budget", "window", "H_emp", "growth", "slopes", "groups",
                        "learning_slope", "network_H_N", "network_decay", "growth_prediction", "prediction",
                        "prediction_scores", "confirm")}
+#: The tables of RECOVERY and BUDGET written under schema ``seed_growth`` (each seed's log-N slope,
+#: the seed-level group comparison; docs/method.md §10b), the others under ``recovery`` / ``budget``.
+SEED_GROWTH = ("slopes", "groups")
 #: Stems of its figures (:func:`figure`), suffixed ``_{seed_set}``.
 BUDGET_FIGURES = ("budget_surface", "budget_window", "budget_N_hat")
 LOGS = f"{ROOT}/logs"

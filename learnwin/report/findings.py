@@ -24,8 +24,10 @@ from learnwin.stats.claims import NO_EXPECTATION, NOISE_ANY, holds_words, number
 from learnwin.stats.claims import markdown as md_table
 from learnwin.stats.decay import PRIMARY
 
-TITLES = {"a": "Envelope class", "b": "Growth of H_N in N", "c": "Optimizer (AdamW against plain SGD)",
-          "d": "Master law"}
+TITLES = {"a": "Envelope class", "b": "Growth of H_N in N", "c": "Optimizer", "d": "Master law"}
+#: How a sentence names the optimizers of claim (c)'s rows ("adamw vs sgd_momentum").
+OPTIMIZER_WORDS = {"adamw": "AdamW", "adam": "Adam", "sgd": "plain SGD", "sgd_momentum": "SGD with momentum",
+                   "rmsprop": "RMSprop"}
 #: Columns of the HTML verdict table, in order.
 HTML_COLUMNS = ["claim", "check", "model", "optimizer", "noise", "transport", "functional", "expected",
                 "verdict", "k/n", "holds", "per-seed values"]
@@ -63,6 +65,16 @@ def _rate(s: pd.DataFrame) -> str:
     return f"{int(s['holds'].sum())}/{len(s)}"
 
 
+def title(claim: str, g: pd.DataFrame) -> str:
+    """The claim's title; claim (c)'s names the optimizers its rows compare (e.g. "Optimizer (AdamW
+    against SGD with momentum)")."""
+    if claim != "c" or g.empty:
+        return TITLES[claim]
+    pairs = [" against ".join(OPTIMIZER_WORDS.get(o, o) for o in pair.split(" vs "))
+             for pair in pd.unique(g["optimizer"])]
+    return f"{TITLES[claim]} ({'; '.join(pairs)})"
+
+
 def summary_sentence(claim: str, g: pd.DataFrame) -> str:
     """One plain sentence for one claim's primary rows: how many hold, for which models everywhere,
     somewhere or nowhere, and the factors (transport, noise, optimizer) under which they hold at
@@ -70,7 +82,7 @@ def summary_sentence(claim: str, g: pd.DataFrame) -> str:
     scored = g[(g["expected"] != NO_EXPECTATION) & (g["n"] > 0)]
     empty = f" ({int((g['n'] == 0).sum())} rows without data)" if (g["n"] == 0).any() else ""
     if scored.empty:
-        return f"({claim}) {TITLES[claim]}: not scored, no expectation or no data for these cells."
+        return f"({claim}) {title(claim, g)}: not scored, no expectation or no data for these cells."
     by_model = scored.groupby("model", sort=False)["holds"].agg(["sum", "size"])
     every = [m for m, r in by_model.iterrows() if r["sum"] == r["size"]]
     none = [m for m, r in by_model.iterrows() if r["sum"] == 0]
@@ -92,7 +104,7 @@ def summary_sentence(claim: str, g: pd.DataFrame) -> str:
         tail = f"; the same under every {varied or 'scope'}"
     else:
         tail = ""
-    return f"({claim}) {TITLES[claim]} {verdict}: {_rate(scored)} rows{empty}, {'; '.join(where)}{tail}."
+    return f"({claim}) {title(claim, g)} {verdict}: {_rate(scored)} rows{empty}, {'; '.join(where)}{tail}."
 
 
 def summary_sentences(table: pd.DataFrame) -> list[str]:
@@ -151,7 +163,7 @@ def _claim_sentence(claim: str, g: pd.DataFrame, several_transports: bool) -> st
         held = (f"{int(scored['holds'].sum())} of {len(scored)} {unit} hold{scope}" if len(scored)
                 else f"not scored{scope}, no expectation for these cells")
         parts.append(f"{held}: {per_verdict}{extra}")
-    return f"({claim}) {TITLES[claim]}: " + "; ".join(parts) + "." + robustness(g)
+    return f"({claim}) {title(claim, g)}: " + "; ".join(parts) + "." + robustness(g)
 
 
 def sentences(table: pd.DataFrame) -> list[str]:

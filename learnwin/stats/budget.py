@@ -141,6 +141,13 @@ def kappa_inputs(network_h_n: pd.DataFrame) -> pd.DataFrame:
             .rename(columns={"pred_alpha": "alpha"}).reset_index(drop=True))
 
 
+def kappa_of(alpha) -> np.ndarray:
+    """The paper's slope of claim (d), kappa = alpha / (alpha - 1); NaN for alpha <= 1 (docs/method.md §10b)."""
+    alpha = np.asarray(alpha, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(alpha > 1, alpha / (alpha - 1), np.nan)
+
+
 def seed_slopes(learning_budget: pd.DataFrame, envelope: pd.DataFrame) -> pd.DataFrame:
     """One row per (model, optimizer, seed, epoch, transport, threshold): slope, the OLS slope of
     log N_hat on -log f over the lags neither left- nor right-censored with finite f > 0 (NaN with
@@ -174,5 +181,5 @@ def learning_slope(learning_budget: pd.DataFrame, envelope: pd.DataFrame, kappa:
         rows.append(dict(zip(SLOPE_KEYS, key), slope=slope, n_seeds=n, slope_t_lo=lo, slope_t_hi=hi))
     out = pd.DataFrame(rows, columns=[*SLOPE_KEYS, "slope", "n_seeds", "slope_t_lo", "slope_t_hi"])
     a = kappa[[*SLOPE_KEYS[:-1], "alpha"]]
-    a = a.assign(kappa=(a["alpha"] / (a["alpha"] - 1)).where(a["alpha"] > 1))
+    a = a.assign(kappa=kappa_of(a["alpha"]))
     return out.merge(a, on=SLOPE_KEYS[:-1], how="left", validate="many_to_one")

@@ -21,7 +21,8 @@ Per-seed measurements (:func:`measure`, one table per claim):
   does not count), power for diag, gru and lstm. The expectations of (a) and (b) are the cell
   registry's (:class:`learnwin.infra.registry.CellSpec`); a cell with none (a user's own) gets
   ``expected`` "none": its verdict is reported, never held, and :func:`claim_scores` leaves it out.
-- (c) optimizer, AdamW against plain SGD (``sgd``, else ``sgd_momentum``: both have Lambda = lr) with paired seeds: the spread of log tau_q,
+- (c) optimizer, AdamW against the run's SGD (plain ``sgd``, else ``sgd_momentum``: both have Lambda = lr;
+  the row's optimizer names which) with paired seeds: the spread of log tau_q,
   :func:`log_tau_iqr` (IQR over units; tau = inf counts as the largest values, NaN is left out),
   and tau_env = -1 / the OLS slope of log f on l over the lag grid (:func:`decay_length`; the
   envelope's decay length, comparable across decay classes). The val R^2 of each optimizer is

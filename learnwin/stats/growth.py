@@ -1,6 +1,6 @@
 """How the measured window grows with N (docs/method.md §10): censoring-aware fits of H(N) as
-a + b log N against a N^c, Akaike weights, the curvature against log N, and whether the
-architectures' slopes differ.
+a + b log N against a N^c, Akaike weights, the curvature against log N, and each seed's log-N
+slope.
 
 * **Likelihood (Tobit).** Gaussian residuals of common sigma around mu(N); a right-censored
   point (H >= c, the largest grid lag was learned) contributes log(1 - Phi((c - mu) / sigma)).
@@ -14,16 +14,14 @@ architectures' slopes differ.
   the seed is the unit); reported: the mean q over seeds, its Student t-interval over seeds
   (:func:`learnwin.stats.intervals.t_interval`, docs/method.md §10 "Intervals over seeds"), the
   seeds with a q and those with q > 0.
-* **Architectures.** Likelihood-ratio test of one common slope b (each model its own a and
-  sigma) against a slope per model under the log law: 2 (ll_separate - ll_common) against
-  chi^2 with (models - 1) degrees of freedom. :func:`groups_differ`: the same test of one common
-  slope against one slope per group of models (docs/method.md §10b, claim (b)).
+* **Per seed.** :func:`seed_growth`: the log law's slope b of each (model, threshold, seed), the
+  unit the architectures are compared on (:mod:`learnwin.stats.seedlevel`; docs/method.md §10b).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -176,55 +174,21 @@ def _block_fit(g: pd.DataFrame) -> dict:
     return growth_fit(g["N"], g["H"], g["censored"], g["seed"])
 
 
-def slopes_differ(window: pd.DataFrame) -> pd.DataFrame:
-    """Per threshold: the likelihood-ratio test of one common log-N slope across models, that is
-    :func:`groups_differ` with every model its own group (threshold, n_models, lr, df, p_value)."""
-    own = {m: m for m in sorted(window["model"].unique())}
-    return groups_differ(window, own)[["threshold", "n_models", "lr", "df", "p_value"]]
+def seed_growth(window: pd.DataFrame, *, map_fn: Callable = map) -> pd.DataFrame:
+    """The seed as the unit (docs/method.md §10b, "Pre-registered: the seed as the unit"): one row per
+    (model, [optimizer,] threshold, seed) of a table with model, threshold, seed, N, H, censored:
+    b, the log-N slope of H = a + b log N by the censored likelihood (:func:`fit_law`; NaN with
+    fewer than 2 distinct N), n_points and n_censored. ``map_fn`` maps over the blocks."""
+    keys = [c for c in ("model", "optimizer", "threshold", "seed") if c in window]
+    blocks = list(window.groupby(keys, sort=True))
+    slopes = list(map_fn(_seed_slope, [g for _, g in blocks]))
+    out = pd.DataFrame([key for key, _ in blocks], columns=keys)
+    return out.assign(b=np.asarray(slopes, dtype=float), n_points=[len(g) for _, g in blocks],
+                      n_censored=[int(g["censored"].sum()) for _, g in blocks])
 
 
-def groups_differ(window: pd.DataFrame, groups: Mapping[str, str]) -> pd.DataFrame:
-    """Per threshold: the likelihood-ratio test of one common log-N slope for every model against one
-    slope per group (docs/method.md §10b, claim (b)); ``groups`` maps model -> group, models absent
-    from it are left out. Every model keeps its own intercept and sigma. One row per threshold:
-    threshold, groups, n_models, slope_<group> (the group's common slope), lr, df (groups - 1), p_value."""
-    names = list(dict.fromkeys(groups.values()))
-    cols = ["threshold", "groups", "n_models", *(f"slope_{g}" for g in names), "lr", "df", "p_value"]
-    window = window[window["model"].isin(list(groups))]
-    rows = []
-    for thr, g in window.groupby("threshold", sort=True):
-        blocks = dict(list(g.groupby("model", sort=True)))
-        members = {k: [m for m in blocks if groups[m] == k] for k in names}
-        members = {k: v for k, v in members.items() if v}
-        fits = {k: _group_fit([blocks[m] for m in v]) for k, v in members.items()}
-        common = _common_slope_fit(list(blocks.values()))[0]
-        lr = max(2 * (sum(ll for ll, _ in fits.values()) - common), 0.0)
-        df = len(fits) - 1
-        rows.append(dict(threshold=thr, groups="; ".join(f"{k}: {', '.join(v)}" for k, v in members.items()),
-                         n_models=len(blocks), **{f"slope_{k}": fits[k][1] if k in fits else np.nan for k in names},
-                         lr=lr, df=df, p_value=float(stats.chi2.sf(lr, df)) if df > 0 else np.nan))
-    return pd.DataFrame(rows, columns=cols)
-
-
-def _group_fit(blocks) -> tuple[float, float]:
-    """(max log-likelihood, slope) of blocks sharing one slope; one block is its own log-law fit."""
-    if len(blocks) == 1:
-        fit = fit_law("log", blocks[0]["N"], blocks[0]["H"], blocks[0]["censored"])
-        return fit["loglik"], float(fit["params"][1])
-    return _common_slope_fit(blocks)
-
-
-def _common_slope_fit(blocks) -> tuple[float, float]:
-    """(max log-likelihood, b) with one slope b shared by every block (own intercept and sigma),
-    profiled over b."""
-    def neg(b):
-        total = 0.0
-        for blk in blocks:
-            x = np.log(blk["N"].to_numpy(float))
-            resid = blk["H"].to_numpy(float) - b * x
-            fit = fit_law("log", np.exp(np.zeros_like(x)), resid, blk["censored"].to_numpy(bool))
-            total += fit["loglik"]  # intercept-only fit: the design at N = 1 is (1, 0)
-        return -total
-    slopes = [fit_law("log", b["N"], b["H"], b["censored"])["params"][1] for b in blocks]
-    res = optimize.minimize_scalar(neg, bounds=(min(slopes) - 1, max(slopes) + 1), method="bounded")
-    return -float(res.fun), float(res.x)
+def _seed_slope(g: pd.DataFrame) -> float:
+    """b of the log law fitted to one (model, threshold, seed)'s H(N)."""
+    if g["N"].nunique() < 2:
+        return np.nan
+    return float(fit_law("log", g["N"], g["H"], g["censored"])["params"][1])

@@ -1,6 +1,7 @@
 """Adapter: rule aggregate_budget, the budget protocol's scores and same-network snapshots of one
 seed set (docs/method.md §10b) -> scores, learning_budget, window, H_emp (learnwin.stats.budget);
-growth, slopes, groups (claim (b), learnwin.stats.growth); learning_slope (claim (d));
+growth, slopes (each seed's log-N slope, learnwin.stats.growth), groups (claim (b) with the seed as
+the unit, learnwin.stats.seedlevel); learning_slope (claim (d));
 network_H_N, network_decay, growth_prediction, prediction, prediction_scores and confirm
 (learnwin.stats.prediction). The fits and variants run in forked processes, as many as the rule's
 threads; the tables do not depend on how many."""
@@ -9,9 +10,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pandas as pd
 
-from learnwin.infra import io, runtime
+from learnwin.infra import io, layout, runtime
 from learnwin.infra.registry import Column, load_cells
-from learnwin.stats import budget, growth, prediction
+from learnwin.stats import budget, growth, prediction, seedlevel
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 load_cells(snakemake.config["model"]["cells_module"])  # the expectations of a user's cells
@@ -24,8 +25,7 @@ window = budget.window_by_budget(learning_budget, params.budgets)
 h_emp = budget.window_over_seeds(window)
 truth = window.rename(columns={"H_emp": "H"})
 with ProcessPoolExecutor(snakemake.threads, mp_context=multiprocessing.get_context("fork")) as pool:
-    slopes, groups = (pool.submit(growth.slopes_differ, truth),
-                      pool.submit(growth.groups_differ, truth, dict(Column("expected_growth"))))
+    slopes = growth.seed_growth(truth, map_fn=pool.map)
     fits = growth.growth_table(truth, map_fn=pool.map)
     network_h_n, network_decay = prediction.network_stats(own["envelope"], own["psi"], own["total"],
                                                           alpha_cfg=params.alpha, window_cfg=params.window,
@@ -34,7 +34,7 @@ with ProcessPoolExecutor(snakemake.threads, mp_context=multiprocessing.get_conte
         prediction.measured_means(truth), fits, {name: (network_h_n, network_decay, name) for name in prediction.NETWORKS},
         optimizer=params.optimizer, primary=[tuple(prediction.CONFIRMATORY[k] for k in ("networks", "transport", "noise"))],
         map_fn=pool.map)
-    slopes, groups = slopes.result(), groups.result()
+groups = seedlevel.groups_table(slopes, dict(Column("expected_growth")))
 confirm = prediction.confirmatory_table(levels)
 learning_slope = budget.learning_slope(learning_budget, own["envelope"], budget.kappa_inputs(network_h_n))
 log.info("growth:\n%s\ngroups:\n%s\n(d):\n%s\nconfirm:\n%s", fits.to_string(), groups.to_string(),
@@ -43,4 +43,4 @@ tables = dict(scores=scores, learning_budget=learning_budget, window=window, H_e
               groups=groups, learning_slope=learning_slope, network_H_N=network_h_n, network_decay=network_decay,
               growth_prediction=growth_pred, prediction=levels, prediction_scores=pred_scores, confirm=confirm)
 for name, table in tables.items():
-    io.write_table(table, out[name], "budget")
+    io.write_table(table, out[name], "seed_growth" if name in layout.SEED_GROWTH else "budget")

@@ -1,7 +1,7 @@
 """Adapter: rule aggregate_recovery, the ground-truth jobs' tables, the snapshots of their own
-networks and the main run's H_N_agg and decay tables -> window, growth, slopes, monotonicity,
-steps_check, network_H_N, network_decay, growth_prediction, prediction, prediction_scores
-(learnwin.stats.groundtruth, growth, prediction). The growth fits per (model, threshold), the
+networks and the main run's H_N_agg and decay tables -> window, growth, slopes (each seed's log-N
+slope), monotonicity, steps_check, network_H_N, network_decay, growth_prediction, prediction,
+prediction_scores (learnwin.stats.groundtruth, growth, prediction). The growth fits per (model, threshold), the
 snapshots and the prediction variants run in forked processes, as many as the rule's threads; the
 tables do not depend on how many."""
 import multiprocessing
@@ -9,7 +9,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pandas as pd
 
-from learnwin.infra import io, runtime
+from learnwin.infra import io, layout, runtime
 from learnwin.stats import groundtruth, growth, prediction
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
@@ -22,7 +22,7 @@ own = {name: pd.concat([io.read_table(p, name) for p in inp[f"network_{name}"]],
 main_run = (io.read_table(inp.H_N_agg, "H_N"),
             pd.concat([io.read_table(p, "decay") for p in inp.decay], ignore_index=True), params.epoch)
 with ProcessPoolExecutor(snakemake.threads, mp_context=multiprocessing.get_context("fork")) as pool:
-    slopes = pool.submit(growth.slopes_differ, main)
+    slopes = growth.seed_growth(main, map_fn=pool.map)
     fits = growth.growth_table(main, map_fn=pool.map)
     network_h_n, network_decay = prediction.network_stats(own["envelope"], own["psi"], own["total"],
                                                           alpha_cfg=params.alpha, window_cfg=params.window,
@@ -30,7 +30,6 @@ with ProcessPoolExecutor(snakemake.threads, mp_context=multiprocessing.get_conte
     growth_pred, levels, pred_scores = prediction.prediction_tables(
         prediction.measured_means(main), fits, {**{name: (network_h_n, network_decay, name) for name in prediction.NETWORKS},
                        "main_run": main_run}, optimizer=params.optimizer, map_fn=pool.map)
-    slopes = slopes.result()
 log.info("growth:\n%s\nslopes:\n%s\nscores:\n%s", fits.to_string(), slopes.to_string(),
          pred_scores.to_string())
 tables = dict(scores=scores, window=window, growth=fits, slopes=slopes,
@@ -39,4 +38,4 @@ tables = dict(scores=scores, window=window, growth=fits, slopes=slopes,
               network_decay=network_decay, growth_prediction=growth_pred,
               prediction=levels, prediction_scores=pred_scores)
 for name, table in tables.items():
-    io.write_table(table, out[name], "recovery")
+    io.write_table(table, out[name], "seed_growth" if name in layout.SEED_GROWTH else "recovery")
