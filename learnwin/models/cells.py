@@ -51,7 +51,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from learnwin.infra.registry import BLOCKS, CELLS, block_name, load_cells
-from learnwin.models import bptt
+from learnwin.models import bptt, fused
 from learnwin.models.stack import Stack
 from learnwin.models.trace import Trace
 
@@ -233,7 +233,7 @@ class ConstGate(GatedCell):
         self.W_h = _orthogonal(hidden_size, hidden_size)
 
     def fast_forward(self, x):
-        hidden = bptt.GateScan.apply(*bptt.projection(self, x), self.recurrent(), self.s,
+        hidden = fused.pick(bptt.GateScan, x).apply(*bptt.projection(self, x), self.recurrent(), self.s,
                                      *bptt.layer_norm(self.norm))
         return hidden, hidden
 
@@ -399,7 +399,7 @@ class GRU(GatedCell):
         return J
 
     def fast_forward(self, x):
-        hidden = bptt.GRUScan.apply(*bptt.projection(self, x), self.recurrent(), self.U_h,
+        hidden = fused.pick(bptt.GRUScan, x).apply(*bptt.projection(self, x), self.recurrent(), self.U_h,
                                     *bptt.layer_norm(self.norm))
         return hidden, hidden
 
@@ -478,7 +478,7 @@ class LSTM(GatedCell):
         return J
 
     def fast_forward(self, x):
-        return bptt.LSTMScan.apply(*bptt.projection(self, x), self.recurrent(), *bptt.layer_norm(self.norm))
+        return fused.pick(bptt.LSTMScan, x).apply(*bptt.projection(self, x), self.recurrent(), *bptt.layer_norm(self.norm))
 
     def state_of(self, hidden, transported):
         return (hidden, transported, torch.zeros_like(hidden))  # h, c, e = o (1 - tanh^2 c): trace only
