@@ -129,9 +129,10 @@ def best_ms(steps, repeats, rounds, device):
     return best
 
 
-def fused_mode(device):
-    """The fused step's mode on ``device``: its default there, else compiled steps without graphs."""
-    return fused.DEFAULT.get(device.type, fused.Mode(compile=True, graph=False))
+FUSED_MODES = {"cuda": {"fused": fused.DEFAULT["cuda"], "graph only": fused.Mode(compile=False, graph=True)},
+               "cpu": {"fused": fused.Mode(compile=True, graph=False)}}
+"""The fused step's columns per device type: its mode there (the CPU: compiled steps, no graphs) and,
+on CUDA, the CUDA graphs of uncompiled steps (what the compilation adds)."""
 
 
 def fused_difference(model, x, y, mode) -> float:
@@ -165,31 +166,32 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
     off = "nn.LSTM no cuDNN" if device.type == "cuda" else "nn.LSTM no oneDNN"
     steps = {"nn.LSTM": stepper(lstm, x, y), off: stepper(lstm, x, y, lambda: library_off(device)),
              "nn.GRU": stepper(TorchRNN("GRU", D, H).to(device), x, y)}
-    mode, ref, worst = fused_mode(device), device.type == "cpu", 0.0
+    modes, ref, worst = FUSED_MODES[device.type], device.type == "cpu", 0.0
     for m in models:
         model = build_model(m, D, H).to(device)
         steps[m] = stepper(model, x, y, lambda: fused.use(None))
-        if m in GATED:
+        for col, mode in modes.items() if m in GATED else ():
             diff = fused_difference(model, x, y, mode)
             worst = max(worst, diff)
-            print(f"{m}: fused {mode} - fast path, max abs difference {diff:.2e}", flush=True)
-            steps[m + " fused"] = stepper(model, x, y, lambda: fused.use(mode))
+            print(f"{m}: {col} {mode} - fast path, max abs difference {diff:.2e}", flush=True)
+            steps[f"{m} {col}"] = stepper(model, x, y, lambda mode=mode: fused.use(mode))
         if ref:
             steps[m + " ref"] = stepper(model, x, y, reference=True)
         if before is not None and m in GATED:
             steps[m + " before"] = stepper(Before(model, before), x, y, lambda: fused.use(None))
     best = best_ms(steps, repeats, rounds, device)
     base = best["nn.LSTM"]
-    cols = [("fast ms", ""), ("fused ms", " fused")] + ([("ref ms", " ref")] if ref else [])
+    cols = [("fast ms", "")] + [(f"{c} ms", f" {c}") for c in modes] + ([("ref ms", " ref")] if ref else [])
     extra = f" {'before ms':>10s} {'after/before':>13s}" if before is not None else ""
-    print(f"{'cell':17s}" + "".join(f" {c:>9s} {'x nn.LSTM':>10s}" for c, _ in cols) + extra)
+    width = [max(9, len(c)) for c, _ in cols]
+    print(f"{'cell':17s}" + "".join(f" {c:>{w}s} {'x nn.LSTM':>10s}" for (c, _), w in zip(cols, width)) + extra)
     for name in ("nn.LSTM", off, "nn.GRU"):
         print(f"{name:17s} {best[name]:9.2f} {best[name] / base:10.2f}")
     for m in models:
         row = ""
-        for _, suffix in cols:
+        for (_, suffix), w in zip(cols, width):
             ms = best.get(m + suffix)
-            row += f" {'-':>9s} {'-':>10s}" if ms is None else f" {ms:9.2f} {ms / base:10.2f}"
+            row += f" {'-':>{w}s} {'-':>10s}" if ms is None else f" {ms:{w}.2f} {ms / base:10.2f}"
         if before is not None and m in GATED:
             row += f" {best[m + ' before']:10.2f} {best[m] / best[m + ' before']:13.2f}"
         print(f"{m:17s}{row}", flush=True)

@@ -38,7 +38,8 @@ gate weights at zero with bias logit(const_s) (the official code skips them), so
 shared and diag the two inits are the same parameters. Speed: all input
 projections are one matmul over the whole sequence, and the recurrent matmuls of a step are
 fused into one. Training (grad mode on) runs through the hand-written BPTT of
-:mod:`learnwin.models.bptt`; the step-by-step scan here is the reference path (see ``forward``).
+:mod:`learnwin.models.bptt`, on CUDA through its fused twin (:mod:`learnwin.models.fused`, chosen per
+device by ``fused.pick``); the step-by-step scan here is the reference path (see ``forward``).
 """
 
 from __future__ import annotations
