@@ -146,13 +146,21 @@ def _stack(steps: list) -> Tensor | None:
     return None if steps[0] is None else torch.stack(steps)
 
 
-def gate_forward(step, xproj, uT, s, ln_w, ln_b, eps):
-    h = xproj.new_zeros(xproj.shape[1], uT.shape[0])
-    hs, kept = [h], []
+def _scan(step, xproj: Tensor, H: int, fixed: tuple, states: int = 1) -> tuple:
+    """The forward ``step`` over time from zero states, ``step(xp_t, *states, *fixed) -> (*states,
+    *kept)``: each state stacked (T + 1, B, H), the zero initial state first, then each kept output
+    stacked (None stays None)."""
+    carry = (xproj.new_zeros(xproj.shape[1], H),) * states
+    path, kept = [carry], []
     for xp in xproj.unbind(0):
-        h, *k = step(xp, h, uT, s, ln_w, ln_b, eps)
-        hs.append(h), kept.append(k)
-    return (torch.stack(hs), *(_stack(list(v)) for v in zip(*kept)))
+        out = step(xp, *carry, *fixed)
+        carry = out[:states]
+        path.append(carry), kept.append(out[states:])
+    return (*(torch.stack(v) for v in zip(*path)), *(_stack(list(v)) for v in zip(*kept)))
+
+
+def gate_forward(step, xproj, uT, s, ln_w, ln_b, eps):
+    return _scan(step, xproj, uT.shape[0], (uT, s, ln_w, ln_b, eps))
 
 
 def gate_backward(step, grad_h, u, s, ln_w, ln_b, eps, hs, a, gate, g, mean, rstd):
@@ -162,16 +170,12 @@ def gate_backward(step, grad_h, u, s, ln_w, ln_b, eps, hs, a, gate, g, mean, rst
         das[t], dys[t], dh = step(dh, grad_h[max(t - 1, 0)], hs[t], a[t], None if gate is None else gate[t],
                                   g[t], _at(mean, t), _at(rstd, t), u, s, ln_w, ln_b, eps)
     da, dy = torch.stack(das), torch.stack(dys)
-    return (da, bptt._outer(da, hs[:-1]), *bptt._ln_param_grads(dy, a, *_steps(mean, rstd), bptt._ln_args(ln_w, ln_b, eps)))
+    gw, gb = bptt._ln_param_grads(dy, a, *_steps(mean, rstd), bptt._ln_args(ln_w, ln_b, eps))
+    return da, bptt._outer(da, hs[:-1]), None, gw, gb  # None: s, a fixed leak or not an input
 
 
 def gru_forward(step, xproj, uzrT, uhT, ln_w, ln_b, eps):
-    h = xproj.new_zeros(xproj.shape[1], uhT.shape[0])
-    hs, kept = [h], []
-    for xp in xproj.unbind(0):
-        h, *k = step(xp, h, uzrT, uhT, ln_w, ln_b, eps)
-        hs.append(h), kept.append(k)
-    return (torch.stack(hs), *(_stack(list(v)) for v in zip(*kept)))
+    return _scan(step, xproj, uhT.shape[0], (uzrT, uhT, ln_w, ln_b, eps))
 
 
 def gru_backward(step, grad_h, u_zr, u_h, ln_w, ln_b, eps, hs, zr, ah, q, g, mean, rstd):
@@ -186,13 +190,7 @@ def gru_backward(step, grad_h, u_zr, u_h, ln_w, ln_b, eps, hs, zr, ah, q, g, mea
 
 
 def lstm_forward(step, xproj, uT, ln_w, ln_b, eps):
-    h = xproj.new_zeros(xproj.shape[1], uT.shape[0])
-    hs, cs, kept = [h], [h], []
-    c = h
-    for xp in xproj.unbind(0):
-        h, c, *k = step(xp, h, c, uT, ln_w, ln_b, eps)
-        hs.append(h), cs.append(c), kept.append(k)
-    return (torch.stack(hs), torch.stack(cs), *(_stack(list(v)) for v in zip(*kept)))
+    return _scan(step, xproj, uT.shape[0], (uT, ln_w, ln_b, eps), states=2)
 
 
 def lstm_backward(step, grad_h, grad_c, u, ln_w, ln_b, eps, hs, cs, ifo, ag, g, tc, mean, rstd):
@@ -292,82 +290,49 @@ def run(loop, mode: Mode | None, *args):
 
 # -- the Functions: bptt's interface -----------------------------------------------------------------
 
-class FusedGateScan(torch.autograd.Function):
-    """bptt.GateScan through :func:`gate_forward` and :func:`gate_backward`."""
-
-    @staticmethod
-    def forward(ctx, x, w_in, b_in, u, s, ln_w, ln_b, eps):
-        ctx.set_materialize_grads(False)
-        ctx.mode = mode_for(x.device)  # the backward runs in the forward's mode
-        with torch.inference_mode():
-            ctx.x, xproj = bptt._project(x, w_in, b_in)
-            hs, *ctx.buffers = run(gate_forward, ctx.mode, xproj, u.T.contiguous(), s, ln_w, ln_b, eps)
-            ctx.hs = hs
-        ctx.save_for_backward(w_in, u, s, ln_w, ln_b)
-        ctx.eps = eps
-        return _visible(hs[1:])[0]
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_h):
-        w_in, u, s, ln_w, ln_b = ctx.saved_tensors
-        with torch.inference_mode():
-            da, *grads = run(gate_backward, ctx.mode, _time_major(grad_h), u, s, ln_w, ln_b, ctx.eps, ctx.hs,
-                             *ctx.buffers)
-        grads = bptt._normal(*grads)
-        return (*bptt._project_grads(ctx.needs_input_grad, da, ctx.x, w_in), grads[0], None, *grads[1:], None)
+def _forward(ctx, loop, x, w_in, b_in, mats: tuple, rest: tuple, states: int = 1) -> tuple:
+    """A fused Function's forward: the input projection (bptt._project), ``loop`` over time on the
+    transposed recurrent matrices ``mats`` and ``rest`` (the other inputs, eps last), in the mode of
+    x's device (kept for the backward); returns the ``states`` first outputs of the loop, (B, T, H)."""
+    ctx.set_materialize_grads(False)
+    ctx.mode = mode_for(x.device)
+    with torch.inference_mode():
+        ctx.x, xproj = bptt._project(x, w_in, b_in)
+        out = run(loop, ctx.mode, xproj, *(m.T.contiguous() for m in mats), *rest)
+    ctx.states, ctx.buffers, ctx.eps = out[:states], out[states:], rest[-1]
+    ctx.save_for_backward(w_in, *mats, *rest[:-1])
+    return _visible(*(v[1:] for v in ctx.states))
 
 
-class FusedGRUScan(torch.autograd.Function):
-    """bptt.GRUScan through :func:`gru_forward` and :func:`gru_backward`."""
-
-    @staticmethod
-    def forward(ctx, x, w_in, b_in, u_zr, u_h, ln_w, ln_b, eps):
-        ctx.set_materialize_grads(False)
-        ctx.mode = mode_for(x.device)  # the backward runs in the forward's mode
-        with torch.inference_mode():
-            ctx.x, xproj = bptt._project(x, w_in, b_in)
-            hs, *ctx.buffers = run(gru_forward, ctx.mode, xproj, u_zr.T.contiguous(), u_h.T.contiguous(),
-                                   ln_w, ln_b, eps)
-            ctx.hs = hs
-        ctx.save_for_backward(w_in, u_zr, u_h, ln_w, ln_b)
-        ctx.eps = eps
-        return _visible(hs[1:])[0]
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_h):
-        w_in, u_zr, u_h, ln_w, ln_b = ctx.saved_tensors
-        with torch.inference_mode():
-            da, *grads = run(gru_backward, ctx.mode, _time_major(grad_h), u_zr, u_h, ln_w, ln_b, ctx.eps, ctx.hs,
-                             *ctx.buffers)
-        return (*bptt._project_grads(ctx.needs_input_grad, da, ctx.x, w_in), *bptt._normal(*grads), None)
+def _backward(ctx, loop, *grads: Tensor) -> tuple:
+    """A fused Function's backward: ``loop`` on the outputs' time-major gradients ``grads``, the
+    saved inputs, eps, states and buffers; the input projection's gradients (bptt._project_grads)."""
+    w_in, *params = ctx.saved_tensors
+    with torch.inference_mode():
+        da, *out = run(loop, ctx.mode, *grads, *params, ctx.eps, *ctx.states, *ctx.buffers)
+    return (*bptt._project_grads(ctx.needs_input_grad, da, ctx.x, w_in), *bptt._normal(*out), None)
 
 
-class FusedLSTMScan(torch.autograd.Function):
-    """bptt.LSTMScan through :func:`lstm_forward` and :func:`lstm_backward`."""
+def _function(name: str, forward_loop, backward_loop, mats: int, states: int = 1) -> type:
+    """A fused Function with bptt's arguments: x, w_in, b_in, ``mats`` recurrent matrices, the rest
+    (eps last); ``states`` outputs (B, T, H)."""
 
-    @staticmethod
-    def forward(ctx, x, w_in, b_in, u, ln_w, ln_b, eps):
-        ctx.set_materialize_grads(False)
-        ctx.mode = mode_for(x.device)  # the backward runs in the forward's mode
-        with torch.inference_mode():
-            ctx.x, xproj = bptt._project(x, w_in, b_in)
-            hs, cs, *ctx.buffers = run(lstm_forward, ctx.mode, xproj, u.T.contiguous(), ln_w, ln_b, eps)
-            ctx.states = hs, cs
-        ctx.save_for_backward(w_in, u, ln_w, ln_b)
-        ctx.eps = eps
-        return _visible(hs[1:], cs[1:])
+    def forward(ctx, x, w_in, b_in, *rest):
+        out = _forward(ctx, forward_loop, x, w_in, b_in, rest[:mats], rest[mats:], states)
+        return out if states > 1 else out[0]
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_h, grad_c):
-        w_in, u, ln_w, ln_b = ctx.saved_tensors
+    def backward(ctx, *grads):
         like = ctx.states[0][1:]
-        with torch.inference_mode():
-            da, *grads = run(lstm_backward, ctx.mode, _time_major(grad_h, like), _time_major(grad_c, like), u,
-                             ln_w, ln_b, ctx.eps, *ctx.states, *ctx.buffers)
-        return (*bptt._project_grads(ctx.needs_input_grad, da, ctx.x, w_in), *bptt._normal(*grads), None)
+        return _backward(ctx, backward_loop, *(_time_major(g, like) for g in grads))
+
+    doc = f"bptt.{name} through :func:`{forward_loop.__name__}` and :func:`{backward_loop.__name__}`."
+    return type("Fused" + name, (torch.autograd.Function,),
+                {"__doc__": doc, "forward": staticmethod(forward), "backward": staticmethod(once_differentiable(backward))})
+
+
+FusedGateScan = _function("GateScan", gate_forward, gate_backward, mats=1)
+FusedGRUScan = _function("GRUScan", gru_forward, gru_backward, mats=2)
+FusedLSTMScan = _function("LSTMScan", lstm_forward, lstm_backward, mats=1, states=2)
 
 
 def _visible(*states: Tensor) -> tuple:
@@ -375,7 +340,7 @@ def _visible(*states: Tensor) -> tuple:
     return tuple(v.transpose(0, 1) for v in bptt._normal(*states))
 
 
-def _time_major(grad: Tensor | None, like: Tensor | None = None) -> Tensor:
+def _time_major(grad: Tensor | None, like: Tensor) -> Tensor:
     """An output's gradient (B, T, H) as a contiguous (T, B, H) tensor; zeros (like ``like``) for None."""
     return torch.zeros_like(like) if grad is None else grad.transpose(0, 1).contiguous()
 
