@@ -131,6 +131,12 @@ def test_graphed_loops_copy_inputs_in_and_outputs_out(name, monkeypatch):
             torch.testing.assert_close(u, v, rtol=0, atol=1e-10)
 
 
+def test_cuda_graphs_refuse_cpu_tensors():
+    model = _model("gru", 5, 3, torch.float64)
+    with fused.use(fused.Mode(compile=False, graph=True)), pytest.raises(ValueError, match="graph=False"):
+        model.cell(torch.zeros(2, 3, 3, dtype=torch.float64))
+
+
 def test_pick_per_device():
     x = torch.zeros(1, 1, 1)
     assert fused.pick(bptt.GRUScan, x) is bptt.GRUScan  # the CPU: bptt's path by default

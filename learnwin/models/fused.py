@@ -237,6 +237,9 @@ class CudaGraph:
 
     @staticmethod
     def capture(fn, args):
+        where = {a.device.type for a in args if isinstance(a, Tensor)}
+        if where != {"cuda"}:
+            raise ValueError(f"fused Mode(graph=True) needs CUDA tensors, got {sorted(where)}: use graph=False")
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
