@@ -88,6 +88,19 @@ def test_compiled_step_equals_fast_path():
     _assert_equal(_outputs(model, x, compiled), _outputs(model, x, None), 1e-5)
 
 
+@pytest.mark.parametrize("name", GATED)
+def test_every_step_function_traces_whole(name, monkeypatch):
+    """Each family's step functions trace as one graph each (fullgraph: no graph break, which would
+    fail the compilation on CUDA too), through dynamo and AOT autograd without kernel code
+    (``aot_eager``), float64, equal to the fast path to 1e-10."""
+    steps = {s: torch.compile(s, fullgraph=True, dynamic=False, backend="aot_eager") for s in fused.STEPS.values()}
+    monkeypatch.setattr(fused, "_compiled", steps)
+    T, B, D, H = SIZES["ragged"]
+    model = _model(name, H, D, torch.float64)
+    x = torch.randn(B, T, D, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    _assert_equal(_outputs(model, x, fused.Mode(compile=True, graph=False)), _outputs(model, x, None), 1e-10)
+
+
 class Replay:
     """A CPU stand-in for CUDA graphs with their semantics: the capture runs ``fn`` once on the
     static arguments; a replay reruns it on them and writes the results into the captured outputs."""
