@@ -2,24 +2,33 @@
 
 Every model steps with the workflow's optimizer (learnwin.models.train.make_optimizer: multi-tensor AdamW).
 
-Run: python benchmarks/train_step.py [--config config/config.yaml] [--repeats 10] [--rounds 5]
-                                     [--sizes default,medium,long,stacks] [--layers 2,4] [--before BPTT_FILE]
-Three sizes: the default experiment's (T, D, H, batch from the config), a medium one
-(T 256, H 128, batch 64), both with every cell, and a long one, the paper's T = 1536 with H 64 and
-batch 32, with the diagonal linear cells of docs/method.md §2b only (S6 with its default N = 16);
-1 thread; and stacks (docs/method.md §2c) at the default size: L = 2 and 4 layers (``--layers``) of
-every cell, in block ``stacked`` (layer i + 1 reads layer i's h, the shape of nn.LSTM(num_layers=L))
-and in its family's published block, as multiples of nn.LSTM(num_layers=L) in the same run
-(each layer's cell on its own fast path over the whole sequence). Each cell runs twice in the same process: the training fast path (hand-written BPTT,
-learnwin.models.bptt, for the gated cells; the chunked parallel scan, learnwin.models.scan, for
-the diagonal linear cells) and the step-by-step autograd reference path
-(``reference=True``); every implementation is timed once per round, interleaved, and the
-minimum over rounds is printed (the machine is shared). The ratio to nn.LSTM is what we
-track (target <= 2.5x, fast path).
+Run: python benchmarks/train_step.py [--device cpu] [--config config/config.yaml] [--repeats 10] [--rounds 5]
+                                     [--sizes ...] [--layers 2,4] [--before BPTT_FILE]
+Sizes (``--sizes``, comma-separated): ``default``, the default experiment's (T, D, H, batch from the
+config); ``medium`` (T 256, H 128, batch 64); ``replication``, the author's replication size (T 1024,
+D 16, H 128, batch 512), each with every cell; ``long``, the paper's T = 1536 with H 64 and batch 32,
+with the diagonal linear cells of docs/method.md §2b only (S6 with its default N = 16); and
+``stacks`` (docs/method.md §2c) at the default size: L = 2 and 4 layers (``--layers``) of every cell,
+in block ``stacked`` (layer i + 1 reads layer i's h, the shape of nn.LSTM(num_layers=L)) and in its
+family's published block, as multiples of nn.LSTM(num_layers=L) in the same run (each layer's cell on
+its own fast path over the whole sequence). Without ``--sizes``: default, medium, long and stacks on
+the CPU (1 thread); default and replication on CUDA.
 
-On CPU, nn.LSTM runs oneDNN's fused LSTM kernel (one call per layer, forward and backward);
-nn.GRU has no such kernel. The row "nn.LSTM no oneDNN" is the same module with oneDNN switched
-off: torch's own step-by-step loop of ATen ops (in C++), the kind of loop the cells run.
+``--device`` (cpu or cuda) is where everything runs. Each gated cell runs three ways in the same
+process: the training fast path (hand-written BPTT, learnwin.models.bptt; on CUDA without the fused
+step: ``fast``), the fused step (learnwin.models.fused in its mode for the device, on the CPU the
+compiled step functions: ``fused``) and, on the CPU, the step-by-step autograd reference path
+(``reference=True``: ``ref``). The diagonal linear cells run their chunked parallel scan
+(learnwin.models.scan) and reference. Before timing, each gated cell's fused step is checked against
+its fast path at the size timed (loss and every gradient, max abs difference printed; 1e-5 in
+float32, the run fails past it). Every implementation is timed once per round, interleaved, and the
+minimum over rounds is printed (the machine is shared); on CUDA each timing ends with a synchronize.
+The ratio to nn.LSTM is what we track.
+
+On CPU, nn.LSTM runs oneDNN's fused LSTM kernel (one call per layer, forward and backward); on CUDA,
+cuDNN's. nn.GRU has no such kernel on CPU. The row "nn.LSTM no oneDNN" (CPU) or "nn.LSTM no cuDNN"
+(CUDA) is the same module with that library switched off: torch's own step-by-step loop of ATen ops,
+the kind of loop the cells run.
 
 Before and after a change of the fast path, in one run: ``--before`` names an earlier version of
 learnwin/models/bptt.py (``git show REV:learnwin/models/bptt.py > before.py``), whose Functions are timed on the
@@ -27,7 +36,9 @@ same cells (through their ``fast_forward``), interleaved with the others; the ta
 """
 
 import argparse
+import contextlib
 import importlib.util
+import sys
 import time
 import types
 import warnings
@@ -37,9 +48,15 @@ import torch
 import yaml
 
 from learnwin.infra.registry import CELLS, MODELS
-from learnwin.models import bptt, cells
+from learnwin.models import bptt, cells, fused
 from learnwin.models.cells import GatedCell, build_model
 from learnwin.models.train import make_optimizer
+
+REPLICATION = {"T": 1024, "D": 16, "H": 128, "B": 512}
+"""The author's replication size (docs/performance.md, "Training step speed")."""
+
+FUSED_TOLERANCE = 1e-5
+"""Max abs difference of the fused step's loss and gradients from the fast path's (float32)."""
 
 
 class TorchRNN(torch.nn.Module):
@@ -75,11 +92,18 @@ def load_module(path):
     return module
 
 
-def stepper(model, x, y, onednn=True, **kw):
+def library_off(device):
+    """The context that switches off nn.LSTM's fused kernel: oneDNN on the CPU, cuDNN on CUDA."""
+    flags = torch.backends.cudnn.flags if device.type == "cuda" else torch.backends.mkldnn.flags
+    return flags(enabled=False)
+
+
+def stepper(model, x, y, context=contextlib.nullcontext, **kw):
+    """One training step of ``model`` on (x, y) under ``context()`` (a fused mode, a library switch)."""
     opt = make_optimizer("adamw", model.parameters(), {"lr": 1e-3, "weight_decay": 1e-4})  # as training
 
     def step():
-        with torch.backends.mkldnn.flags(enabled=onednn):
+        with context():
             opt.zero_grad(set_to_none=True)
             loss = torch.nn.functional.mse_loss(model(x, **kw), y)
             loss.backward()
@@ -90,64 +114,105 @@ def stepper(model, x, y, onednn=True, **kw):
     return step
 
 
-def best_ms(steps, repeats, rounds):
+def best_ms(steps, repeats, rounds, device):
     """ms per step of each stepper, the minimum over ``rounds`` interleaved rounds (the machine is shared)."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None
     best = dict.fromkeys(steps, float("inf"))
     for _ in range(rounds):
         for name, step in steps.items():
+            sync()
             t0 = time.perf_counter()
             for _ in range(repeats):
                 step()
+            sync()
             best[name] = min(best[name], 1e3 * (time.perf_counter() - t0) / repeats)
     return best
 
 
+FUSED_MODES = {"cuda": {"fused": fused.DEFAULT["cuda"], "graph only": fused.Mode(compile=False, graph=True)},
+               "cpu": {"fused": fused.Mode(compile=True, graph=False)}}
+"""The fused step's columns per device type: its mode there (the CPU: compiled steps, no graphs) and,
+on CUDA, the CUDA graphs of uncompiled steps (what the compilation adds)."""
+
+
+def fused_difference(model, x, y, mode) -> float:
+    """Max abs difference of the loss and every gradient (parameters and x) between the fused step
+    in ``mode`` and the fast path (learnwin.models.bptt)."""
+    out = []
+    for m in (mode, None):
+        with fused.use(m):
+            model.zero_grad(set_to_none=True)
+            xr = x.clone().requires_grad_()
+            loss = torch.nn.functional.mse_loss(model(xr), y)
+            loss.backward()
+        out.append([loss.detach(), xr.grad, *(p.grad for p in model.parameters())])
+    model.zero_grad(set_to_none=True)
+    return max((a - b).abs().max().item() for a, b in zip(*out))
+
+
 LINEAR = [m for m in MODELS if not issubclass(CELLS[m].load(), GatedCell)]
+GATED = [m for m in MODELS if m not in LINEAR]
 
 
-def table(T, D, H, B, repeats, rounds, before=None, models=MODELS):
-    """ms per step, the minimum over ``rounds`` interleaved rounds (the machine is shared)."""
+def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
+    """ms per step, the minimum over ``rounds`` interleaved rounds (the machine is shared); returns the
+    largest difference of a fused step from its fast path."""
     torch.manual_seed(0)
-    x, y = torch.randn(B, T, D), torch.randn(B, T)
-    print(f"\nT={T} D={D} H={H} batch={B}, 1 thread, torch {torch.__version__}, "
-          f"min over {rounds} rounds of {repeats} steps")
-    lstm = TorchRNN("LSTM", D, H)
-    steps = {"nn.LSTM": stepper(lstm, x, y), "nn.LSTM no oneDNN": stepper(lstm, x, y, onednn=False),
-             "nn.GRU": stepper(TorchRNN("GRU", D, H), x, y)}
+    x, y = torch.randn(B, T, D, device=device), torch.randn(B, T, device=device)
+    threads = f"{torch.get_num_threads()} thread" if device.type == "cpu" else torch.cuda.get_device_name(device)
+    print(f"\nT={T} D={D} H={H} batch={B}, {device.type}, {threads}, torch {torch.__version__}, "
+          f"min over {rounds} rounds of {repeats} steps", flush=True)
+    lstm = TorchRNN("LSTM", D, H).to(device)
+    off = "nn.LSTM no cuDNN" if device.type == "cuda" else "nn.LSTM no oneDNN"
+    steps = {"nn.LSTM": stepper(lstm, x, y), off: stepper(lstm, x, y, lambda: library_off(device)),
+             "nn.GRU": stepper(TorchRNN("GRU", D, H).to(device), x, y)}
+    modes, ref, worst = FUSED_MODES[device.type], device.type == "cpu", 0.0
     for m in models:
-        model = build_model(m, D, H)
-        steps[m] = stepper(model, x, y)
-        steps[m + " ref"] = stepper(model, x, y, reference=True)
-        if before is not None and m not in LINEAR:
-            steps[m + " before"] = stepper(Before(model, before), x, y)
-    best = best_ms(steps, repeats, rounds)
-    ref = best["nn.LSTM"]
+        model = build_model(m, D, H).to(device)
+        steps[m] = stepper(model, x, y, lambda: fused.use(None))
+        for col, mode in modes.items() if m in GATED else ():
+            diff = fused_difference(model, x, y, mode)
+            worst = max(worst, diff)
+            print(f"{m}: {col} {mode} - fast path, max abs difference {diff:.2e}", flush=True)
+            steps[f"{m} {col}"] = stepper(model, x, y, lambda mode=mode: fused.use(mode))
+        if ref:
+            steps[m + " ref"] = stepper(model, x, y, reference=True)
+        if before is not None and m in GATED:
+            steps[m + " before"] = stepper(Before(model, before), x, y, lambda: fused.use(None))
+    best = best_ms(steps, repeats, rounds, device)
+    base = best["nn.LSTM"]
+    cols = [("fast ms", "")] + [(f"{c} ms", f" {c}") for c in modes] + ([("ref ms", " ref")] if ref else [])
     extra = f" {'before ms':>10s} {'after/before':>13s}" if before is not None else ""
-    print(f"{'cell':17s} {'fast ms':>9s} {'x nn.LSTM':>10s} {'ref ms':>9s} {'x nn.LSTM':>10s}{extra}")
-    for name in ("nn.LSTM", "nn.LSTM no oneDNN", "nn.GRU"):
-        print(f"{name:17s} {best[name]:9.2f} {best[name] / ref:10.2f}")
+    width = [max(9, len(c)) for c, _ in cols]
+    print(f"{'cell':17s}" + "".join(f" {c:>{w}s} {'x nn.LSTM':>10s}" for (c, _), w in zip(cols, width)) + extra)
+    for name in ("nn.LSTM", off, "nn.GRU"):
+        print(f"{name:17s} {best[name]:9.2f} {best[name] / base:10.2f}")
     for m in models:
-        fast, slow = best[m], best[m + " ref"]
-        extra = ""
-        if before is not None and m not in LINEAR:
-            extra = f" {best[m + ' before']:10.2f} {fast / best[m + ' before']:13.2f}"
-        print(f"{m:17s} {fast:9.2f} {fast / ref:10.2f} {slow:9.2f} {slow / ref:10.2f}{extra}")
+        row = ""
+        for (_, suffix), w in zip(cols, width):
+            ms = best.get(m + suffix)
+            row += f" {'-':>{w}s} {'-':>10s}" if ms is None else f" {ms:{w}.2f} {ms / base:10.2f}"
+        if before is not None and m in GATED:
+            row += f" {best[m + ' before']:10.2f} {best[m] / best[m + ' before']:13.2f}"
+        print(f"{m:17s}{row}", flush=True)
+    return worst
 
 
-def stack_table(T, D, H, B, layers, repeats, rounds):
+def stack_table(T, D, H, B, layers, repeats, rounds, device):
     """ms per step of L-layer stacks against nn.LSTM(num_layers=L), minimum over interleaved rounds."""
     torch.manual_seed(0)
-    x, y = torch.randn(B, T, D), torch.randn(B, T)
-    print(f"\nstacks: T={T} D={D} H={H} batch={B}, 1 thread, torch {torch.__version__}, "
+    x, y = torch.randn(B, T, D, device=device), torch.randn(B, T, device=device)
+    print(f"\nstacks: T={T} D={D} H={H} batch={B}, {device.type}, torch {torch.__version__}, "
           f"min over {rounds} rounds of {repeats} steps")
     blocks = {m: list(dict.fromkeys(["stacked", CELLS[m].block])) for m in MODELS}  # published: the second
     steps = {}
     for L in layers:
-        steps[f"nn.LSTM L={L}"] = stepper(TorchRNN("LSTM", D, H, L), x, y)
+        steps[f"nn.LSTM L={L}"] = stepper(TorchRNN("LSTM", D, H, L).to(device), x, y)
         for m in MODELS:
             for block in blocks[m]:
-                steps[f"{m} L={L} {block}"] = stepper(build_model(m, D, H, layers=L, block=block), x, y)
-    best = best_ms(steps, repeats, rounds)
+                model = build_model(m, D, H, layers=L, block=block).to(device)
+                steps[f"{m} L={L} {block}"] = stepper(model, x, y)
+    best = best_ms(steps, repeats, rounds, device)
     print(f"{'network':28s} {'block':8s} {'ms':>9s} {'x nn.LSTM(L)':>13s}")
     for L in layers:
         ref = best[f"nn.LSTM L={L}"]
@@ -158,32 +223,48 @@ def stack_table(T, D, H, B, layers, repeats, rounds):
                 print(f"{f'{m} L={L}':28s} {block:8s} {ms:9.2f} {ms / ref:13.2f}")
 
 
+SIZES = {"cpu": "default,medium,long,stacks", "cuda": "default,replication"}
+"""The sizes timed without ``--sizes``, per device type."""
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu", choices=sorted(SIZES), help="where the models run")
     ap.add_argument("--config", default="config/config.yaml")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--sizes", default="default,medium,long,stacks",
-                    help="comma-separated: default, medium, long, stacks")
+    ap.add_argument("--sizes", help="comma-separated: default, medium, replication, long, stacks "
+                                    f"(without it: {SIZES})")
     ap.add_argument("--layers", default="2,4", help="comma-separated layer counts of the stacks table")
     ap.add_argument("--before", help="an earlier learnwin/models/bptt.py to time beside the current one")
     args = ap.parse_args()
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        sys.exit(f"--device cuda: torch {torch.__version__} sees no CUDA device")
     before = load_module(args.before) if args.before else None
     cfg = yaml.safe_load(open(args.config))
-    torch.set_num_threads(1)
+    if device.type == "cpu":
+        torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")  # printed by the flag switch
     D = cfg["task"]["D"]
-    sizes = args.sizes.split(",")
+    sizes = (args.sizes or SIZES[device.type]).split(",")
+    worst = 0.0
     if "default" in sizes:
-        table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"], args.repeats, args.rounds,
-              before)
+        worst = max(worst, table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"],
+                                 args.repeats, args.rounds, device, before))
     if "medium" in sizes:
-        table(256, D, 128, 64, max(args.repeats // 5, 1), args.rounds, before)
+        worst = max(worst, table(256, D, 128, 64, max(args.repeats // 5, 1), args.rounds, device, before))
+    if "replication" in sizes:  # the gated cells only (the diagonal linear cells: size long)
+        r = REPLICATION
+        repeats = args.repeats if device.type == "cuda" else max(args.repeats // 10, 1)
+        worst = max(worst, table(r["T"], r["D"], r["H"], r["B"], repeats, args.rounds, device, before, GATED))
     if "long" in sizes:
-        table(1536, D, 64, 32, max(args.repeats // 10, 1), args.rounds, models=LINEAR)
+        table(1536, D, 64, 32, max(args.repeats // 10, 1), args.rounds, device, models=LINEAR)
     if "stacks" in sizes:
         stack_table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"],
-                    [int(n) for n in args.layers.split(",")], max(args.repeats // 2, 1), args.rounds)
+                    [int(n) for n in args.layers.split(",")], max(args.repeats // 2, 1), args.rounds, device)
+    if worst > FUSED_TOLERANCE:
+        sys.exit(f"the fused step differs from the fast path by {worst:.2e} > {FUSED_TOLERANCE:g}")
 
 
 if __name__ == "__main__":

@@ -38,7 +38,8 @@ gate weights at zero with bias logit(const_s) (the official code skips them), so
 shared and diag the two inits are the same parameters. Speed: all input
 projections are one matmul over the whole sequence, and the recurrent matmuls of a step are
 fused into one. Training (grad mode on) runs through the hand-written BPTT of
-:mod:`learnwin.models.bptt`; the step-by-step scan here is the reference path (see ``forward``).
+:mod:`learnwin.models.bptt`, on CUDA through its fused twin (:mod:`learnwin.models.fused`, chosen per
+device by ``fused.pick``); the step-by-step scan here is the reference path (see ``forward``).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from learnwin.infra.registry import BLOCKS, CELLS, block_name, load_cells
-from learnwin.models import bptt
+from learnwin.models import bptt, fused
 from learnwin.models.stack import Stack
 from learnwin.models.trace import Trace
 
@@ -233,7 +234,7 @@ class ConstGate(GatedCell):
         self.W_h = _orthogonal(hidden_size, hidden_size)
 
     def fast_forward(self, x):
-        hidden = bptt.GateScan.apply(*bptt.projection(self, x), self.recurrent(), self.s,
+        hidden = fused.pick(bptt.GateScan, x).apply(*bptt.projection(self, x), self.recurrent(), self.s,
                                      *bptt.layer_norm(self.norm))
         return hidden, hidden
 
@@ -399,7 +400,7 @@ class GRU(GatedCell):
         return J
 
     def fast_forward(self, x):
-        hidden = bptt.GRUScan.apply(*bptt.projection(self, x), self.recurrent(), self.U_h,
+        hidden = fused.pick(bptt.GRUScan, x).apply(*bptt.projection(self, x), self.recurrent(), self.U_h,
                                     *bptt.layer_norm(self.norm))
         return hidden, hidden
 
@@ -478,7 +479,7 @@ class LSTM(GatedCell):
         return J
 
     def fast_forward(self, x):
-        return bptt.LSTMScan.apply(*bptt.projection(self, x), self.recurrent(), *bptt.layer_norm(self.norm))
+        return fused.pick(bptt.LSTMScan, x).apply(*bptt.projection(self, x), self.recurrent(), *bptt.layer_norm(self.norm))
 
     def state_of(self, hidden, transported):
         return (hidden, transported, torch.zeros_like(hidden))  # h, c, e = o (1 - tanh^2 c): trace only

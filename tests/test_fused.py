@@ -1,0 +1,162 @@
+"""The fused training step (learnwin.models.fused) against the fast path of learnwin.models.bptt."""
+
+import shutil
+
+import pytest
+import torch
+
+from learnwin.models import bptt, fused
+from learnwin.models.cells import build_model
+
+GATED = ["const", "shared", "diag", "gru", "lstm"]
+SIZES = {"default": (64, 32, 8, 32), "ragged": (13, 5, 3, 7)}  # T, batch, D, H (default: config/config.yaml)
+TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-5}
+EAGER = fused.Mode(compile=False, graph=False)
+
+
+def _model(name, H, D, dtype, layer_norm=True):
+    """Every parameter moved off its init (gates not at their constants, LayerNorm affine not 1, 0)."""
+    torch.manual_seed(0)
+    model = build_model(name, D, H, layer_norm=layer_norm).to(dtype)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    return model
+
+
+def _outputs(model, x, mode):
+    """States and the gradients of a loss on both states (the LSTM's c too) w.r.t. x and every parameter."""
+    cell = model.cell
+    gen = torch.Generator().manual_seed(5)
+    wh, wc = torch.randn(2, *x.shape[:2], cell.hidden_size, generator=gen, dtype=x.dtype)
+    xr = x.clone().requires_grad_()
+    with fused.use(mode):
+        h, c = cell(xr)
+    ((h * wh).sum() + (c.sin() * wc).sum()).backward()
+    out = {"h": h.detach(), "c": c.detach(), "x": xr.grad}
+    out.update({n: p.grad for n, p in cell.named_parameters()})
+    assert not any(v.is_inference() for v in out.values())  # an optimizer writes grads in place
+    cell.zero_grad(set_to_none=True)
+    return out
+
+
+def _assert_equal(fused_out, fast, tol):
+    """Equal to ``tol`` on the scale of each tensor: |fused - fast| <= tol max(1, max |fast|) (the
+    loss sums B T H terms, so a gradient's entries reach tens at the default size)."""
+    assert fused_out.keys() == fast.keys()
+    for n, v in fast.items():
+        scale = v.abs().max().item()
+        assert scale > 1e-4, n  # not a comparison of zeros
+        torch.testing.assert_close(fused_out[n], v, rtol=0, atol=tol * max(1.0, scale), msg=n)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("name", GATED)
+def test_fused_step_equals_fast_path(name, size, dtype, monkeypatch):
+    """Forward states and every gradient, default and ragged size: 1e-10 (float64), 1e-5 (float32)."""
+    T, B, D, H = SIZES[size]
+    model = _model(name, H, D, dtype)
+    x = torch.randn(B, T, D, generator=torch.Generator().manual_seed(2), dtype=dtype)
+    loops = []
+    real = fused.run
+    monkeypatch.setattr(fused, "run", lambda loop, *a: loops.append(loop.__name__) or real(loop, *a))
+    fused_out = _outputs(model, x, EAGER)
+    family = {"gru": "gru", "lstm": "lstm"}.get(name, "gate")
+    assert loops == [f"{family}_forward", f"{family}_backward"]
+    _assert_equal(fused_out, _outputs(model, x, None), TOLERANCE[dtype])
+    assert len(loops) == 2  # the fast path ran without the fused loops
+
+
+@pytest.mark.parametrize("name", GATED)
+def test_fused_step_without_layer_norm(name):
+    T, B, D, H = SIZES["ragged"]
+    model = _model(name, H, D, torch.float64, layer_norm=False)
+    x = torch.randn(B, T, D, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    _assert_equal(_outputs(model, x, EAGER), _outputs(model, x, None), 1e-10)
+
+
+@pytest.mark.skipif(not any(map(shutil.which, ("g++", "c++", "clang++"))),
+                    reason="torch.compile's CPU kernels need a C++ compiler; none on PATH")
+def test_compiled_step_equals_fast_path():
+    """The step functions under torch.compile (inductor's CPU kernels), on one small case: the LSTM,
+    the family with the most fused work per step."""
+    T, B, D, H = SIZES["ragged"]
+    model = _model("lstm", H, D, torch.float32)
+    x = torch.randn(B, T, D, generator=torch.Generator().manual_seed(4))
+    compiled = fused.Mode(compile=True, graph=False)
+    _assert_equal(_outputs(model, x, compiled), _outputs(model, x, None), 1e-5)
+
+
+@pytest.mark.parametrize("name", GATED)
+def test_every_step_function_traces_whole(name, monkeypatch):
+    """Each family's step functions trace as one graph each (fullgraph: no graph break, which would
+    fail the compilation on CUDA too), through dynamo and AOT autograd without kernel code
+    (``aot_eager``), float64, equal to the fast path to 1e-10."""
+    steps = {s: torch.compile(s, fullgraph=True, dynamic=False, backend="aot_eager") for s in fused.STEPS.values()}
+    monkeypatch.setattr(fused, "_compiled", steps)
+    T, B, D, H = SIZES["ragged"]
+    model = _model(name, H, D, torch.float64)
+    x = torch.randn(B, T, D, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    _assert_equal(_outputs(model, x, fused.Mode(compile=True, graph=False)), _outputs(model, x, None), 1e-10)
+
+
+class Replay:
+    """A CPU stand-in for CUDA graphs with their semantics: the capture runs ``fn`` once on the
+    static arguments; a replay reruns it on them and writes the results into the captured outputs."""
+
+    captures = 0
+
+    @classmethod
+    def capture(cls, fn, args):
+        cls.captures += 1
+        outs = fn(*args)
+
+        def replay():
+            for o, new in zip(outs, fn(*args)):
+                if o is not None:
+                    o.copy_(new)
+
+        return outs, replay
+
+
+@pytest.mark.parametrize("name", ["const", "gru", "lstm"])
+def test_graphed_loops_copy_inputs_in_and_outputs_out(name, monkeypatch):
+    """Two forward passes on different inputs before either backward (as in a stack of two layers):
+    each pass and gradient equals the fast path's, from one capture per loop."""
+    monkeypatch.setattr(fused, "GRAPH_BACKEND", Replay)
+    monkeypatch.setattr(fused, "_graphed", {})
+    monkeypatch.setattr(Replay, "captures", 0)
+    T, B, D, H = SIZES["ragged"]
+    model = _model(name, H, D, torch.float64)
+    gen = torch.Generator().manual_seed(6)
+    xs = [torch.randn(B, T, D, generator=gen, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+    w = torch.randn(2, B, T, H, generator=gen, dtype=torch.float64)
+    results = {}
+    for mode in (fused.Mode(compile=False, graph=True), None):
+        with fused.use(mode):
+            hs = [model.cell(x)[0] for x in xs]
+        grads = [torch.autograd.grad((h * wi).sum(), [x, *model.cell.parameters()]) for h, wi, x in zip(hs, w, xs)]
+        results[mode] = hs, grads
+    assert Replay.captures == 2  # the forward loop and the backward loop, once each
+    for a, b in zip(*results.values()):
+        for u, v in zip(a, b):
+            torch.testing.assert_close(u, v, rtol=0, atol=1e-10)
+
+
+def test_cuda_graphs_refuse_cpu_tensors():
+    model = _model("gru", 5, 3, torch.float64)
+    with fused.use(fused.Mode(compile=False, graph=True)), pytest.raises(ValueError, match="graph=False"):
+        model.cell(torch.zeros(2, 3, 3, dtype=torch.float64))
+
+
+def test_pick_per_device():
+    x = torch.zeros(1, 1, 1)
+    assert fused.pick(bptt.GRUScan, x) is bptt.GRUScan  # the CPU: bptt's path by default
+    assert fused.mode_for(torch.device("cuda")) == fused.Mode(compile=True, graph=True)
+    with fused.use(EAGER):
+        assert fused.pick(bptt.GateScan, x) is fused.FusedGateScan
+        assert fused.pick(bptt.LSTMScan, x) is fused.FusedLSTMScan
+        with fused.use(None):
+            assert fused.pick(bptt.LSTMScan, x) is bptt.LSTMScan
+    assert fused.pick(bptt.LSTMScan, x) is bptt.LSTMScan
