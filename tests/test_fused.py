@@ -160,3 +160,15 @@ def test_pick_per_device():
         with fused.use(None):
             assert fused.pick(bptt.LSTMScan, x) is bptt.LSTMScan
     assert fused.pick(bptt.LSTMScan, x) is bptt.LSTMScan
+
+
+def test_the_environment_switch_turns_the_cuda_default_off(monkeypatch):
+    monkeypatch.setenv(fused.ENV, "off")
+    assert fused.mode_for(torch.device("cuda")) is None
+    with fused.use(EAGER):  # an explicit use() still wins
+        assert fused.mode_for(torch.device("cuda")) == EAGER
+    monkeypatch.setenv(fused.ENV, "auto")
+    assert fused.mode_for(torch.device("cuda")) == fused.Mode(compile=True, graph=True)
+    monkeypatch.setenv(fused.ENV, "yes")
+    with pytest.raises(ValueError, match="LEARNWIN_FUSED='yes'"):
+        fused.mode_for(torch.device("cuda"))

@@ -24,6 +24,7 @@ float32, forward and every gradient). On the CPU the fused step does not win
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import NamedTuple
 
 import torch
@@ -45,6 +46,10 @@ DEFAULT = {"cuda": Mode(compile=True, graph=True)}
 
 _forced: list = []  # the stack of :func:`use`
 
+ENV = "LEARNWIN_FUSED"
+"""Environment switch of a whole run (a Snakemake job inherits it): ``auto`` (unset), :data:`DEFAULT`;
+``off``, bptt's path on every device (until the GPU check has measured the fused step on a device)."""
+
 
 @contextlib.contextmanager
 def use(mode: Mode | None):
@@ -57,8 +62,14 @@ def use(mode: Mode | None):
 
 
 def mode_for(device: torch.device) -> Mode | None:
-    """The fused mode for ``device`` (None: bptt's path), from :func:`use` or :data:`DEFAULT`."""
-    return _forced[-1] if _forced else DEFAULT.get(device.type)
+    """The fused mode for ``device`` (None: bptt's path), from :func:`use`, else :data:`ENV` and
+    :data:`DEFAULT`."""
+    if _forced:
+        return _forced[-1]
+    switch = os.environ.get(ENV, "auto")
+    if switch not in ("auto", "off"):
+        raise ValueError(f"{ENV}={switch!r}: expected 'auto' or 'off'")
+    return None if switch == "off" else DEFAULT.get(device.type)
 
 
 def pick(function: type, x: Tensor) -> type:
