@@ -33,7 +33,8 @@ import yaml
 
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
-from learnwin.probing.detect import output_error, random_directions, tangents
+from learnwin.models.state import output_error
+from learnwin.probing.detect import random_directions, tangents
 from learnwin.probing.envelope import (
     DiagonalTransport,
     EnvelopeAccumulator,

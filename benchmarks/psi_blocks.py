@@ -23,8 +23,8 @@ import torch
 from envelope import psi_chunk  # benchmarks/envelope.py
 
 from learnwin.models.cells import build_model
-from learnwin.models.state import full_state, transported_tangent
-from learnwin.probing.detect import exp_flushed, output_error, psi_diagonal, random_directions, tangents
+from learnwin.models.state import full_state, output_error, transported_tangent
+from learnwin.probing.detect import exp_flushed, psi_diagonal, random_directions, tangents
 from learnwin.probing.envelope import DiagonalTransport, base_rate, lag_chunks, receiving_times, take_times
 
 

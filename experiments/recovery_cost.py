@@ -80,7 +80,7 @@ def measure(cfg: dict) -> None:
 
     from learnwin.infra import runtime
     from learnwin.models.data import make_split
-    from learnwin.stats.groundtruth_job import train
+    from learnwin.recovery.groundtruth_job import train
 
     runtime.set_torch_threads(1)
     runtime.deterministic()

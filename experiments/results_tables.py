@@ -25,8 +25,7 @@ import pandas as pd
 import yaml
 
 from learnwin.infra import io, layout
-from learnwin.infra.registry import CELLS
-from learnwin.probing.envelope import layer_envelopes
+from learnwin.infra.registry import CELLS, shape
 from learnwin.report.findings import claims_at_a_glance
 from learnwin.report.formatting import SCALE_NAME
 from learnwin.report.summary import budgets
@@ -37,8 +36,8 @@ from learnwin.stats.claims import (
     mean_sd,
     number,
 )
-from learnwin.stats.decay import FUNCTIONALS, primary
-from learnwin.stats.window import with_transport
+from learnwin.stats.decay import FUNCTIONALS, primary, with_transport
+from learnwin.stats.layers import layer_envelopes
 
 KEYS = ["model", "optimizer"]
 
@@ -156,7 +155,7 @@ def transport_table(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFra
 
 def layer_table(results: Path, runs: pd.DataFrame, epoch: str, layers: int) -> pd.DataFrame:
     """Per (model, optimizer, transport) of a stack: the decay length tau_env (mean ± sd over seeds)
-    of each layer's envelope, its units' mu_abs summed (learnwin.probing.envelope.layer_envelopes),
+    of each layer's envelope, its units' mu_abs summed (learnwin.stats.layers.layer_envelopes),
     and of the stack's, their sum (docs/method.md §2c)."""
     rows = []
     for (m, o), g in runs.groupby(KEYS, sort=False):
@@ -218,7 +217,7 @@ def tables(results: str | Path, epoch: str = "best") -> str:
            for m, o, s in runs[[*KEYS, "seed"]].itertuples(index=False)):
         out += ["### Transport: decay lengths of each transport's functionals and of the memory curve", "",
                 markdown(transport_table(results, runs, epoch)), ""]
-    layers = yaml.safe_load(layout.under(results, layout.PROVENANCE).read_text())["config"]["model"].get("layers", 1)
+    layers, _ = shape(yaml.safe_load(layout.under(results, layout.PROVENANCE).read_text())["config"]["model"])
     if layers > 1:
         out += ["### Layers: decay length of each layer's envelope and of the stack's (mean ± sd over seeds)", "",
                 markdown(layer_table(results, runs, epoch, layers)), ""]

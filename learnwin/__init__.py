@@ -10,14 +10,17 @@ The public face, for use on your own cells and checkpoints:
 - :class:`GatedCell`, :class:`StepOut`, :class:`CellSpec` and :func:`register` -- a cell of your
   own on the public interface, registered in one place for the workflow by its import path
   (``learnwin.infra.registry``, docs/method.md §2a);
+- :class:`BlockSpec` and :func:`register_block` -- a block of your own that stacks any cell
+  (``learnwin.infra.blocks``, docs/method.md §2c), registered as a cell is;
 - :func:`probe` -- envelope, per-unit rates, psi and the total gradient of a cell on data (§4-5);
 - :func:`snapshot_checkpoint` -- the same for a trained checkpoint, as the workflow runs it.
 
-The stages live in subpackages: ``models`` (data, cells, training), ``probing`` (envelope,
-transports, psi), ``stats`` (tails, decay classes, window, claims), ``report`` and ``plots``
-(what a run shows), ``infra`` (config, layout, I/O, resources, the cell registry). Importing the
-package is cheap: torch is loaded only when one of the names below that needs it is first used
-(``CellSpec`` and ``register`` do not).
+The stages live in subpackages (docs/architecture.md): ``models`` (data, cells, stacks,
+training), ``probing`` (envelope, transports, psi), ``stats`` (tails, decay classes, window,
+claims), ``recovery`` (the ground truth's trainings), ``report`` and ``plots`` (what a run shows),
+``infra`` (config, layout, I/O, resources, the cell and block registries). Importing the package is
+cheap: torch is loaded only when one of the names below that needs it is first used (``CellSpec``,
+``register``, ``BlockSpec`` and ``register_block`` do not).
 """
 
 __version__ = "0.1.0"
@@ -29,6 +32,8 @@ _PUBLIC = {
     "StepOut": "learnwin.models.cells",
     "CellSpec": "learnwin.infra.registry",
     "register": "learnwin.infra.registry",
+    "BlockSpec": "learnwin.infra.blocks",
+    "register_block": "learnwin.infra.registry",
     "probe": "learnwin.probing.snapshot",
     "snapshot_checkpoint": "learnwin.probing.snapshot",
 }

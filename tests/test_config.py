@@ -10,6 +10,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from learnwin.infra import registry
 from learnwin.infra.config import ConfigError, check, lag_grid, transports_of
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -286,3 +287,11 @@ def test_snakemake_reads_the_old_key_and_names_the_new_one(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode != 0
     assert "snapshot.windows and snapshot.times_per_lag are both given" in out.stdout + out.stderr
+
+
+def test_the_network_shape_defaults_are_the_schemas():
+    """The defaults of model.layers and model.block the code applies to a section without them
+    (learnwin.infra.registry.SHAPE: the bare cell) are the schema's, which fills them in the
+    workflow's config."""
+    model = yaml.safe_load(SCHEMA.read_text())["properties"]["model"]["properties"]
+    assert registry.SHAPE == {key: model[key]["default"] for key in ("layers", "block")} == {"layers": 1, "block": "plain"}

@@ -12,8 +12,9 @@ from torch.func import jacrev
 from learnwin.models import state as st
 from learnwin.models.cells import build_model
 from learnwin.models.data import targets
+from learnwin.models.state import output_error
 from learnwin.probing import exact_transport as et
-from learnwin.probing.detect import output_error, random_directions, tangents
+from learnwin.probing.detect import random_directions, tangents
 from learnwin.probing.envelope import DiagonalTransport, base_rate, receiving_times
 from learnwin.probing.snapshot import probe
 

@@ -1,5 +1,5 @@
 """The prediction from the ground truth's own networks (docs/method.md §10): the networks are the
-ones the ground truth scored (learnwin.stats.groundtruth_job.groundtruth_networks), their
+ones the ground truth scored (learnwin.recovery.groundtruth_job.groundtruth_networks), their
 snapshots carry each network's own rates, and the snapshot chain (learnwin.stats.prediction
 .network_stats) recovers a known alpha and decay law, which then order the models."""
 
@@ -15,13 +15,9 @@ from scipy import stats
 from learnwin.infra import io
 from learnwin.models.cells import build_model, checkpoint_model
 from learnwin.models.train import checkpoint, make_optimizer
+from learnwin.recovery.groundtruth_job import groundtruth_job, groundtruth_networks
+from learnwin.recovery.task import groundtruth_snapshots, init_seed
 from learnwin.stats import growth, prediction
-from learnwin.stats.groundtruth_job import (
-    groundtruth_job,
-    groundtruth_networks,
-    groundtruth_snapshots,
-    init_seed,
-)
 
 TASK = dict(T=16, D=4, noise_std=0.2, n_diag=96)
 MODEL = dict(hidden=8, layer_norm=True, const_s=0.2, gru_init_update=0.2, lstm_init_forget=0.8,

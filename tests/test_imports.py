@@ -1,5 +1,7 @@
-"""Import boundaries: ``learnwin.infra`` reaches no higher stage, and the workflow starts without
-torch (the registry's metadata, docs/method.md §2a, is all the Snakefile parse reads)."""
+"""Import boundaries (docs/architecture.md): ``learnwin.infra`` reaches no higher stage, the
+statistics import only infra, the probes ask the model instead of testing for a stack, and the
+workflow starts without torch (the registry's metadata, docs/method.md §2a, is all the Snakefile
+parse reads)."""
 
 import ast
 import os
@@ -15,6 +17,9 @@ from learnwin.infra import resources
 INFRA = ROOT / "learnwin" / "infra"
 #: The stages above infra: it may import none of them.
 ABOVE_INFRA = ("learnwin.models", "learnwin.probing")
+#: What the statistics may not import: they stand beside models, on infra alone (and no torch).
+BESIDE_STATS = ("learnwin.models", "learnwin.probing", "learnwin.recovery", "learnwin.report", "learnwin.plots",
+                "torch")
 
 
 def imported_names(source: str, package: str) -> list[tuple[int, str]]:
@@ -36,12 +41,19 @@ def imported_names(source: str, package: str) -> list[tuple[int, str]]:
     return found
 
 
-def reaching_up(folder: Path, package: str) -> list[str]:
+def reaching_up(folder: Path, package: str, forbidden: tuple[str, ...] = ABOVE_INFRA) -> list[str]:
     """``path:line name`` of every import of a module under ``folder`` (the package ``package``)
-    of a stage in :data:`ABOVE_INFRA`."""
+    of a package in ``forbidden``."""
     return [f"{path.name}:{line} {name}" for path in sorted(folder.glob("*.py"))
             for line, name in imported_names(path.read_text(), package)
-            if any(name == stage or name.startswith(stage + ".") for stage in ABOVE_INFRA)]
+            if any(name == stage or name.startswith(stage + ".") for stage in forbidden)]
+
+
+def stack_tests(folder: Path) -> list[str]:
+    """``path:line`` of every call of ``stacked(...)`` (as a name or an attribute) in a module under ``folder``."""
+    return [f"{path.name}:{node.lineno}" for path in sorted(folder.glob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "stacked"]
 
 
 def test_infra_imports_no_higher_stage():
@@ -69,6 +81,35 @@ def test_the_check_finds_a_planted_import(tmp_path):
                                        + "\n\ndef f():\n    from learnwin.probing import exact_transport\n")
     line = len((copy / "resources.py").read_text().splitlines())
     assert reaching_up(copy, "learnwin.infra") == [f"resources.py:{line} learnwin.probing.exact_transport"]
+
+
+def test_stats_import_only_infra():
+    """The statistics stand beside the models on infra alone: the ground truth's trainings are
+    learnwin.recovery's, a stack's per-layer tables learnwin.stats.layers."""
+    stats = ROOT / "learnwin" / "stats"
+    assert len(list(stats.glob("*.py"))) >= 9
+    assert reaching_up(stats, "learnwin.stats", BESIDE_STATS) == []
+
+
+def test_probing_asks_the_model_instead_of_testing_for_a_stack():
+    """No probe calls ``stacked(``: what differs in a stack is a question of learnwin.models.state."""
+    probing = ROOT / "learnwin" / "probing"
+    assert len(list(probing.glob("*.py"))) >= 6
+    assert stack_tests(probing) == []
+
+
+def test_the_layer_checks_find_a_planted_fault(tmp_path):
+    """A planted torch import in a copy of stats and a planted ``stacked(`` test in a copy of
+    probing are found; a name that only contains the word is not."""
+    stats = shutil.copytree(ROOT / "learnwin" / "stats", tmp_path / "stats", ignore=shutil.ignore_patterns("__pycache__"))
+    (stats / "window.py").write_text((stats / "window.py").read_text() + "\n\ndef f():\n    import torch\n")
+    line = len((stats / "window.py").read_text().splitlines())
+    assert reaching_up(stats, "learnwin.stats", BESIDE_STATS) == [f"window.py:{line} torch"]
+    probing = shutil.copytree(ROOT / "learnwin" / "probing", tmp_path / "probing",
+                              ignore=shutil.ignore_patterns("__pycache__"))
+    source = (probing / "lyapunov.py").read_text()
+    (probing / "lyapunov.py").write_text(source + "\n\ndef g(cell):\n    return unstacked(cell) or state.stacked(cell)\n")
+    assert stack_tests(probing) == [f"lyapunov.py:{len(source.splitlines()) + 4}"]
 
 
 def _without_torch(tmp_path: Path, *paths: Path) -> dict:

@@ -14,8 +14,8 @@ import torch
 from learnwin.infra import io
 from learnwin.models.cells import build_model
 from learnwin.models.data import write_splits
-from learnwin.models.state import full_state, transported_tangent
-from learnwin.probing.detect import EXP_FLOOR, exp_flushed, output_error, psi_diagonal, random_directions, tangents
+from learnwin.models.state import full_state, output_error, transported_tangent
+from learnwin.probing.detect import EXP_FLOOR, exp_flushed, psi_diagonal, random_directions, tangents
 from learnwin.probing.envelope import DiagonalTransport, base_rate, receiving_times
 from learnwin.probing.snapshot import probe, snapshot_checkpoint
 

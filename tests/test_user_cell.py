@@ -16,8 +16,8 @@ from workflow_helpers import ROOT, copy_workflow, snakemake
 from learnwin.infra import layout
 from learnwin.infra.config import lag_grid
 from learnwin.infra.io import load_checkpoint, read_table
-from learnwin.probing.envelope import layer_envelopes
 from learnwin.stats import claims
+from learnwin.stats.layers import layer_envelopes
 
 pytestmark = pytest.mark.slow
 

@@ -124,7 +124,7 @@ def check_models(config: Mapping) -> None:
         if unknown:
             raise ConfigError(f"{key} {unknown} are not registered cells; allowed: {', '.join(registry.CELLS)}"
                               + ("" if module else " (a cell of your own: set model.cells_module)"))
-    block = config["model"].get("block", "plain")
+    block = registry.shape(config["model"])[1]
     if block != "published" and block not in registry.BLOCKS:
         raise ConfigError(f"model.block = {block!r} is not a registered block; allowed: published, "
                           f"{', '.join(registry.BLOCKS)} (docs/method.md §2c)")

@@ -9,9 +9,10 @@ the jobs that build networks (:func:`learnwin.models.cells.build_model`). ``mode
 names a module whose import registers a user's cells (:func:`load_cells`); it stays torch-free
 when its entries name classes that live in another module.
 
-The block registry (:class:`BlockSpec`, :func:`register_block`) holds the shapes in which
-``model.layers`` cells are stacked (docs/method.md §2c): each entry is the composition of the
-parts of :class:`learnwin.models.stack.Block`, so a block is one registry entry.
+The block registry (:data:`BLOCKS`, :func:`register_block`) holds the shapes in which
+``model.layers`` cells are stacked (docs/method.md §2c): each entry is a
+:class:`learnwin.infra.blocks.BlockSpec`, the composition of the parts of
+:class:`learnwin.models.stack.Block`, so a block is one registry entry.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import importlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from learnwin.infra.blocks import BlockSpec
 
 #: Expected decay classes of the envelope (claim (a)) and growth laws of H_N (claim (b), docs/method.md §8b).
 DECAY_CLASSES = ("exponential", "power-law-like")
@@ -73,14 +76,16 @@ class CellSpec:
         return getattr(importlib.import_module(module), name)
 
     def state_width(self, model: Mapping, stored: bool = False) -> int:
-        """Width n of the full state z for the ``model`` config section: the units of every layer
-        (:func:`units`) times :attr:`state_per_unit`, plus the blocks' convolution windows (the side
-        of the one-step Jacobian, docs/method.md §4b, §2c). ``stored``: the rows of the one-step
-        Jacobian the exact transport stores, all but each window's k - 1 copied older inputs."""
+        """Width n of the full state z for the ``model`` config section: every layer's, its W units
+        times :attr:`state_per_unit` and what its block holds (the side of the one-step Jacobian,
+        docs/method.md §4b, §2c; :meth:`learnwin.infra.blocks.BlockSpec.layer_state`). ``stored``: the
+        rows of the one-step Jacobian the exact transport stores (:meth:`~learnwin.infra.blocks.BlockSpec.stored`)."""
         per_unit = self.state_per_unit
         per_unit = int(model[per_unit]) if isinstance(per_unit, str) else per_unit
-        conv = block_of(model, self).conv
-        return units(model, self) * (per_unit + (min(conv, 1) if stored else conv))
+        block, layers = block_of(model, self), shape(model)[0]
+        width = model["hidden"] * block.expand
+        per_layer = block.stored if stored else block.layer_state
+        return layers * per_layer(width * per_unit, width)
 
 
 #: The registry: model name -> :class:`CellSpec`, in the canonical order of tables and figures.
@@ -110,58 +115,6 @@ def _enter(table: dict, kind: str, name: str, spec, function: str) -> None:
     table[name] = spec
 
 
-@dataclass(frozen=True)
-class BlockSpec:
-    """One block shape of a stack (docs/method.md §2c): which parts of
-    :class:`learnwin.models.stack.Block` surround the cell, stream u (width H) in, stream out.
-
-    ``norm``: the pre-norm of the mixer and of the MLP, and the stack's final norm ("layer",
-    "rms" or None); ``embed``: a linear map D -> H before the first block (False: the first layer
-    reads x itself and has no residual, so one layer is the bare cell); ``residual``: u + the
-    block's output (else the output alone); ``expand``: the cell's width W = expand H, with in-
-    and out-projections when W != H or a gate branch is present; ``conv``: the width k of a short
-    causal depthwise convolution before the cell (0: none), its k inputs kept in the state;
-    ``conv_act``: the activation after it; ``gate``: the activation of a gate branch that
-    multiplies the cell's output; ``post``: "glu", GELU then a GLU back to width H (the LRU
-    block); ``mlp``: a pre-norm channel MLP with residual after the mixer ("gelu": GELU, or
-    "geglu": GELU-gated), of inner width ``mlp_expand`` H; ``cite``: the paper and section it follows.
-    """
-
-    norm: str | None = None
-    embed: bool = True
-    residual: bool = True
-    expand: int = 1
-    in_proj: bool = True
-    conv: int = 0
-    conv_act: str | None = None
-    gate: str | None = None
-    post: str | None = None
-    mlp: str | None = None
-    mlp_expand: int = 4
-    cite: str = ""
-
-    def __post_init__(self):
-        for key, allowed in (("norm", ("layer", "rms")), ("conv_act", ACTIVATIONS), ("gate", ACTIVATIONS),
-                             ("post", ("glu",)), ("mlp", ("gelu", "geglu"))):
-            value = getattr(self, key)
-            if value is not None and value not in allowed:
-                raise ValueError(f"BlockSpec.{key} = {value!r}; allowed: {', '.join(allowed)} or None")
-        for key in ("expand", "conv", "mlp_expand"):
-            if not isinstance(getattr(self, key), int) or getattr(self, key) < (key == "expand"):
-                raise ValueError(f"BlockSpec.{key} = {getattr(self, key)!r} must be an integer >= {int(key == 'expand')}")
-
-    def bare(self, layers: int) -> bool:
-        """One layer of a block without an embedding is the bare cell of §2 (docs/method.md §2c)."""
-        return layers == 1 and not self.embed
-
-    @property
-    def projected(self) -> bool:
-        """In- and out-projections around the cell: its width differs from the stream's, or a gate
-        or GLU reads the block's input beside it."""
-        return self.expand != 1 or self.gate is not None or self.post is not None
-
-
-ACTIVATIONS = ("gelu", "silu")
 #: The block registry: name -> :class:`BlockSpec` (``model.block``; "published": each cell's own).
 BLOCKS: dict[str, BlockSpec] = {}
 
@@ -171,10 +124,22 @@ def register_block(name: str, spec: BlockSpec) -> None:
     _enter(BLOCKS, "block", name, spec, "register_block")
 
 
+#: Defaults of the model keys that shape the network (docs/method.md §2c), as the schema states
+#: them (workflow/schemas/config.schema.yaml; tests/test_config.py holds the two equal): one layer
+#: in the plain block, the bare cell. The workflow's config has them from the schema; :func:`shape`
+#: applies them to a section that lacks them (a direct call's).
+SHAPE = {"layers": 1, "block": "plain"}
+
+
+def shape(model: Mapping) -> tuple[int, str]:
+    """(``model.layers``, ``model.block``) of a ``model`` section, :data:`SHAPE`'s where absent."""
+    return model.get("layers", SHAPE["layers"]), model.get("block", SHAPE["block"])
+
+
 def block_name(model: Mapping, cell: CellSpec) -> str:
     """The block the ``model`` section stacks ``cell`` in: ``model.block``, or the cell's
     published one for "published" (docs/method.md §2c)."""
-    name = model.get("block", "plain")
+    name = shape(model)[1]
     return cell.block if name == "published" else name
 
 
@@ -185,7 +150,7 @@ def block_of(model: Mapping, cell: CellSpec) -> BlockSpec:
 
 def units(model: Mapping, cell: CellSpec) -> int:
     """Hidden units of the whole network: ``model.layers`` times each cell's width W (docs/method.md §2c)."""
-    return model.get("layers", 1) * model["hidden"] * block_of(model, cell).expand
+    return shape(model)[0] * model["hidden"] * block_of(model, cell).expand
 
 
 def load_cells(module: str | None) -> None:

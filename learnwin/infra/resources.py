@@ -57,17 +57,10 @@ def work(rule: str, cfg: Mapping, model: str) -> np.ndarray:
 
 def mixing(cfg: Mapping, model: str) -> float:
     """G of the cost law: matrix products per step in units of H^2, the cell's gate blocks
-    (:data:`GATES`) for one layer; a stack's (docs/method.md §2c) sums its layers' cells, at width
-    W = expand H, and its blocks' projections, gate branch, GLU and MLP."""
+    (:data:`GATES`) for one layer, a stack's from its block (docs/method.md §2c,
+    :meth:`learnwin.infra.blocks.BlockSpec.mixing`)."""
     m = cfg["model"]
-    spec = registry.block_of(m, CELLS[model])
-    layers, e = m.get("layers", 1), spec.expand
-    if spec.bare(layers):
-        return GATES[model]
-    block = e * (int(spec.projected and spec.in_proj) + int(spec.gate is not None)
-                 + (2 if spec.post else int(spec.projected)))
-    block += spec.mlp_expand * (3 if spec.mlp == "geglu" else 2) if spec.mlp else 0
-    return layers * (GATES[model] * e * e + block)
+    return registry.block_of(m, CELLS[model]).mixing(GATES[model], registry.shape(m)[0])
 
 
 def cpu_seconds(rule: str, cfg: Mapping, model: str) -> float:

@@ -51,7 +51,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from learnwin.infra.registry import BLOCKS, CELLS, block_name, load_cells
+from learnwin.infra.registry import BLOCKS, CELLS, SHAPE, block_name, load_cells
 from learnwin.models import bptt, fused
 from learnwin.models.stack import Stack
 from learnwin.models.trace import Trace
@@ -523,12 +523,14 @@ class GatedRNN(nn.Module):
 
 
 def build_model(cell: str, input_size: int, hidden: int, layer_norm: bool = True,
-                cells_module: str | None = None, layers: int = 1, block: str = "plain", **gates) -> GatedRNN:
+                cells_module: str | None = None, layers: int = SHAPE["layers"], block: str = SHAPE["block"],
+                **gates) -> GatedRNN:
     """Build a :class:`GatedRNN` from the ``model`` config section and the cell name (a registered
     one, after importing ``cells_module``: see :func:`learnwin.infra.registry.load_cells`); the
     registry entry's class is imported here. ``layers`` cells in ``block`` (docs/method.md §2c) make
     a :class:`learnwin.models.stack.Stack`; one layer in a block without an embedding
-    (``stacked``, ``plain``) is the bare cell, the same network as without the keys."""
+    (``stacked``, ``plain``) is the bare cell, the same network as without the keys (their
+    defaults, :data:`learnwin.infra.registry.SHAPE`)."""
     load_cells(cells_module)
     if cell not in CELLS:
         raise ValueError(f"unknown model {cell!r}; allowed: {', '.join(CELLS)}")

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from learnwin.infra.registry import BlockSpec
+from learnwin.infra.blocks import BlockSpec
 from learnwin.models.state import (
     cell_hidden,
     cell_step,
@@ -66,7 +66,8 @@ class StackTrace(Trace):
 
 
 class Block(nn.Module):
-    """One layer: the cell in the parts of a :class:`learnwin.infra.registry.BlockSpec` (docs/method.md §2c).
+    """One layer: the cell in the parts of a :class:`learnwin.infra.blocks.BlockSpec` (docs/method.md §2c),
+    whose arithmetic (the state the layer holds, its copied rows, its cost) is the spec's.
 
     mixer: a = norm(u); v = W_in a (or a); c = act(conv_k(v)) (or v); the cell on c gives hidden;
     o = hidden * act(W_g a) (gate branch); o = GLU(GELU(o)) (post) or W_out o (or o);
@@ -95,7 +96,7 @@ class Block(nn.Module):
             self.mlp_in = nn.Linear(width, inner * (2 if spec.mlp == "geglu" else 1))
             self.mlp_out = nn.Linear(inner, width)
         self.cell_width = state_size(cell)  # the cell's own full state, first in the layer's z
-        self.width = self.cell_width + k * W
+        self.width = spec.layer_state(self.cell_width, W)
 
     # -- pointwise parts -------------------------------------------------------------------
     def mix_in(self, u: Tensor) -> tuple[Tensor, Tensor]:
@@ -284,13 +285,8 @@ class Stack(nn.Module):
         """(row, column, length) ranges of z that one step copies, z_t[row + i] = z_{t-1}[column + i]:
         each convolution window's k - 1 older inputs moving one slot (docs/method.md §2c). Their rows
         of the one-step Jacobian are unit rows."""
-        ranges = []
-        for block, sl in self._slices():
-            k, W = block.spec.conv, block.cell.hidden_size
-            if k > 1:
-                start = sl.start + block.cell_width
-                ranges.append((start, start + W, (k - 1) * W))
-        return ranges
+        return [(sl.start + row, sl.start + column, length) for block, sl in self._slices()
+                for row, column, length in block.spec.copied(block.cell_width, block.cell.hidden_size)]
 
     def top_down(self) -> Tensor:
         """Indices of z with the layers top to bottom (each layer's own order kept): the order in

@@ -3,7 +3,10 @@
 z is what the exact transport differentiates: h, (h, c) for a cell transported along its cell
 state, the real view of a diagonal linear cell's state, or a stack's every layer (§2c). These
 helpers read only the cell interface of :mod:`learnwin.models.cells`, so the stacks of
-:mod:`learnwin.models.stack` and the probes of :mod:`learnwin.probing` share them.
+:mod:`learnwin.models.stack` and the probes of :mod:`learnwin.probing` share them. They are the
+questions a probe asks of a network's state (its step and the step's input, the rows a step
+copies, its layers and their order, the groups of weights of its rates, the readout's error on
+it): a probe asks them here and never tests what kind of cell it holds.
 """
 
 from __future__ import annotations
@@ -91,6 +94,60 @@ def cell_step(cell: torch.nn.Module, xp: Tensor, z: Tensor) -> tuple[Tensor, Ten
     h = z[..., :H]
     out = cell.step(xp, h @ cell.recurrent().T, cell.state_of(h, z[..., (state_blocks(cell) - 1) * H:]), False)
     return out.hidden, full_state(cell)(out.hidden, out.transported)
+
+
+def step_input(cell: torch.nn.Module, x: Tensor) -> Tensor:
+    """What :func:`step_map` takes as the input of step t: a stack's raw x_t (docs/method.md §2c),
+    else :func:`input_projection`."""
+    return x if stacked(cell) else input_projection(cell, x)
+
+
+def step_map(cell: torch.nn.Module) -> Callable[[Tensor, Tensor], Tensor]:
+    """z_{t-1} -> z_t of one step at input ``xp`` (:func:`step_input`), the map the exact transport
+    differentiates (docs/method.md §4b, §2c)."""
+    if stacked(cell):
+        return cell.state_step
+    return lambda xp, z: cell_step(cell, xp, z)[1]
+
+
+def copied_rows(cell: torch.nn.Module) -> tuple[tuple[int, int, int], ...]:
+    """(row, column, length) ranges of z that one step copies, z_t[row + i] = z_{t-1}[column + i]
+    (a stack's convolution windows, docs/method.md §2c); none for a cell."""
+    return tuple(cell.copied()) if stacked(cell) else ()
+
+
+def layer_states(cell: torch.nn.Module) -> list[tuple[torch.nn.Module, slice, int]]:
+    """(cell, its own state's slice of z, the width of the window after it) per layer, bottom to
+    top: a stack's layers (docs/method.md §2c), or the cell itself over its whole state."""
+    return cell.layer_states() if stacked(cell) else [(cell, slice(0, state_size(cell)), 0)]
+
+
+def layer_order(cell: torch.nn.Module) -> Tensor | None:
+    """Indices of z with the layers top to bottom, the order in which a stack's one-step Jacobian is
+    block upper-triangular (docs/method.md §2c, §4c); None where z is one layer's, already in order."""
+    return cell.top_down() if stacked(cell) else None
+
+
+def rate_groups(cell: torch.nn.Module) -> list[list[str]]:
+    """Per layer, the names (in the cell) of the weights whose rates make its Lambda (docs/method.md
+    §4, §2c): a cell's recurrent weights, one group."""
+    return cell.rate_groups() if stacked(cell) else [cell.recurrent_weights()]
+
+
+def output_error(y_hat: Tensor, y: Tensor, w_out: Tensor) -> Tensor:
+    """delta_t = (y_hat_t - y_t) W_out^T, shape (B, T, H) for a (1, H) readout weight."""
+    return (y_hat - y)[..., None] * w_out.reshape(1, 1, -1)
+
+
+def output_sources(cell: torch.nn.Module, x: Tensor, z: Tensor, y_hat: Tensor, y: Tensor,
+                   w_out: Tensor) -> tuple[Tensor, Tensor | None]:
+    """(delta (B, T, units), src (B, T, n) or None): the readout's error on every unit and on the full
+    state z (docs/method.md §4b). A cell's delta is :func:`output_error` and its source is delta on
+    the units' own components (None: the probe places it); a stack's are the readout's gradients
+    with the rest of z_t held (docs/method.md §2c)."""
+    if stacked(cell):
+        return cell.output_sources(x, z, y_hat - y, w_out)
+    return output_error(y_hat, y, w_out), None
 
 
 def cell_hidden(cell: torch.nn.Module, xp: Tensor, z: Tensor) -> Tensor:

@@ -63,11 +63,6 @@ def tangents(cell: torch.nn.Module, x: Tensor, directions: dict[str, Tensor],
     return vmap(along)(dirs)
 
 
-def output_error(y_hat: Tensor, y: Tensor, w_out: Tensor) -> Tensor:
-    """delta_t = (y_hat_t - y_t) W_out^T, shape (B, T, H) for a (1, H) readout weight."""
-    return (y_hat - y)[..., None] * w_out.reshape(1, 1, -1)
-
-
 def psi_diagonal(transport: DiagonalTransport, lam: Tensor, delta: Tensor, v: Tensor,
                  budget: int = CHUNK) -> Tensor:
     """psi_n(l) at every lag l = 0..T-1, each the mean over every t = l..T-1: (..., B, T) float64.

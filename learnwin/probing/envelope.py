@@ -82,24 +82,17 @@ def base_rate(presynaptic: Tensor, rates: Tensor | None, lr: float, units: int |
     return torch.where(norm > 0, quotient, rates.mean(1).expand_as(quotient))
 
 
-def layer_envelopes(units: pd.DataFrame, layers: int) -> pd.DataFrame:
-    """Each layer's envelope from a units table (docs/method.md §2c): f_i(l) = the sum of mu_abs over
-    layer i's units (units layer-major, W = units / ``layers`` each); the stack's f is their sum."""
-    width = (int(units["unit"].max()) + 1) // layers
-    df = units.assign(layer=units["unit"] // width)
-    keys = [c for c in df.columns if c not in ("unit", "mu_abs", "tau", "layer", "lag")]
-    return (df.groupby([*keys, "layer", "lag"], as_index=False, sort=True)["mu_abs"].sum()
-            .rename(columns={"mu_abs": "f"}))
-
-
 def trace_rate(trace: Trace, rates: Tensor | Sequence[Tensor] | None, lr: float, units: int) -> Tensor:
     """Lambda (B, T, units) of one trace: :func:`base_rate` at its pre-synaptic vectors, or for a
-    stack's trace (its ``parts``) each layer's at its own, with ``rates`` one matrix per layer,
-    concatenated layer-major (docs/method.md §2c)."""
+    stack's trace (its ``parts``) each layer's at its own, concatenated layer-major (docs/method.md
+    §2c); ``rates``: None, one matrix, or one per layer."""
     parts = getattr(trace, "parts", None)
+    layers = 1 if parts is None else len(parts)
+    per_layer = [rates] * layers if rates is None else [rates] if isinstance(rates, Tensor) else list(rates)
+    if len(per_layer) != layers:
+        raise ValueError(f"trace_rate: {len(per_layer)} rate matrices for a trace of {layers} layer(s)")
     if parts is None:
-        return base_rate(trace.presynaptic, rates, lr, units)
-    per_layer = [None] * len(parts) if rates is None else rates
+        return base_rate(trace.presynaptic, per_layer[0], lr, units)
     return torch.cat([base_rate(p.presynaptic, r, lr, units // len(parts)) for p, r in zip(parts, per_layer)], -1)
 
 

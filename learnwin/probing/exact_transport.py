@@ -55,7 +55,16 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from learnwin.models.state import cell_step, input_projection, linear_state, real_view, stacked, state_blocks
+from learnwin.models.state import (
+    copied_rows,
+    input_projection,
+    layer_states,
+    linear_state,
+    real_view,
+    state_blocks,
+    step_input,
+    step_map,
+)
 from learnwin.probing.envelope import receiving_times, unit_timescales
 
 _TINY = 1e-300
@@ -82,14 +91,6 @@ def autograd_jacobian(step: Callable[[Tensor, Tensor], Tensor], xp: Tensor, z_pr
             grads = torch.autograd.grad(out, z, basis.expand(len(rows), *z.shape), is_grads_batched=True)[0]
             J[i:i + chunk] = grads.transpose(0, 1)  # grads[r, b] = J_b[rows[r]]
     return J
-
-
-def step_map(cell: torch.nn.Module) -> Callable[[Tensor, Tensor], Tensor]:
-    """z_{t-1} -> z_t of one step at input ``xp`` (:func:`learnwin.models.state.input_projection`; a
-    stack's raw input x_t, docs/method.md §2c), the map :func:`autograd_jacobian` differentiates."""
-    if stacked(cell):
-        return cell.state_step
-    return lambda xp, z: cell_step(cell, xp, z)[1]
 
 
 def _scratch(buffer: Tensor, a: Tensor, k: int, T: int, width: int) -> tuple[Tensor, Tensor]:
@@ -171,18 +172,18 @@ def dense_jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> DenseJacobia
 
     ``z`` (B, T, n) is the full state of the forward pass (from the trace). The cell's
     closed-form ``step_jacobian(xp, z_prev)`` when it has one, else :func:`autograd_jacobian` of
-    its :func:`step_map` (a stack's includes every cross-layer path within the step, §2c; the rows
-    its step copies are not differentiated).
+    its :func:`learnwin.models.state.step_map` (a stack's includes every cross-layer path within the
+    step, §2c; the rows its step copies, :func:`learnwin.models.state.copied_rows`, are not differentiated).
     """
     B, T, n = z.shape
     with torch.no_grad():
-        xp = x if stacked(cell) else input_projection(cell, x)
+        xp = step_input(cell, x)
         z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
         args = (xp.reshape(B * T, -1), z_prev.reshape(B * T, n))
         step = getattr(cell, "step_jacobian", None)
         if step is not None:
             return DenseJacobians(step(*args).reshape(B, T, n, n))
-        copied = cell.copied() if stacked(cell) else ()
+        copied = copied_rows(cell)
         rows = torch.cat([torch.arange(start, start + length) for start, length in _kept(copied, n)])
         J = autograd_jacobian(step_map(cell), *args, rows.to(z.device))
     return DenseJacobians(J.reshape(B, T, len(rows), n), copied)
@@ -331,10 +332,9 @@ class StackLayout(StateLayout):
     convolution window that follows it owns no transported component, and its channel c carries
     the Lambda of unit c of the layer (the channel it feeds)."""
 
-    def __init__(self, stack: torch.nn.Module, receive: Tensor | None = None):
-        self.H = stack.hidden_size
+    def __init__(self, layers: Sequence[tuple[torch.nn.Module, slice, int]], receive: Tensor | None = None):
         self.parts, self.moved, start = [], [], 0
-        for cell, sl, window in stack.layer_states():
+        for cell, sl, window in layers:
             layout = StateLayout(cell, sl.stop - sl.start)
             P = layout.H * layout.m // (2 if getattr(cell, "complex_state", False) else 1)
             layout.receive = None if receive is None else receive[..., start:start + P]
@@ -344,7 +344,7 @@ class StackLayout(StateLayout):
             if self.moved and sum(self.moved[-1]) == begin:  # adjacent to the layer below's: one range
                 begin, length = self.moved[-1][0], self.moved.pop()[1] + length
             self.moved.append((begin, length))  # (start, length) of transported components in z
-        self.m = self.parts[0][0].m
+        self.H, self.m = sum(layout.H for layout, _ in self.parts), self.parts[0][0].m
 
     def _layers(self, values: Tensor) -> list[Tensor]:
         return values.split([layout.H for layout, _ in self.parts], -1)
@@ -363,8 +363,14 @@ class StackLayout(StateLayout):
 
 
 def layout_of(cell: torch.nn.Module, n: int, receive: Tensor | None = None) -> StateLayout:
-    """The :class:`StateLayout` of a cell's full state, or a stack's :class:`StackLayout`."""
-    return StackLayout(cell, receive) if stacked(cell) else StateLayout(cell, n, receive)
+    """The layout of a full state of ``n`` components from its layers
+    (:func:`learnwin.models.state.layer_states`): the :class:`StateLayout` of one layer's cell
+    without a window after it, else a :class:`StackLayout` (docs/method.md §2c)."""
+    layers = layer_states(cell)
+    inner, _, window = layers[0]
+    if len(layers) == 1 and not window:
+        return StateLayout(inner, n, receive)
+    return StackLayout(layers, receive)
 
 
 class ExactAccumulator:

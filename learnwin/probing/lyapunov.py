@@ -44,7 +44,7 @@ from learnwin.infra import io
 from learnwin.infra.config import EXACT_JACOBIAN_BYTES
 from learnwin.models.cells import checkpoint_model
 from learnwin.models.data import load_split
-from learnwin.models.state import full_state, stacked, state_size
+from learnwin.models.state import copied_rows, full_state, layer_order, state_size
 from learnwin.probing.exact_transport import dense_jacobians
 
 _TINY = 1e-300
@@ -75,7 +75,9 @@ def sequence_spectrum(cell: torch.nn.Module, x: Tensor) -> Tensor:
     with torch.no_grad():
         J = dense_jacobians(cell, x, full_state(cell)(*cell(x)))  # J_k (B, S H, S H) by step
         # a stack's layers top to bottom: J block upper-triangular (docs/method.md §2c)
-        order = cell.top_down().to(x.device) if stacked(cell) else None
+        order = layer_order(cell)
+        if order is not None:
+            order = order.to(x.device)
         steps = (J.step(k) if order is None else J.step(k)[:, order][:, :, order] for k in range(1, x.shape[1]))
         return qr_exponents(steps).sort(-1, descending=True).values
 
@@ -104,7 +106,7 @@ def lyapunov_checkpoint(*, checkpoint: str | Path, data_dir: str | Path, sequenc
     else:
         x_all = load_split(data_dir, "diag")[0][:sequences]
         total = torch.zeros(n, dtype=torch.float64)
-        copied = sum(length for *_, length in model.cell.copied()) if stacked(model.cell) else 0
+        copied = sum(length for *_, length in copied_rows(model.cell))
         per_sequence = x_all.shape[1] * (n - copied) * n * 4  # its stored float32 Jacobian rows
         batch_size = min(batch_size, max(1, EXACT_JACOBIAN_BYTES // per_sequence))
         for i in range(0, x_all.shape[0], batch_size):

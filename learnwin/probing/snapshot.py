@@ -21,8 +21,8 @@ from learnwin.infra import io, registry
 from learnwin.infra.config import TRANSPORTS, transports_of
 from learnwin.models.cells import checkpoint_model
 from learnwin.models.data import load_split
-from learnwin.models.state import full_state, stacked, transported_tangent
-from learnwin.probing.detect import output_error, psi_diagonal, psi_frame, random_directions, tangents
+from learnwin.models.state import full_state, output_sources, rate_groups, transported_tangent
+from learnwin.probing.detect import psi_diagonal, psi_frame, random_directions, tangents
 from learnwin.probing.envelope import (
     DiagonalTransport,
     EnvelopeAccumulator,
@@ -54,8 +54,8 @@ def probe(
     """Envelope (per lag), units (per unit and lag), psi (per lag and sequence) and total tables.
 
     ``batches`` yields (x (B, T, D), y (B, T), y_hat (B, T)); ``rates`` is the H x H
-    per-parameter rate matrix of an adaptive optimizer, one per layer for a stack (None: Lambda =
-    lr; :func:`rates_of`); ``times_per_lag`` is
+    per-parameter rate matrix of an adaptive optimizer, or a list of them, one per layer (None:
+    Lambda = lr; :func:`rates_of`); ``times_per_lag`` is
     the number of receiving times per lag of the envelope and per-unit rates (0: all; docs/method.md
     §4); psi always averages over every receiving time (docs/method.md §5). ``directions`` maps cell
     parameter names to (K, *shape) tangent directions (None: empty psi and total). The total
@@ -77,11 +77,7 @@ def probe(
         lam = trace_rate(trace, rates, lr, cell.hidden_size)
         B, T, H = lam.shape
         work = torch.float64 if x.dtype == torch.float64 else torch.float32  # float64 models: tests
-        src = None
-        if stacked(cell):  # the readout's error on every layer's units and on z (docs/method.md §2c)
-            delta, src = cell.output_sources(x, trace.transported, y_hat - y, w_out)
-        else:
-            delta = output_error(y_hat, y, w_out)
+        delta, src = output_sources(cell, x, trace.transported, y_hat, y, w_out)  # the readout's error
         v = None
         if directions is not None:  # tangents of the full state; the transported state is its last block
             v = tangents(cell, x, directions, full_state(cell))
@@ -203,16 +199,14 @@ def snapshot_state(
 
 
 def rates_of(model: torch.nn.Module, optimizer: str, optimizer_state: dict, hparams: dict):
-    """The rate matrix of :func:`learnwin.probing.envelope.rate_matrix` over the cell's recurrent
-    weights, or for a stack one per layer (its ``rate_groups``, docs/method.md §2c); None where
+    """The rate matrices of :func:`learnwin.probing.envelope.rate_matrix`, one per layer over its
+    recurrent weights (:func:`learnwin.models.state.rate_groups`, docs/method.md §2c); None where
     Lambda is the plain lr."""
-    cell = model.cell
-    groups = cell.rate_groups() if stacked(cell) else [cell.recurrent_weights()]
     rates = [rate_matrix(model, [f"cell.{n}" for n in group], optimizer, optimizer_state, hparams)
-             for group in groups]
+             for group in rate_groups(model.cell)]
     if any(r is None for r in rates):
         return None
-    return rates if stacked(cell) else rates[0]
+    return rates
 
 
 def _listed(tables, names: tuple[str, ...]):

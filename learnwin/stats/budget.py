@@ -1,5 +1,5 @@
 """The window under a training budget (docs/method.md §10b): the learning budget N̂_emp(l) per lag
-and the window H_emp(N) per budget, from the scores of :func:`learnwin.stats.budget_job.budget_trainings`.
+and the window H_emp(N) per budget, from the scores of :func:`learnwin.recovery.budget_job.budget_trainings`.
 Pure numpy, vectorised over (model, optimizer, seed), thresholds, lags and budgets.
 
 * **Margin.** m(l, N) = :func:`learnwin.stats.groundtruth.margin` of the lag's own training against

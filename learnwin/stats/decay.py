@@ -410,8 +410,7 @@ def fit_envelopes(
     envelope table without a ``transport`` column is the diagonal transport's.
     """
     keys = {c: envelopes[c].iloc[0] for c in ("model", "optimizer", "epoch") if c in envelopes}
-    if "transport" not in envelopes.columns:
-        envelopes = envelopes.assign(transport="diagonal")
+    envelopes = with_transport(envelopes)
     frames = []
     for transport, env in envelopes.groupby("transport", sort=False):
         if transport not in FUNCTIONALS:
@@ -436,11 +435,19 @@ def fit_envelopes(
     return out[front + [c for c in out.columns if c not in front]]
 
 
+def with_transport(table: pd.DataFrame) -> pd.DataFrame:
+    """The table with a ``transport`` column: the one place that reads a table without it (a
+    hand-made one: every snapshot writes the column, and io.read_table refuses older artifacts)
+    as the diagonal transport's."""
+    return table if "transport" in table.columns else table.assign(transport="diagonal")
+
+
 def primary(decay: pd.DataFrame) -> pd.DataFrame:
     """The rows of each transport's primary functional (:data:`PRIMARY`), the one the window's f
-    is (docs/method.md §4b); a table without ``transport`` is the diagonal transport's."""
+    is (docs/method.md §4b); a table without ``transport`` (:func:`with_transport`) is one
+    diagonal functional's."""
     if "transport" not in decay.columns:
-        return decay.assign(transport="diagonal")
+        return with_transport(decay)
     return decay[decay["functional"] == decay["transport"].map(PRIMARY)]
 
 

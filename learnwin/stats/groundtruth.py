@@ -1,6 +1,6 @@
 """Ground truth of the learnability window: the learned criterion and the bisection over lags
 (docs/method.md §10). Pure numpy: the trainings that produce the scores are
-:mod:`learnwin.stats.groundtruth_job`.
+:mod:`learnwin.recovery.groundtruth_job`.
 
 * **Score.** r(l) = Pearson correlation, pooled over held-out sequences and t >= l, of a model's
   predictions with the lagged component s_t = u . x_{t-l} (NaN when l >= T or a side is

@@ -62,7 +62,7 @@ import pandas as pd
 
 from learnwin.stats.alpha import fit_sample, per_sequence
 from learnwin.stats.alpha import kappa as kappa_of
-from learnwin.stats.decay import ols, predict_window, primary
+from learnwin.stats.decay import ols, predict_window, primary, with_transport
 
 RUN_KEYS = ("model", "optimizer", "seed", "epoch")
 AGG_KEYS = ["model", "optimizer", "epoch"]
@@ -369,11 +369,6 @@ def predicted_inputs(window: pd.DataFrame) -> pd.DataFrame:
     lags = lags[lags["reliable"] & (lags["f"] > 0)].assign(c=lambda d: d["m"] / d["f"])
     per_seed = lags.groupby([*AGG_KEYS, "transport", "noise", "seed"])[["alpha", "sigma", "c"]].median()
     return per_seed.groupby([*AGG_KEYS, "transport", "noise"]).median().add_prefix("pred_").reset_index()
-
-
-def with_transport(table: pd.DataFrame) -> pd.DataFrame:
-    """The table with a ``transport`` column (``diagonal`` for a table of one diagonal snapshot)."""
-    return table if "transport" in table.columns else table.assign(transport="diagonal")
 
 
 def aggregate(

@@ -1,6 +1,6 @@
 # Stage recovery (beyond the paper): the ground truth of the learnability window (docs/method.md
 # §10). One job per (arm, model, seed) runs every training of its N ladder in one process: per N,
-# a shuffled-target control and a bisection over lags (learnwin.stats.groundtruth_job). Arms: main
+# a shuffled-target control and a bisection over lags (learnwin.recovery.groundtruth_job). Arms: main
 # (every seed, every N), full_grid (every lag, first seed, recovery.validate_n_train: the
 # monotonicity check), double_steps (2 x steps at the largest N, first recovery.steps_check_seeds
 # seeds: the convergence check). snapshot_recovery snapshots each main-arm (model, seed)'s own

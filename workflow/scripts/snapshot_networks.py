@@ -1,16 +1,17 @@
 """Adapter: rules snapshot_recovery and snapshot_budget, one (model, seed) of the ground truth ->
-its own networks (learnwin.stats.groundtruth_job.groundtruth_networks under the dataset protocol,
-learnwin.stats.budget_job.budget_networks under the budget protocol: the init and one training,
+its own networks (learnwin.recovery.groundtruth_job.groundtruth_networks under the dataset protocol,
+learnwin.recovery.budget_job.budget_networks under the budget protocol: the init and one training,
 checked against the job's recorded score; the rule's params are their keywords) and
-learnwin.stats.groundtruth_job.groundtruth_snapshots (their envelope, psi and total)."""
+learnwin.recovery.task.groundtruth_snapshots (their envelope, psi and total)."""
 from learnwin.infra import io, runtime
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 runtime.set_torch_threads(snakemake.threads)
 runtime.deterministic()
 
-from learnwin.stats.budget_job import budget_networks  # noqa: E402  (after the thread caps)
-from learnwin.stats.groundtruth_job import groundtruth_networks, groundtruth_snapshots  # noqa: E402
+from learnwin.recovery.budget_job import budget_networks  # noqa: E402  (after the thread caps)
+from learnwin.recovery.groundtruth_job import groundtruth_networks  # noqa: E402
+from learnwin.recovery.task import groundtruth_snapshots  # noqa: E402
 
 networks, artifact = {"snapshot_recovery": (groundtruth_networks, "recovery"),
                       "snapshot_budget": (budget_networks, "budget")}[snakemake.rule]

@@ -1,5 +1,5 @@
 """Adapter: rule train_budget, one (model, seed) of the budget protocol (docs/method.md §10b) ->
-learnwin.stats.budget_job.budget_trainings (the control and the lags' online trainings in this process);
+learnwin.recovery.budget_job.budget_trainings (the control and the lags' online trainings in this process);
 the rule's params are that function's keywords."""
 from learnwin.infra import io, runtime
 
@@ -7,7 +7,7 @@ log = runtime.setup(snakemake.log[0], snakemake.threads)
 runtime.set_torch_threads(snakemake.threads)
 runtime.deterministic()
 
-from learnwin.stats.budget_job import budget_trainings  # noqa: E402  (after the thread caps)
+from learnwin.recovery.budget_job import budget_trainings  # noqa: E402  (after the thread caps)
 
 wc, kw = snakemake.wildcards, dict(snakemake.params.items())
 batch = kw["train_config"]["batch_size"]

@@ -1,12 +1,12 @@
 """Adapter: rule train_recovery, one (arm, model, seed) of the ground truth ->
-learnwin.stats.groundtruth_job.groundtruth_job (every training of its N ladder in this process)."""
+learnwin.recovery.groundtruth_job.groundtruth_job (every training of its N ladder in this process)."""
 from learnwin.infra import io, runtime
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 runtime.set_torch_threads(snakemake.threads)
 runtime.deterministic()
 
-from learnwin.stats.groundtruth_job import groundtruth_job  # noqa: E402  (after the thread caps)
+from learnwin.recovery.groundtruth_job import groundtruth_job  # noqa: E402  (after the thread caps)
 
 wc, params = snakemake.wildcards, snakemake.params
 scores, window = groundtruth_job(

@@ -18,7 +18,7 @@ runs the control and the lags of one (model, seed). The estimators are :mod:`lea
   task rows; :func:`learnwin.stats.budget.learning_budget` marks them).
 * **Same networks.** :func:`budget_networks` rebuilds a (model, seed)'s init and its first grid
   lag's training as checkpoints, for the prediction and claim (d), snapshotted by
-  :func:`learnwin.stats.groundtruth_job.groundtruth_snapshots`.
+  :func:`learnwin.recovery.task.groundtruth_snapshots`.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import pandas as pd
 import torch
 
 from learnwin.models.train import checkpoint, checkpoint_meta, train_step
+from learnwin.recovery.task import check_recorded, held_out_scores, init_seed, initial, job_data, lag_targets
 from learnwin.stats.budget import budget_grid, first_pair
 from learnwin.stats.groundtruth import margin
-from learnwin.stats.groundtruth_job import check_recorded, held_out_scores, init_seed, initial, job_data, lag_targets
 
 
 def online(net, opt, x: torch.Tensor, y: torch.Tensor, *, budgets: Sequence[int], batch_size: int, grad_clip: float,
