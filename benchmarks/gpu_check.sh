@@ -131,7 +131,7 @@ dags() {
         printf '%-9s %5s %9s %6s\n' "$name" "${res[0]}" "${res[1]}" "${jobs:-?}"
         [[ ${res[0]} == 0 ]] || { rc_all=1; echo "--- $name: the end of its log"; tail -n 25 "$log"; }
     done
-    tar -czf "$OUT/dag_logs.tar.gz" -C "$work" $(cd "$work" && ls -d */snakemake.log */results/logs 2>/dev/null) 2>/dev/null
+    tar -czf "$OUT/dag_logs.tar.gz" -C "$work" $(cd "$work" && ls -d */snakemake.log */*/logs 2>/dev/null) 2>/dev/null
     rm -rf "$work"
     return $rc_all
 }
