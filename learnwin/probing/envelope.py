@@ -193,6 +193,14 @@ def receiving_times(lags: Tensor, T: int, times_per_lag: int = 0) -> tuple[Tenso
 
 
 CHUNK = 1 << 19  # elements of one chunk's work arrays
+#: On an accelerator a chunk is sized for few kernel launches, not for the cache: 256 MiB of float32.
+DEVICE_CHUNK = 1 << 26
+
+
+def chunk_budget(device: torch.device | str) -> int:
+    """Elements of one chunk's work arrays on ``device``: :data:`CHUNK` on the CPU, else
+    :data:`DEVICE_CHUNK` (2^19-element chunks cost one kernel launch per few MB on a GPU)."""
+    return CHUNK if torch.device(device).type == "cpu" else DEVICE_CHUNK
 
 
 def lag_chunks(lags: Sequence[int], per_lag: int, budget: int = CHUNK) -> list[list[int]]:

@@ -26,6 +26,7 @@ from learnwin.probing.detect import output_error, psi_diagonal, psi_frame, rando
 from learnwin.probing.envelope import (
     DiagonalTransport,
     EnvelopeAccumulator,
+    chunk_budget,
     lag_chunks,
     rate_matrix,
     receiving_times,
@@ -77,6 +78,7 @@ def probe(
         lam = trace_rate(trace, rates, lr, cell.hidden_size)
         B, T, H = lam.shape
         work = torch.float64 if x.dtype == torch.float64 else torch.float32  # float64 models: tests
+        budget = chunk_budget(x.device)
         src = None
         if stacked(cell):  # the readout's error on every layer's units and on z (docs/method.md §2c)
             delta, src = cell.output_sources(x, trace.transported, y_hat - y, w_out)
@@ -91,7 +93,7 @@ def probe(
             transport_d = DiagonalTransport(trace, order, work)
             t_all, k_all, mask_all = receiving_times(lag_t.to(x.device), T, times_per_lag)
             start = 0
-            for chunk in lag_chunks(lags, B * t_all.shape[1] * trace.leak.shape[-1]):
+            for chunk in lag_chunks(lags, B * t_all.shape[1] * trace.leak.shape[-1], budget):
                 idx = slice(start, start + len(chunk))
                 start += len(chunk)
                 t, k, mask = t_all[idx], k_all[idx], mask_all[idx]
@@ -100,7 +102,7 @@ def probe(
             if v is not None:
                 v_moved = transported_tangent(cell, v)
                 v_moved = v_moved.to(transport_d.dtype if v_moved.is_complex() else work)
-                psi["diagonal"] = psi_diagonal(transport_d, lam.to(work), delta.to(work), v_moved)
+                psi["diagonal"] = psi_diagonal(transport_d, lam.to(work), delta.to(work), v_moved, budget)
         if "exact" in names:
             if exact is None:
                 exact = ExactAccumulator(lags, T, H, times_per_lag)
