@@ -80,8 +80,8 @@ DIRECT_T = 64
 def lag_block(T: int) -> int:
     """The time tile b of :func:`psi_diagonal` at sequence length T: T itself (every lag direct) up
     to :data:`DIRECT_T`, else the power of 2 nearest sqrt(T) / 2, at least 8: the direct lags cost
-    T b and the tile pairs T^2 / b elementwise products per unit and sequence (benchmarks/psi_blocks.py
-    measured b = 8, 16, 32, 64 at T = 128..2048)."""
+    T b and the tile pairs T^2 / b elementwise products per unit and sequence (on one CPU thread,
+    the fastest or within 10 % of it among b = 8, 16, 32, 64 at T = 128, 256, 1024, 2048)."""
     return T if T <= DIRECT_T else max(8, 1 << round(math.log2(math.sqrt(T) / 2)))
 
 
