@@ -186,6 +186,15 @@ def receiving_times(lags: Tensor, T: int, times_per_lag: int = 0) -> tuple[Tenso
 
 
 CHUNK = 1 << 19  # elements of one chunk's work arrays
+#: On an accelerator a chunk is sized for its kernel launches, not for a cache: 64 MiB of float32,
+#: which a GPU streams in tens of microseconds, longer than the launch of the kernel.
+DEVICE_CHUNK = 1 << 24
+
+
+def chunk_budget(device: torch.device | str) -> int:
+    """Elements of one chunk's work arrays on ``device``: :data:`CHUNK` on the CPU, else
+    :data:`DEVICE_CHUNK` (with 2^19, a GPU spends its time launching kernels of a few MB)."""
+    return CHUNK if torch.device(device).type == "cpu" else DEVICE_CHUNK
 
 
 def lag_chunks(lags: Sequence[int], per_lag: int, budget: int = CHUNK) -> list[list[int]]:

@@ -26,6 +26,7 @@ from learnwin.probing.detect import psi_diagonal, psi_frame, random_directions, 
 from learnwin.probing.envelope import (
     DiagonalTransport,
     EnvelopeAccumulator,
+    chunk_budget,
     lag_chunks,
     rate_matrix,
     receiving_times,
@@ -77,6 +78,7 @@ def probe(
         lam = trace_rate(trace, rates, lr, cell.hidden_size)
         B, T, H = lam.shape
         work = torch.float64 if x.dtype == torch.float64 else torch.float32  # float64 models: tests
+        budget = chunk_budget(x.device)
         delta, src = output_sources(cell, x, trace.transported, y_hat, y, w_out)  # the readout's error
         v = None
         if directions is not None:  # tangents of the full state; the transported state is its last block
@@ -87,7 +89,7 @@ def probe(
             transport_d = DiagonalTransport(trace, order, work)
             t_all, k_all, mask_all = receiving_times(lag_t.to(x.device), T, times_per_lag)
             start = 0
-            for chunk in lag_chunks(lags, B * t_all.shape[1] * trace.leak.shape[-1]):
+            for chunk in lag_chunks(lags, B * t_all.shape[1] * trace.leak.shape[-1], budget):
                 idx = slice(start, start + len(chunk))
                 start += len(chunk)
                 t, k, mask = t_all[idx], k_all[idx], mask_all[idx]
@@ -96,7 +98,7 @@ def probe(
             if v is not None:
                 v_moved = transported_tangent(cell, v)
                 v_moved = v_moved.to(transport_d.dtype if v_moved.is_complex() else work)
-                psi["diagonal"] = psi_diagonal(transport_d, lam.to(work), delta.to(work), v_moved)
+                psi["diagonal"] = psi_diagonal(transport_d, lam.to(work), delta.to(work), v_moved, budget)
         if "exact" in names:
             if exact is None:
                 exact = ExactAccumulator(lags, T, H, times_per_lag, device=x.device)
