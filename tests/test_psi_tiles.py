@@ -13,9 +13,9 @@ import pytest
 import torch
 from test_snapshot import _probe, _setup, naive_psi
 
-from learnwin.models.state import full_state, transported_tangent
+from learnwin.models.state import full_state, output_error, transported_tangent
 from learnwin.probing import snapshot
-from learnwin.probing.detect import DIRECT_T, lag_block, output_error, psi_diagonal, tangents
+from learnwin.probing.detect import DIRECT_T, lag_block, psi_diagonal, tangents
 from learnwin.probing.envelope import DiagonalTransport, base_rate
 
 
