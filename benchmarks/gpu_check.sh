@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check: one call of at most 5 minutes that prints, as it goes (docs/performance.md, "On a GPU"):
+# The GPU check: one call of at most 6.6 minutes (the parts' limits) that prints, as it goes (docs/performance.md, "On a GPU"):
 #   1. the smoke DAG of every workflow on CUDA, all at once (default, linear cells, stacks, budget
 #      and dataset recovery, long-T; both transports, the memory curve and the Lyapunov spectrum),
 #      each one's wall time and count of jobs;
@@ -20,7 +20,7 @@
 # (../shared/gpu/README.md); the device run carries .whl.
 #
 # Environment: PYTHON (default python3), GPU_CHECK_DAG_LIMIT (s, default 140), GPU_CHECK_STEP_LIMIT
-# (default 50), GPU_CHECK_ENSEMBLE_LIMIT (default 40), GPU_CHECK_SNAPSHOT_LIMIT (default 45),
+# (default 75: the fused step compiles first), GPU_CHECK_ENSEMBLE_LIMIT (default 60), GPU_CHECK_SNAPSHOT_LIMIT (default 45),
 # GPU_CHECK_PARTS (default dags,steps,ensemble,snapshot).
 # Exit code: the number of parts that failed (0: all ran).
 set -uo pipefail
@@ -139,26 +139,24 @@ dags() {
 # ---- sizes: the check's, or tiny ones for a CPU ----
 if ((DRY)); then
     PAPER=(--config config/smoke.yaml --repeats 1 --rounds 1) DEFAULT=(--config config/smoke.yaml --repeats 1 --rounds 1)
-    ENSEMBLE=(--config config/smoke.yaml --hidden 6 --batch 8 --steps 1 --rounds 1)
+    ENSEMBLE=(--config config/smoke.yaml --sizes 1,4 --steps 1 --rounds 1)
     SNAPSHOT=(--batch 4 --T 48 --hidden 8 --directions 2)
 else
     PAPER=(--config config/paper.yaml --repeats 3 --rounds 1) DEFAULT=(--config config/config.yaml --repeats 10 --rounds 2)
-    ENSEMBLE=(--config config/config.yaml --steps 3 --rounds 2)
+    ENSEMBLE=(--config config/config.yaml --sizes 1,4,16 --steps 3 --rounds 2)
     SNAPSHOT=()
 fi
 
 [[ ,$PARTS, == *,dags,* ]] && part "1. smoke DAGs of every workflow on $DEVICE" "${GPU_CHECK_DAG_LIMIT:-140}" dags
 if [[ ,$PARTS, == *,steps,* ]]; then
-    part "2a. ms per training step, replication size" "${GPU_CHECK_STEP_LIMIT:-50}" \
+    part "2a. ms per training step, replication size" "${GPU_CHECK_STEP_LIMIT:-75}" \
         "$PY" benchmarks/train_step.py --device "$DEVICE" --sizes default "${PAPER[@]}"
-    part "2b. ms per training step, default size" "${GPU_CHECK_STEP_LIMIT:-50}" \
+    part "2b. ms per training step, default size" "${GPU_CHECK_STEP_LIMIT:-75}" \
         "$PY" benchmarks/train_step.py --device "$DEVICE" --sizes default "${DEFAULT[@]}"
 fi
 if [[ ,$PARTS, == *,ensemble,* ]]; then
-    for E in 1 4 16; do
-        part "3. ensemble of E=$E against $E separate trainings" "${GPU_CHECK_ENSEMBLE_LIMIT:-40}" \
-            "$PY" benchmarks/ensemble.py --device "$DEVICE" --networks "$E" --models gru,lstm,const "${ENSEMBLE[@]}"
-    done
+    part "3. ensembles of E = 1, 4, 16 against E separate trainings" "${GPU_CHECK_ENSEMBLE_LIMIT:-60}" \
+        "$PY" benchmarks/ensemble.py --device "$DEVICE" --models gru,lstm,const "${ENSEMBLE[@]}"
 fi
 [[ ,$PARTS, == *,snapshot,* ]] && part "4. one paper-size snapshot batch" "${GPU_CHECK_SNAPSHOT_LIMIT:-45}" \
     "$PY" benchmarks/snapshot_batch.py --config config/paper.yaml --device "$DEVICE" --models gru,lstm "${SNAPSHOT[@]}"
