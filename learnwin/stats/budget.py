@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from learnwin.stats.alpha import kappa as alpha_kappa
 from learnwin.stats.groundtruth import margin
 from learnwin.stats.intervals import t_interval
 from learnwin.stats.window import PER_LAG
@@ -142,10 +143,10 @@ def kappa_inputs(network_h_n: pd.DataFrame) -> pd.DataFrame:
 
 
 def kappa_of(alpha) -> np.ndarray:
-    """The paper's slope of claim (d), kappa = alpha / (alpha - 1); NaN for alpha <= 1 (docs/method.md §10b)."""
-    alpha = np.asarray(alpha, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(alpha > 1, alpha / (alpha - 1), np.nan)
+    """The paper's slope of claim (d), :func:`learnwin.stats.alpha.kappa`, with NaN (no slope to
+    compare with) where that is infinite, alpha <= 1 (docs/method.md §10b)."""
+    k = np.asarray(alpha_kappa(alpha), dtype=float)
+    return np.where(np.isfinite(k), k, np.nan)
 
 
 def seed_slopes(learning_budget: pd.DataFrame, envelope: pd.DataFrame) -> pd.DataFrame:
