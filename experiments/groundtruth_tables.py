@@ -229,7 +229,8 @@ def slope_means(per_seed: pd.DataFrame) -> pd.DataFrame:
         slope = test["models"].set_index("model")["group_slope"]
         for model, g in block.groupby("model", sort=False):
             mean, lo, hi, n = t_interval(g["b"])
-            rows.append({"model": model, **dict(zip(keys, key)), "b per seed": _per_seed(g, "b"), "n": n,
+            rows.append({"model": model, **{k: number(v, 3) if k == "threshold" else v for k, v in zip(keys, key)},
+                         "b per seed": _per_seed(g, "b"), "n": n,
                          "mean b": number(mean), "95 % t-interval": _interval(lo, hi),
                          "group slope": number(slope.get(model, np.nan))})
     return _models(pd.DataFrame(rows)) if rows else pd.DataFrame(rows)

@@ -6,6 +6,7 @@ criterion made to fail alone; Holm's adjustment deciding), and `groundtruth_tabl
 --seed-level` end to end on a results folder of known slopes."""
 
 import importlib.util
+import re
 from pathlib import Path
 
 import numpy as np
@@ -228,3 +229,48 @@ def test_seed_level_names_a_missing_optimizer(tmp_path):
     spec.loader.exec_module(module)
     with pytest.raises(SystemExit, match="no sgd rows in the exploration seed set's window table"):
         module.main([str(res), "--seed-level", "--optimizer", "sgd"])
+
+
+def _page_table(text: str, heading: str) -> pd.DataFrame:
+    """The first Markdown table after ``heading`` in a committed page."""
+    lines = text.split(heading, 1)[1].splitlines()
+    start = next(i for i, s in enumerate(lines) if s.startswith("|"))
+    rows = [s for s in lines[start:] if s.startswith("|")][:2 + 5]
+    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
+    return pd.DataFrame(cells[2:], columns=cells[0])
+
+
+def _per_seed(cell: str, column: str, model: str) -> list[dict]:
+    return [dict(model=model, seed=int(s), **{column: float(v)}) for s, v in
+            (part.split(": ") for part in cell.split(", "))]
+
+
+def test_the_committed_seed_level_verdicts_recomputed_from_their_pages_seeds():
+    """docs/results-seedlevel.md (the run of config/recovery-seedlevel.yaml): each seed's s and kappa,
+    each seed's b, as printed (2 decimals), give again the verdicts the page and docs/results.md
+    state: (d) differs below kappa for all five models (fails), the lead on the groups not
+    supported with the ordering broken and 4 of 6 pairs; the t-intervals results.md quotes."""
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    page, results = (docs / "results-seedlevel.md").read_text(), (docs / "results.md").read_text()
+    d_table = _page_table(page, "### Claim (d) on the truth")
+    s = pd.DataFrame([r for _, row in d_table.iterrows() for r in _per_seed(row["s per seed"], "slope", row["model"])])
+    assert len(s) == 25 and set(s["seed"]) == set(SEEDS)
+    d = sl.kappa_test(s, dict(zip(d_table["model"], d_table["kappa"].astype(float))))
+    assert (d["verdict"] == sl.BELOW).all() and sl.kappa_overall(d["verdict"]) == "fails"
+    assert list(d_table["verdict"]) == list(d["verdict"])
+    for r in d.itertuples():  # the page's intervals of d, to the rounding of the printed slopes
+        lo, hi = (float(x) for x in d_table.set_index("model").loc[r.model, "95 % t-interval of d"].strip("[]").split(","))
+        assert (r.d_lo, r.d_hi) == pytest.approx((lo, hi), abs=0.01)
+    b_table = _page_table(page, "### Claim (b), the groups")
+    b = pd.DataFrame([r for _, row in b_table.iterrows() for r in _per_seed(row["b per seed"], "b", row["model"])])
+    test = sl.group_test(b, GROUPS)
+    sm, models = test["summary"], test["models"].set_index("model")
+    assert (sm["verdict"], sm["ordering"], sm["pairs_fixed_above"], sm["n_pairs"]) == (sl.NOT_SUPPORTED, "neither", 4, 6)
+    assert sm["p_perm_fixed_above"] == pytest.approx(0.2)
+    quoted = {"const": "ConstGate", "shared": "SharedGate", "diag": "DiagGate", "gru": "GRU", "lstm": "LSTM"}
+    flat = " ".join(results.split())
+    for model, name in quoted.items():  # to the rounding of the printed slopes
+        found = re.search(rf"{name} (\d+\.\d+) \[(\d+\.\d+), (\d+\.\d+)\]", flat)
+        m = models.loc[model]
+        assert tuple(map(float, found.groups())) == pytest.approx((m["b_mean"], m["b_lo"], m["b_hi"]), abs=0.011)
+    assert "**the lead is not supported**" in results and "Claim (d) on the truth fails" in results
