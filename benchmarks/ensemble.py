@@ -53,7 +53,8 @@ def separate(nets, x, y):
 
 
 def ensemble(nets, x, y):
-    ens = Ensemble(nets, [make_optimizer("adamw", net.parameters(), OPTIM) for net in nets], "adamw", OPTIM)
+    ens = Ensemble(nets, [make_optimizer("adamw", net.parameters(), OPTIM) for net in nets], ["adamw"] * len(nets),
+                   [OPTIM] * len(nets))
 
     def step():
         ens.step(x, y, CLIP)
