@@ -246,15 +246,26 @@ def budget_runtime_min(cfg: Mapping, model: str) -> int:
 
 def budget_mem_mb(cfg: Mapping, model: str) -> int:
     """The N_max stream twice over (inputs and noise, plus the components and one training's
-    targets), the held-out set, one batch of activations and the score's cross products."""
-    return _scored_training_mem_mb(cfg, model, 2 * cfg["recovery"]["budgets"][-1])
+    targets), the held-out set, one batch of activations and the score's cross products; under a
+    lag ensemble (:func:`lag_ensemble`) the targets and a batch's activations of its other members."""
+    n_max, E = cfg["recovery"]["budgets"][-1], lag_ensemble(cfg)
+    members = E * (n_max * cfg["task"]["T"] * 4 + _activation_bytes(cfg, model))
+    return _scored_training_mem_mb(cfg, model, 2 * n_max) + _mb(members, base=0)
 
 
-def recovery_snapshot_cpu_seconds(cfg: Mapping, model: str, steps: int | None = None) -> float:
-    """CPU seconds of one same-network snapshot job (docs/method.md §10): one training of
-    ``steps`` (default ``recovery.steps``) and two snapshots (init, trained) by the snapshot law,
+def lag_ensemble(cfg: Mapping) -> int:
+    """Lags per ensemble chunk of a budget-protocol job (docs/method.md §10b):
+    ``recovery.ensemble_lags`` (at most the grid's) where :func:`ensemble_training` says so for a
+    chunk and the control, else 0 (one training at a time)."""
+    E = min(cfg["recovery"]["ensemble_lags"], len(recovery_lags(cfg)))
+    return E if ensemble_training(cfg, E + 1) else 0
+
+
+def recovery_snapshot_cpu_seconds(cfg: Mapping, model: str, steps: int | None = None, trainings: int = 1) -> float:
+    """CPU seconds of one same-network snapshot job (docs/method.md §10): ``trainings`` trainings
+    of ``steps`` (default ``recovery.steps``) and two snapshots (init, trained) by the snapshot law,
     which also counts the memory curve this job skips."""
-    train = recovery_cpu_seconds(cfg, model, 1, cfg["recovery"]["steps"] if steps is None else steps)
+    train = recovery_cpu_seconds(cfg, model, trainings, cfg["recovery"]["steps"] if steps is None else steps)
     return train + 2 * _snapshot_cpu_seconds(cfg, model)
 
 
@@ -270,9 +281,11 @@ def recovery_snapshot_mem_mb(cfg: Mapping, model: str) -> int:
 
 def budget_snapshot_runtime_min(cfg: Mapping, model: str) -> int:
     """Wall-time request of one same-network snapshot job of the budget protocol (docs/method.md
-    §10b): the first grid lag's training at worst to N_max (N_max / B steps) and two snapshots."""
+    §10b): the first grid lag's training at worst to N_max (N_max / B steps), with the first chunk's
+    other members under a lag ensemble (:func:`lag_ensemble`; the CPU law, an upper bound), and two
+    snapshots."""
     steps = cfg["recovery"]["budgets"][-1] // cfg["train"]["batch_size"]
-    return _minutes(recovery_snapshot_cpu_seconds(cfg, model, steps))
+    return _minutes(recovery_snapshot_cpu_seconds(cfg, model, steps, lag_ensemble(cfg) + 1))
 
 
 def budget_snapshot_mem_mb(cfg: Mapping, model: str) -> int:
