@@ -5,17 +5,6 @@
 
 # On CUDA (learnwin.infra.resources.ensemble_training, config key `ensemble`) one job per model trains
 # its (optimizer, seed) runs together (learnwin.models.ensemble) and writes each run's usual outputs.
-ENSEMBLE_RUNS = dict(
-    optimizer=[o for o in OPTIMIZERS for s in SEEDS],
-    seed=[s for o in OPTIMIZERS for s in SEEDS],
-)
-
-
-def ensemble_outputs(name):
-    """The file ``name`` of every (optimizer, seed) run of a model, in ENSEMBLE_RUNS's order."""
-    return expand(f"{RUN}/{name}", zip, **ENSEMBLE_RUNS, allow_missing=True)
-
-
 if resources.ensemble_training(config, resources.ensemble_runs(config)):
 
     rule train_ensemble:
