@@ -155,7 +155,7 @@ def _rows(ens: Ensemble, epoch: int, members: list[int], data: tuple) -> list[di
     """The learning-curve rows after ``epoch`` of the runs ``members`` (the ensemble's, in order),
     as :func:`learnwin.models.train.train_run` records them, from batched forwards."""
     xtr, ytr, xva, yva, n_r2, variances, src = data
-    rows = [src[k] for k in members]
+    rows = torch.tensor([src[k] for k in members]).to(xtr.device)
     mse = []
     for x, y in ((xtr[rows, :n_r2], ytr[rows, :n_r2]), (xva[rows], yva[rows])):
         total = sum(((ens.outputs(x[:, i:i + EVAL_BATCH]) - y[:, i:i + EVAL_BATCH]) ** 2).flatten(1).sum(1)
@@ -194,7 +194,6 @@ def train_runs(
             for opt, seed, out_dir, i in zip(optimizers, seeds, out_dirs, src)]
     data = (*(torch.stack([s[k] for s in splits]) for k in range(4)), splits[0][4], [s[5:] for s in splits], src)
     xtr, ytr = data[:2]
-    src_of = torch.tensor(src, device=xtr.device)
     bs, clip, n = train_config["batch_size"], train_config["grad_clip"], xtr.shape[1]
 
     def ensemble_of(members: list[int]) -> Ensemble:
@@ -215,8 +214,9 @@ def train_runs(
             members, ens = now, ensemble_of(now)
         t0 = time.perf_counter()
         orders = torch.stack([epoch_order(n, runs[k].seed, epoch, device) for k in members])
+        who = torch.tensor([src[k] for k in members]).to(xtr.device)[:, None]  # each member's splits
         for i in range(0, n - bs + 1, bs):
-            who, idx = src_of[members][:, None], orders[:, i:i + bs]
+            idx = orders[:, i:i + bs]
             losses = ens.step(xtr[who, idx], ytr[who, idx], clip)
             if not torch.isfinite(losses).all():  # one sync per step, as train_step's loss.item()
                 ok = [j for j, loss in enumerate(losses.tolist()) if math.isfinite(loss)]
@@ -227,7 +227,8 @@ def train_runs(
                 if not ok:
                     break
                 ens.sync()  # the others took this step; they go on without the diverged runs
-                members, orders = [members[j] for j in ok], orders[ok]
+                kept = torch.tensor(ok).to(orders.device)
+                members, orders, who = [members[j] for j in ok], orders[kept], who[kept]
                 ens = ensemble_of(members)
         if not any(run.start < epoch and not run.diverged for run in runs):
             break

@@ -90,7 +90,7 @@ def online_ensemble(
 
     def ensemble_of(members: list[int]) -> tuple[Ensemble, torch.Tensor]:
         return (Ensemble([nets[k] for k in members], [opts[k] for k in members], [optimizer] * len(members),
-                         [optim_config] * len(members)), ys[members])
+                         [optim_config] * len(members)), ys[torch.tensor(members).to(ys.device)])
 
     ens, y = ensemble_of(active)
     done = 0
