@@ -1,13 +1,25 @@
-"""Networks per second (docs/method.md §3): an ensemble of E networks trained together
+"""Networks per second (docs/method.md §3, §10b): an ensemble of E networks trained together
 (learnwin.models.ensemble.Ensemble: stacked parameters, one vmapped forward and backward of the
-cells' step-by-step scan, a per-network clip, one optimizer over the stack) against the same E
-networks trained separately (learnwin.models.train.train_step: the hand-written BPTT), for
-E = 1, 4, 16. Each network has its own init, inputs and targets, AdamW, clip 1.0.
+cells' step-by-step scan, a per-network clip, one optimizer per group of members over their stack)
+against the same E networks trained separately (learnwin.models.train.train_step: the hand-written
+BPTT), for E = 1, 4, 16. Each network has its own init, inputs and targets, clip 1.0; its optimizer
+is AdamW ("adamw" rows) or, with --mixed, AdamW and SGD with momentum by turns ("mixed" rows: the
+(optimizer, seed) runs of a model in one train_ensemble job).
+
+With --budget E, the lags of a budget-protocol job (learnwin.recovery.budget_job.budget_trainings):
+the control and E lags, each trained online to N_max (early stop and frontier off, so both do the
+same work) and scored at every budget, as one ensemble on the shared inputs (``ensemble=E``)
+against one at a time: seconds per job (the scoring, the same in both, included), their ratio and
+the largest |r| difference of the two score tables (float32; their rows are checked equal).
 
 Run: python benchmarks/ensemble.py [--device cpu|cuda] [--size default|replication|both]
                                    [--models gru,lstm,const,shared,diag] [--sizes 1,4,16] [--steps 3] [--rounds 3]
+                                   [--mixed] [--budget E]
 Sizes: default = T and D of config/config.yaml's task, its model.hidden and train.batch_size;
 replication = T 1024, D 16, H 128, batch 512 (the official repository's replication command).
+The budget job runs at the default size, budgets 2B, 4B, 8B and 16B (16 steps per network), the
+config's recovery thresholds, n_test, n_perm, null_quantile and coef (config/config.yaml's where the
+config has none).
 CPU: 1 thread. Each implementation is timed once per round, interleaved, and the best round is
 printed (the machine may be shared): networks x steps / seconds. Before timing, both run 3 steps
 in float64 (E = 4, the default size) and the largest weight difference is printed.
@@ -17,14 +29,16 @@ import argparse
 import copy
 import time
 
+import numpy as np
 import torch
 import yaml
 
 from learnwin.models.cells import build_model
 from learnwin.models.ensemble import Ensemble
 from learnwin.models.train import make_optimizer, train_step
+from learnwin.recovery.budget_job import budget_trainings
 
-OPTIM = {"lr": 0.005, "weight_decay": 1e-4}
+OPTIM = {"adamw": {"lr": 0.005, "weight_decay": 1e-4}, "sgd_momentum": {"lr": 0.01, "momentum": 0.9}}
 CLIP = 1.0
 
 
@@ -42,8 +56,13 @@ def data(E, B, T, D, device, dtype):
             torch.randn(E, B, T, generator=g, dtype=dtype).to(device))
 
 
-def separate(nets, x, y):
-    opts = [make_optimizer("adamw", net.parameters(), OPTIM) for net in nets]
+def optimizers(E, mixed):
+    """Each member's optimizer: AdamW, or AdamW and SGD with momentum by turns."""
+    return [("adamw", "sgd_momentum")[i % 2] if mixed else "adamw" for i in range(E)]
+
+
+def separate(nets, x, y, names):
+    opts = [make_optimizer(name, net.parameters(), OPTIM[name]) for net, name in zip(nets, names)]
 
     def step():
         for i, (net, opt) in enumerate(zip(nets, opts)):
@@ -52,8 +71,9 @@ def separate(nets, x, y):
     return step, nets
 
 
-def ensemble(nets, x, y):
-    ens = Ensemble(nets, [make_optimizer("adamw", net.parameters(), OPTIM) for net in nets], "adamw", OPTIM)
+def ensemble(nets, x, y, names):
+    ens = Ensemble(nets, [make_optimizer(name, net.parameters(), OPTIM[name]) for net, name in zip(nets, names)],
+                   names, [OPTIM[name] for name in names])
 
     def step():
         ens.step(x, y, CLIP)
@@ -65,12 +85,12 @@ def ensemble(nets, x, y):
     return step, synced
 
 
-def check(model, T, D, H, B, device):
+def check(model, T, D, H, B, device, mixed):
     """Largest |weight difference| after 3 steps in float64, ensemble against separate (E = 4)."""
     x, y = data(4, B, T, D, device, torch.float64)
-    nets = networks(model, 4, D, H, device, torch.float64)
-    step_sep, a = separate(copy.deepcopy(nets), x, y)
-    step_ens, synced = ensemble(nets, x, y)
+    nets, names = networks(model, 4, D, H, device, torch.float64), optimizers(4, mixed)
+    step_sep, a = separate(copy.deepcopy(nets), x, y, names)
+    step_ens, synced = ensemble(nets, x, y, names)
     for _ in range(3):
         step_sep()
         step_ens()
@@ -83,9 +103,11 @@ def sync(device):
         torch.cuda.synchronize()
 
 
-def row(model, E, T, D, H, B, device, steps, rounds):
+def row(model, E, T, D, H, B, device, steps, rounds, mixed):
     x, y = data(E, B, T, D, device, torch.float32)
-    fns = {make.__name__: make(networks(model, E, D, H, device, torch.float32), x, y)[0] for make in (separate, ensemble)}
+    names = optimizers(E, mixed)
+    fns = {make.__name__: make(networks(model, E, D, H, device, torch.float32), x, y, names)[0]
+           for make in (separate, ensemble)}
     for fn in fns.values():
         fn()  # warm-up
     best = dict.fromkeys(fns, 0.0)
@@ -97,8 +119,30 @@ def row(model, E, T, D, H, B, device, steps, rounds):
                 fn()
             sync(device)
             best[name] = max(best[name], E * steps / (time.perf_counter() - t0))
-    print(f"{model:6s} {E:3d} {best['separate']:14.2f} {best['ensemble']:14.2f} {best['ensemble'] / best['separate']:8.2f}",
-          flush=True)
+    print(f"{model:6s} {'mixed' if mixed else 'adamw':6s} {E:3d} {best['separate']:14.2f} {best['ensemble']:14.2f} "
+          f"{best['ensemble'] / best['separate']:8.2f}", flush=True)
+
+
+def budget_row(model, E, cfg, T, D, H, B, device, rounds):
+    """Seconds of one budget job (control and E lags, each to N_max), one at a time and as one ensemble."""
+    rec = {**yaml.safe_load(open("config/config.yaml"))["recovery"], **cfg.get("recovery", {})}
+    kw = dict(model=model, optimizer="adamw", seed=2, lags=list(range(1, 2 * E, 2)), thresholds=rec["thresholds"],
+              budgets=[2 * B, 4 * B, 8 * B, 16 * B], batch_size=B, frontier_stop=0, early_stop=False,
+              task=dict(T=T, D=D, noise_std=cfg["task"]["noise_std"]), model_config=dict(hidden=H),
+              optim_config=OPTIM["adamw"], train_config=dict(grad_clip=CLIP),
+              gt={k: rec[k] for k in ("coef", "n_test", "n_perm", "null_quantile")}, device=device)
+    best, tables = {0: float("inf"), E: float("inf")}, {}
+    for _ in range(rounds):
+        for e in best:
+            sync(device)
+            t0 = time.perf_counter()
+            tables[e] = budget_trainings(ensemble=e, **kw)
+            sync(device)
+            best[e] = min(best[e], time.perf_counter() - t0)
+    a, b = tables[0], tables[E]
+    assert a[["target", "lag", "N"]].equals(b[["target", "lag", "N"]])
+    print(f"{model:6s} {E:3d} {best[0]:10.2f} {best[E]:10.2f} {best[0] / best[E]:8.2f} "
+          f"{np.abs(a['r'] - b['r']).max():9.1e}", flush=True)
 
 
 def main():
@@ -110,6 +154,8 @@ def main():
     ap.add_argument("--sizes", default="1,4,16")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--mixed", action="store_true", help="also ensembles of AdamW and SGD-momentum members")
+    ap.add_argument("--budget", type=int, default=0, help="also a budget job's control and this many lags")
     args = ap.parse_args()
     cfg = yaml.safe_load(open(args.config))
     sizes = {"default": (cfg["task"]["T"], cfg["task"]["D"], cfg["model"]["hidden"], cfg["train"]["batch_size"]),
@@ -117,20 +163,31 @@ def main():
     if args.device == "cpu":
         torch.set_num_threads(1)
     models, ensembles = args.models.split(","), [int(e) for e in args.sizes.split(",")]
+    kinds = [False, True] if args.mixed else [False]
     T, D, H, B = sizes["default"]
     print(f"torch {torch.__version__}, {args.device}" + (" 1 thread" if args.device == "cpu" else
                                                           f" {torch.cuda.get_device_name()}"))
-    print("float64 check (E 4, default size, 3 AdamW steps), max |ensemble - separate| weight:")
+    print("float64 check (E 4, default size, 3 steps), max |ensemble - separate| weight:")
     for model in models:
-        print(f"  {model:6s} {check(model, T, D, H, B, args.device):.1e}", flush=True)
+        for mixed in kinds:
+            print(f"  {model:6s} {'mixed' if mixed else 'adamw':6s} {check(model, T, D, H, B, args.device, mixed):.1e}",
+                  flush=True)
     for size in (["default", "replication"] if args.size == "both" else [args.size]):
         T, D, H, B = sizes[size]
         print(f"\n{size}: T={T} D={D} H={H} batch={B}; networks x steps per second, best of {args.rounds} rounds "
               f"of {args.steps} steps")
-        print(f"{'model':6s} {'E':>3s} {'separate':>14s} {'ensemble':>14s} {'ens/sep':>8s}")
+        print(f"{'model':6s} {'optim':6s} {'E':>3s} {'separate':>14s} {'ensemble':>14s} {'ens/sep':>8s}")
         for model in models:
-            for E in ensembles:
-                row(model, E, T, D, H, B, args.device, args.steps, args.rounds)
+            for mixed in kinds:
+                for E in ensembles:
+                    row(model, E, T, D, H, B, args.device, args.steps, args.rounds, mixed)
+    if args.budget:
+        T, D, H, B = sizes["default"]
+        print(f"\nbudget job, default size (T={T} D={D} H={H} batch={B}): the control and {args.budget} lags, each "
+              f"16 steps to N_max={16 * B} and scored at 4 budgets; seconds, best of {args.rounds} rounds")
+        print(f"{'model':6s} {'E':>3s} {'one-by-one':>10s} {'ensemble':>10s} {'speed-up':>8s} {'max |dr|':>9s}")
+        for model in models:
+            budget_row(model, args.budget, cfg, T, D, H, B, args.device, args.rounds)
 
 
 if __name__ == "__main__":

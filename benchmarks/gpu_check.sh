@@ -5,8 +5,9 @@
 #      each one's wall time and count of jobs;
 #   2. ms per training step of every gated cell and of nn.GRU and nn.LSTM at the replication size
 #      (config/paper.yaml) and at the default size (benchmarks/train_step.py);
-#   3. ms per network per step of an ensemble of E networks against E separate trainings, E = 1, 4,
-#      16 (benchmarks/ensemble.py);
+#   3. networks x steps per second of an ensemble of E networks against E separate trainings, E = 1, 4,
+#      16, of one optimizer and of two (AdamW and SGD with momentum), and a budget job's control and
+#      8 lags as one ensemble against one at a time (benchmarks/ensemble.py --mixed --budget 8);
 #   4. one paper-size snapshot batch: its seconds and peak GPU memory (benchmarks/snapshot_batch.py).
 #
 #   benchmarks/gpu_check.sh                      on the GPU machine, from the repository root
@@ -139,11 +140,11 @@ dags() {
 # ---- sizes: the check's, or tiny ones for a CPU ----
 if ((DRY)); then
     PAPER=(--config config/smoke.yaml --repeats 1 --rounds 1) DEFAULT=(--config config/smoke.yaml --repeats 1 --rounds 1)
-    ENSEMBLE=(--config config/smoke.yaml --sizes 1,4 --steps 1 --rounds 1)
+    ENSEMBLE=(--config config/smoke.yaml --sizes 1,4 --steps 1 --rounds 1 --mixed --budget 2)
     SNAPSHOT=(--batch 4 --T 48 --hidden 8 --directions 2)
 else
     PAPER=(--config config/paper.yaml --repeats 3 --rounds 1) DEFAULT=(--config config/config.yaml --repeats 10 --rounds 2)
-    ENSEMBLE=(--config config/config.yaml --sizes 1,4,16 --steps 3 --rounds 2)
+    ENSEMBLE=(--config config/config.yaml --sizes 1,4,16 --steps 3 --rounds 2 --mixed --budget 8)
     SNAPSHOT=()
 fi
 
@@ -155,7 +156,7 @@ if [[ ,$PARTS, == *,steps,* ]]; then
         "$PY" benchmarks/train_step.py --device "$DEVICE" --sizes default "${DEFAULT[@]}"
 fi
 if [[ ,$PARTS, == *,ensemble,* ]]; then
-    part "3. ensembles of E = 1, 4, 16 against E separate trainings" "${GPU_CHECK_ENSEMBLE_LIMIT:-60}" \
+    part "3. ensembles of E = 1, 4, 16 (one optimizer, two) and of a budget job's lags, against separate trainings" "${GPU_CHECK_ENSEMBLE_LIMIT:-60}" \
         "$PY" benchmarks/ensemble.py --device "$DEVICE" --models gru,lstm,const "${ENSEMBLE[@]}"
 fi
 [[ ,$PARTS, == *,snapshot,* ]] && part "4. one paper-size snapshot batch" "${GPU_CHECK_SNAPSHOT_LIMIT:-45}" \

@@ -294,3 +294,60 @@ def test_budget_networks_are_the_init_and_the_first_lags_scored_training():
     tampered.loc[(tampered["target"] == "task") & (tampered["lag"] == 1) & (tampered["N"] == n_stop), "r"] += 1e-3
     with pytest.raises(ValueError, match="not the same network"):
         budget_job.budget_networks(recorded=tampered, **kw)
+
+
+@pytest.fixture
+def float64(monkeypatch):
+    """Torch's default dtype and the job's data (so its networks and targets) in float64."""
+    real = budget_job.job_data
+
+    def job_data64(*args, **kw):
+        return {k: v.double() if isinstance(v, torch.Tensor) else v.astype(np.float64) for k, v in real(*args, **kw).items()}
+
+    monkeypatch.setattr(budget_job, "job_data", job_data64)
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(torch.float32)
+
+
+@pytest.mark.parametrize("model", ["gru", "lstm"])
+def test_lags_in_an_ensemble_give_the_sequential_scores(float64, model):
+    """The lags in chunks of 3 along an ensemble dimension (the control with the first chunk): the
+    scores table has the one-at-a-time job's rows, r and null to 1e-10 (float64). Both stops fire:
+    lag 1 stops early, and the frontier rule stops inside a chunk (after lag 9 for the GRU, lag 7
+    for the LSTM), so the chunk's later lags were trained and their rows dropped."""
+    seq, ens = (run(model=model, lags=LAGS, frontier_stop=2, ensemble=E) for E in (0, 3))
+    task = seq[seq["target"] == "task"].groupby("lag").size()
+    assert task.loc[1] < len(BUDGETS)  # early stop
+    assert len(task) < len(LAGS) and len(task) % 3 and task.index[-1] == {"gru": 9, "lstm": 7}[model]  # frontier
+    pd.testing.assert_frame_equal(ens.drop(columns=["r", "null", "seconds"]), seq.drop(columns=["r", "null", "seconds"]))
+    np.testing.assert_allclose(ens["r"], seq["r"], rtol=0, atol=1e-10)
+    np.testing.assert_allclose(ens["null"], seq["null"], rtol=0, atol=1e-10)
+    assert np.abs(ens["r"]).max() > max(THRESHOLDS)  # scores of learned lags
+
+
+def test_a_diverging_lag_ensemble_names_the_run():
+    with pytest.raises(DivergenceError, match=r"model=gru optimizer=sgd seed=3 control: .* at N=\d+; lower optim.sgd.lr"):
+        run(optimizer="sgd", optim_config=dict(lr=1e12), train_config=dict(grad_clip=0.0), ensemble=3)
+
+
+def test_budget_networks_under_an_ensemble_train_its_first_chunk_again():
+    """Scored by a lag ensemble, the trained network is rebuilt by training the job's first chunk
+    (control and first 3 lags, with their early stops) again to the first lag's last budget: in
+    float32 bitwise the network scored (the check at float32 equality passes; a tampered record
+    raises), and close (rtol 1e-4) to the network a one-at-a-time rebuild gives."""
+    kw = dict(model="gru", optimizer="adamw", seed=SEED, lags=LAGS, budgets=BUDGETS, task=TASK, model_config=MODEL,
+              optim_config=OPTIM["adamw"], train_config=dict(grad_clip=1.0, batch_size=B), gt=GT)
+    scores = run(lags=LAGS, frontier_stop=2, ensemble=3)
+    nets = budget_job.budget_networks(recorded=scores, ensemble=3, thresholds=THRESHOLDS, **kw)
+    alone = budget_job.budget_networks(recorded=run(lags=LAGS, frontier_stop=2), **kw)
+    assert_equal_states(nets["init"]["model"], alone["init"]["model"])
+    assert nets["trained"]["optimizer"]["state"][0]["step"] == 64 // B  # early stop: learned at 32 and 64
+    for name, t in nets["trained"]["model"].items():
+        torch.testing.assert_close(t, alone["trained"]["model"][name], rtol=1e-4, atol=1e-5, msg=name)
+    tampered = scores.copy()
+    tampered.loc[(tampered["target"] == "task") & (tampered["lag"] == 1) & (tampered["N"] == 64), "r"] += 1e-6
+    with pytest.raises(ValueError, match="not the same network"):
+        budget_job.budget_networks(recorded=tampered, ensemble=3, thresholds=THRESHOLDS, **kw)
+    with pytest.raises(ValueError, match="needs the job's thresholds"):
+        budget_job.budget_networks(recorded=scores, ensemble=3, **kw)

@@ -20,6 +20,7 @@ from pretend_cuda import DeviceMismatch, pretend_cuda
 
 from learnwin.infra import io
 from learnwin.models.data import write_splits
+from learnwin.models.ensemble import train_runs
 from learnwin.models.train import train_run
 from learnwin.probing.lyapunov import lyapunov_checkpoint
 from learnwin.probing.memory import memory_checkpoint
@@ -153,3 +154,32 @@ def test_budget_and_dataset_recovery_on_the_device_give_the_cpu_tables():
         assert len(cpu_table)
         pd.testing.assert_frame_equal(dev_table.drop(columns="seconds", errors="ignore"),
                                       cpu_table.drop(columns="seconds", errors="ignore"), check_exact=True)
+
+
+def test_ensembles_on_the_device_give_the_cpu_outputs(data_dir, tmp_path):
+    """The networks that train together (docs/method.md §3, §10b): a model's (optimizer, seed) runs as
+    one ensemble of two optimizers (train_runs), and a budget job's lags in chunks with the network
+    it rebuilds, give on the device the CPU's outputs bit for bit."""
+    runs = [("adamw", 3), ("sgd_momentum", 3), ("adamw", 4)]
+    budget = dict(thresholds=[0.1, 0.3], budgets=[8, 16], ensemble=2)
+    out = {}
+    for d in ("cpu", DEVICE):
+        with on(d):
+            assert train_runs(data_dirs=[data_dir] * len(runs), out_dirs=[tmp_path / d / o / f"seed{s}" for o, s in runs],
+                              model="gru", optimizers=[o for o, _ in runs], seeds=[s for _, s in runs], model_config=MODEL,
+                              optim_configs={"adamw": OPTIM, "sgd_momentum": dict(lr=0.01, momentum=0.9)},
+                              train_config=TRAIN, snapshot_epochs=["best"], device=d) == {}
+            scores = budget_trainings(batch_size=8, frontier_stop=0, train_config=dict(grad_clip=1.0), device=d,
+                                      **budget, **JOB)
+            nets = budget_networks(train_config=dict(grad_clip=1.0, batch_size=8), recorded=scores, device=d, **budget,
+                                   **JOB)
+            out[d] = scores, {name: {k: t.cpu() for k, t in net["model"].items()} for name, net in nets.items()}
+    for o, s in runs:
+        run = {d: tmp_path / d / o / f"seed{s}" for d in ("cpu", DEVICE)}
+        pd.testing.assert_frame_equal(*(io.read_table(run[d] / "curve.parquet", "curve") for d in (DEVICE, "cpu")),
+                                      check_exact=True)
+        for name in ("best.pt", "final.pt"):
+            assert_same_state(io.load_checkpoint(run[DEVICE] / name), io.load_checkpoint(run["cpu"] / name))
+    pd.testing.assert_frame_equal(out[DEVICE][0].drop(columns="seconds"), out["cpu"][0].drop(columns="seconds"),
+                                  check_exact=True)
+    assert_same_state(out[DEVICE][1], out["cpu"][1])

@@ -1,5 +1,6 @@
 """An ensemble of networks trained together equals separate trainings (learnwin.models.ensemble,
-docs/method.md §3): steps to 1e-10 in float64 for every cell, and per-run outputs of train_runs."""
+docs/method.md §3): steps to 1e-10 in float64 for every cell, members of one optimizer or of
+several, and per-run outputs of train_runs, a member's checkpoint files its separate run's."""
 
 import copy
 
@@ -12,13 +13,18 @@ from learnwin.infra.registry import MODELS
 from learnwin.models import ensemble, train
 from learnwin.models.cells import build_model
 from learnwin.models.data import write_splits
+from learnwin.models.ensemble import Ensemble
 
 GATED = ["const", "shared", "diag", "gru", "lstm"]
 TASK = dict(T=10, D=3, lags=[2], coefs=[1.0], noise_std=0.05, n_train=48, n_val=16, n_diag=8)
 MODEL = dict(hidden=6, layer_norm=True, const_s=0.3, gru_init_update=0.3, lstm_init_forget=0.5)
 TRAIN = dict(epochs=3, batch_size=16, grad_clip=0.5, r2_subset=32)
-OPTIM = {"lr": 0.02, "weight_decay": 1e-2}
+OPTIM = {"adamw": {"lr": 0.02, "weight_decay": 1e-2}, "sgd_momentum": {"lr": 0.05, "momentum": 0.9}}
 SEEDS = [5, 6, 7]
+RUNS = [("adamw", 5), ("adamw", 6), ("adamw", 7), ("sgd_momentum", 5), ("sgd_momentum", 7)]  # (optimizer, seed)
+#: Each optimizer's config in the step tests (lr large enough that the networks move).
+STEP_OPTIM = {"adamw": {"lr": 0.05, "weight_decay": 1e-2}, "sgd_momentum": {"lr": 0.1, "momentum": 0.9},
+              "rmsprop": {"lr": 0.01, "weight_decay": 1e-2}}
 
 
 def _nets(name, E=3, D=3, H=5, **model):
@@ -34,17 +40,22 @@ def _flat(net, opt):
     return torch.cat([t.detach().flatten().double() for t in [*net.parameters(), *state]])
 
 
-@pytest.mark.parametrize("optimizer", ["adamw", "sgd_momentum", "rmsprop"])
+@pytest.mark.parametrize("optimizers", [("adamw",) * 3, ("sgd_momentum",) * 3, ("rmsprop",) * 3,
+                                        ("adamw", "sgd_momentum", "adamw"), ("rmsprop", "sgd_momentum", "adamw")])
 @pytest.mark.parametrize("shared_x", [False, True])
 @pytest.mark.parametrize("name,layers", [(m, 1) for m in MODELS] + [("gru", 2), ("lru", 2)])
-def test_steps_equal_separate_trainings(name, layers, shared_x, optimizer):
+def test_steps_equal_separate_trainings(name, layers, shared_x, optimizers):
     """Four joint steps (clip active) against four train_step calls per network: weights and
-    optimizer states to 1e-10, inputs per member (the seeds) or shared (the lags of a budget job)."""
+    optimizer states to 1e-10, inputs per member (the seeds) or shared (the lags of a budget job),
+    one optimizer for all members or several (each group of members its own stacked leaves and
+    optimizer, interleaved in member order)."""
     nets = _nets(name, layers=layers, block="stacked")
-    cfg = {"lr": 0.05, "weight_decay": 1e-2}
+    cfgs = [STEP_OPTIM[o] for o in optimizers]
     sep = copy.deepcopy(nets)
-    ens = ensemble.Ensemble(nets, [train.make_optimizer(optimizer, n.parameters(), cfg) for n in nets], optimizer, cfg)
-    opts = [train.make_optimizer(optimizer, n.parameters(), cfg) for n in sep]
+    ens = ensemble.Ensemble(nets, [train.make_optimizer(o, n.parameters(), c) for o, n, c in zip(optimizers, nets, cfgs)],
+                            optimizers, cfgs)
+    assert len(ens.group_opts) == len(set(optimizers))
+    opts = [train.make_optimizer(o, n.parameters(), c) for o, n, c in zip(optimizers, sep, cfgs)]
     before = [torch.cat([p.detach().flatten() for p in net.parameters()]) for net in sep]
     gen = torch.Generator().manual_seed(5)
     for _ in range(4):
@@ -66,7 +77,9 @@ def test_member_state_is_a_copy():
     """What sync gives the members shares no storage with the stack: a later joint step leaves
     a kept checkpoint unchanged, and a saved tensor holds its own numbers only."""
     nets = _nets("gru")
-    ens = ensemble.Ensemble(nets, [train.make_optimizer("adamw", n.parameters(), OPTIM) for n in nets], "adamw", OPTIM)
+    cfg = OPTIM["adamw"]
+    ens = ensemble.Ensemble(nets, [train.make_optimizer("adamw", n.parameters(), cfg) for n in nets], ["adamw"] * 3,
+                            [cfg] * 3)
     gen = torch.Generator().manual_seed(1)
     step = lambda: ens.step(torch.randn(3, 4, 9, 3, generator=gen, dtype=torch.float64),  # noqa: E731
                             torch.randn(3, 4, 9, generator=gen, dtype=torch.float64), grad_clip=1.0)
@@ -74,7 +87,7 @@ def test_member_state_is_a_copy():
     ens.sync()
     kept = train.checkpoint(ens.nets[1], ens.opts[1], 1, {}, 0.0)
     frozen = copy.deepcopy(kept)
-    stacked = {t.untyped_storage().data_ptr() for t in ens.params.values()}
+    stacked = {t.untyped_storage().data_ptr() for leaves in ens.leaves for t in leaves.values()}
     for state in (kept["model"], *kept["optimizer"]["state"].values(), ens.nets[1].state_dict(),
                   *ens.opts[1].state_dict()["state"].values()):
         for t in state.values():
@@ -105,62 +118,113 @@ def float64():
     torch.set_default_dtype(torch.float32)
 
 
-def _separate(data_dir, out, model, seed):
-    return train.train_run(data_dir=data_dir / f"seed{seed}", out_dir=out / f"seed{seed}", model=model, optimizer="adamw", seed=seed,
-                           model_config=MODEL, optim_config=OPTIM, train_config=TRAIN, snapshot_epochs=[0, 2, "best"])
+SNAPSHOTS = [0, 1, 2, "best", "final"]
 
 
-def _together(data_dir, out, model):
-    return ensemble.train_runs(data_dirs=[data_dir / f"seed{s}" for s in SEEDS], out_dirs=[out / f"seed{s}" for s in SEEDS], model=model,
-                               optimizer="adamw", seeds=SEEDS, model_config=MODEL, optim_config=OPTIM,
-                               train_config=TRAIN, snapshot_epochs=[0, 2, "best"])
+def _separate(data_dir, out, model, optimizer, seed):
+    return train.train_run(data_dir=data_dir / f"seed{seed}", out_dir=out / optimizer / f"seed{seed}", model=model,
+                           optimizer=optimizer, seed=seed, model_config=MODEL, optim_config=OPTIM[optimizer],
+                           train_config=TRAIN, snapshot_epochs=SNAPSHOTS)
+
+
+def _together(data_dir, out, model, runs=RUNS):
+    return ensemble.train_runs(data_dirs=[data_dir / f"seed{s}" for _, s in runs],
+                               out_dirs=[out / o / f"seed{s}" for o, s in runs], model=model,
+                               optimizers=[o for o, _ in runs], seeds=[s for _, s in runs], model_config=MODEL,
+                               optim_configs=OPTIM, train_config=TRAIN, snapshot_epochs=SNAPSHOTS)
 
 
 def _same_checkpoint(a, b, tol):
-    """Same keys and metadata (val_mse to 1e-10: the ensemble evaluates its members batched); tensors
-    of the same layout, equal within ``tol`` (0: bit for bit)."""
+    """The same checkpoint file in content: the same keys and metadata (val_mse to 1e-10: the
+    ensemble evaluates its members batched), the same model keys, the same optimizer param_groups
+    and state structure (parameter ids, each one's state keys) with the same step counts; every
+    tensor of the same layout and storage size, equal within ``tol`` (0: bit for bit)."""
     assert a.keys() == b.keys()
     for key in a:
         if key in ("model", "optimizer"):
             continue
         assert a[key] == pytest.approx(b[key], rel=1e-10, abs=0) if key == "val_mse" else a[key] == b[key], key
+    assert list(a["model"]) == list(b["model"])
+    assert a["optimizer"].keys() == b["optimizer"].keys() == {"state", "param_groups"}
     assert a["optimizer"]["param_groups"] == b["optimizer"]["param_groups"]
-    pairs = list(zip(a["model"].items(), b["model"].items()))
-    pairs += [((k, x), (k, y)) for s, t in zip(a["optimizer"]["state"].values(), b["optimizer"]["state"].values())
-              for (k, x), (_, y) in zip(s.items(), t.items())]
-    for (ka, x), (kb, y) in pairs:
-        assert ka == kb and x.dtype == y.dtype and x.shape == y.shape and x.stride() == y.stride(), ka
-        assert x.untyped_storage().nbytes() == y.untyped_storage().nbytes(), ka
-        torch.testing.assert_close(x, y, rtol=0, atol=tol, msg=ka)
+    sa, sb = a["optimizer"]["state"], b["optimizer"]["state"]
+    assert list(sa) == list(sb) and all(list(sa[k]) == list(sb[k]) for k in sa)
+    assert [int(e["step"]) for e in sa.values() if "step" in e] == [int(e["step"]) for e in sb.values() if "step" in e]
+    pairs = [(k, a["model"][k], b["model"][k]) for k in a["model"]]
+    pairs += [(f"optimizer {i} {k}", sa[i][k], sb[i][k]) for i in sa for k in sa[i] if sa[i][k] is not None]
+    for key, x, y in pairs:
+        assert x.dtype == y.dtype and x.shape == y.shape and x.stride() == y.stride(), key
+        assert x.untyped_storage().nbytes() == y.untyped_storage().nbytes(), key
+        torch.testing.assert_close(x, y, rtol=0, atol=tol, msg=key)
+
+
+def _same_run(ens_dir, sep_dir, same_size=True):
+    """One run's outputs of an ensemble training are its separate run's (the model and optimizer
+    states along the way, and so its checkpoints, differ in the last bits: under vmap the cells run
+    their step-by-step reference scan, the separate run the hand-written BPTT): the same files;
+    every checkpoint (each snapshot epoch, best, final) the same in content
+    (:func:`_same_checkpoint`): the init's tensors bit for bit, the trained ones' to 1e-10, and of
+    the same size on disk (no stacked storage saved) unless not ``same_size``; the curve table
+    (float32) to its rounding."""
+    assert sorted(p.name for p in ens_dir.iterdir()) == sorted(p.name for p in sep_dir.iterdir())
+    curve, ref_curve = (io.read_table(d / "curve.parquet", "curve") for d in (ens_dir, sep_dir))
+    assert list(curve.columns) == list(ref_curve.columns)
+    assert (curve.iloc[:, :4] == ref_curve.iloc[:, :4]).all().all()
+    np.testing.assert_allclose(curve.iloc[:, 4:], ref_curve.iloc[:, 4:], rtol=1e-7, atol=0)  # float32 table
+    for name in sorted(p.name for p in sep_dir.glob("*.pt")):
+        _same_checkpoint(*(io.load_checkpoint(d / name) for d in (ens_dir, sep_dir)), 0 if name == "epoch0.pt" else 1e-10)
+        assert not same_size or (ens_dir / name).stat().st_size == (sep_dir / name).stat().st_size, name
 
 
 @pytest.mark.parametrize("model", GATED)
 def test_train_runs_equal_separate_runs(data_dir, tmp_path, float64, model):
-    """Every seed's outputs of one ensemble training are its separate run's: the init checkpoint's
-    tensors and metadata bit for bit, every trained checkpoint's tensors and val_mse to 1e-10, its
-    other metadata bit for bit, the files the same size (no stacked storage saved), the curve
-    table (float32) to its rounding."""
+    """Every (optimizer, seed) run of one ensemble training of a model (two optimizers, the
+    seeds of each) has its separate run's outputs (:func:`_same_run`); the runs trained, AdamW's
+    state counts its steps."""
     assert _together(data_dir, tmp_path / "ens", model) == {}
-    for seed in SEEDS:
-        ref = _separate(data_dir, tmp_path / "sep", model, seed)
-        ens_dir, sep_dir = tmp_path / "ens" / f"seed{seed}", tmp_path / "sep" / f"seed{seed}"
-        curve, ref_curve = (io.read_table(d / "curve.parquet", "curve") for d in (ens_dir, sep_dir))
-        assert list(curve.columns) == list(ref_curve.columns)
-        assert (curve.iloc[:, :4] == ref_curve.iloc[:, :4]).all().all()
-        np.testing.assert_allclose(curve.iloc[:, 4:], ref_curve.iloc[:, 4:], rtol=1e-7, atol=0)  # float32 table
+    for optimizer, seed in RUNS:
+        ref = _separate(data_dir, tmp_path / "sep", model, optimizer, seed)
+        sep_dir = tmp_path / "sep" / optimizer / f"seed{seed}"
         moved = [(a - b).abs().max() for a, b in zip(*(io.load_checkpoint(sep_dir / n)["model"].values()
                                                        for n in ("epoch0.pt", "final.pt")))]
         assert max(moved) > 1e-2 and ref["val_mse"].iloc[-1] < ref["val_mse"].iloc[0]  # the runs trained
-        for name, tol in (("epoch0.pt", 0), ("epoch2.pt", 1e-10), ("best.pt", 1e-10), ("final.pt", 1e-10)):
-            a, b = io.load_checkpoint(ens_dir / name), io.load_checkpoint(sep_dir / name)
-            _same_checkpoint(a, b, tol)
-            assert (ens_dir / name).stat().st_size == (sep_dir / name).stat().st_size, name
-        assert not (ens_dir / ".resume").exists()
+        if optimizer == "adamw":
+            steps = TRAIN["epochs"] * (TASK["n_train"] // TRAIN["batch_size"])
+            assert {int(e["step"]) for e in io.load_checkpoint(sep_dir / "final.pt")["optimizer"]["state"].values()} == {steps}
+        _same_run(tmp_path / "ens" / optimizer / f"seed{seed}", sep_dir)
+        assert not (tmp_path / "ens" / optimizer / f"seed{seed}" / ".resume").exists()
+
+
+def test_a_resumed_run_joins(data_dir, tmp_path, float64, monkeypatch):
+    """A run killed after its first epoch resumes from its state while the others start fresh:
+    they train epoch 1 without it, it joins them (its optimizer's group) from epoch 2, and every
+    run's outputs are its uninterrupted separate run's in content. (Not in size: the optimizer
+    state of a resumed run, a separate one's too, is unpickled, and its key strings are no longer
+    the config's, which an uninterrupted run's checkpoint pickles once; its group shares them.)"""
+    real, resumed = train.Run.end_epoch, RUNS[3]
+
+    def killed(self, row, seconds):
+        real(self, row, seconds)
+        raise KeyboardInterrupt  # after the resume state of epoch 1 is written
+
+    monkeypatch.setattr(train.Run, "end_epoch", killed)
+    with pytest.raises(KeyboardInterrupt):
+        _separate(data_dir, tmp_path / "ens", "const", *resumed)
+    monkeypatch.setattr(train.Run, "end_epoch", real)
+    state = tmp_path / "ens" / resumed[0] / f"seed{resumed[1]}" / ".resume" / "state.pt"
+    assert io.load_checkpoint(state)["epoch"] == 1
+    joined = []
+    monkeypatch.setattr(ensemble, "Ensemble", lambda nets, *a: joined.append(len(nets)) or Ensemble(nets, *a))
+    assert _together(data_dir, tmp_path / "ens", "const") == {}
+    assert joined == [len(RUNS) - 1, len(RUNS) - 1, len(RUNS)]  # epoch-0 rows, epoch 1, epochs 2-3
+    for optimizer, seed in RUNS:
+        _separate(data_dir, tmp_path / "sep", "const", optimizer, seed)
+        _same_run(*(tmp_path / d / optimizer / f"seed{seed}" for d in ("ens", "sep")), same_size=False)
 
 
 def test_one_member_diverges_the_others_go_on(data_dir, tmp_path, float64, monkeypatch):
-    """A seed whose loss is not finite gets tombstones and the note a separate run writes; the
-    other seeds train on, as they would alone."""
+    """A run whose loss is not finite gets tombstones and the note a separate run writes; the
+    other runs, of its optimizer and of the other, train on, as they would alone."""
     real = train.build_model
 
     def poisoned(*args, **kw):
@@ -173,21 +237,22 @@ def test_one_member_diverges_the_others_go_on(data_dir, tmp_path, float64, monke
     monkeypatch.setattr(train, "build_model", poisoned)
     diverged = _together(data_dir, tmp_path / "ens", "gru")
     with pytest.raises(train.DivergenceError) as err:
-        _separate(data_dir, tmp_path / "sep", "gru", 6)
-    assert diverged == {6: str(err.value)}
-    assert "seed=6: training loss became nan at epoch 1" in diverged[6]
-    assert io.read_notes(tmp_path / "ens" / "seed6" / "curve.parquet") == {"diverged": diverged[6]}
-    assert io.load_checkpoint(tmp_path / "ens" / "seed6" / "best.pt")["diverged"] == diverged[6]
-    for seed in (5, 7):
-        _separate(data_dir, tmp_path / "sep", "gru", seed)
-        for name in ("best.pt", "final.pt"):
-            _same_checkpoint(*(io.load_checkpoint(tmp_path / d / f"seed{seed}" / name) for d in ("ens", "sep")), 1e-10)
+        _separate(data_dir, tmp_path / "sep", "gru", "adamw", 6)
+    assert diverged == {("adamw", 6): str(err.value)}
+    assert "seed=6: training loss became nan at epoch 1" in diverged[("adamw", 6)]
+    ens_dir = tmp_path / "ens" / "adamw" / "seed6"
+    assert io.read_notes(ens_dir / "curve.parquet") == {"diverged": str(err.value)}
+    assert io.load_checkpoint(ens_dir / "best.pt")["diverged"] == str(err.value)
+    for optimizer, seed in RUNS:
+        if seed != 6:
+            _separate(data_dir, tmp_path / "sep", "gru", optimizer, seed)
+            _same_run(*(tmp_path / d / optimizer / f"seed{seed}" for d in ("ens", "sep")))
 
 
 @pytest.mark.parametrize("choice,expect", [("True", "train_ensemble"), ("False", "train_model"), ("auto", None)])
-def test_workflow_trains_the_seeds_together_on_request(tmp_path, choice, expect):
-    """config ensemble: one train_ensemble job per (model, optimizer) writing every seed's files,
-    whose consumers (check_training, per seed) are unchanged; auto on a CPU host: one job per seed."""
+def test_workflow_trains_a_models_runs_together_on_request(tmp_path, choice, expect):
+    """config ensemble: one train_ensemble job per model writing every (optimizer, seed) run's files,
+    whose consumers (check_training, per run) are unchanged; auto on a CPU host: one job per run."""
     import yaml
     from workflow_helpers import copy_workflow, scheduled
 
@@ -195,14 +260,15 @@ def test_workflow_trains_the_seeds_together_on_request(tmp_path, choice, expect)
 
     work = copy_workflow(tmp_path / "wf")
     cfg = yaml.safe_load((work / "config" / "config.yaml").read_text())
-    runs = len(cfg["models"]) * len(cfg["optimizers"])
+    runs = len(cfg["models"]) * len(cfg["optimizers"]) * len(cfg["seeds"])
+    assert len(cfg["optimizers"]) > 1 and len(cfg["seeds"]) > 1  # the job holds both
     jobs = scheduled(work, "--config", f"ensemble={choice}", "device=cpu" if choice == "auto" else "ensemble=" + choice)
-    assert jobs["check_training"] == runs * len(cfg["seeds"])
+    assert jobs["check_training"] == runs
     if expect is None:
-        assert resources.ensemble_seeds({**cfg, "device": "cpu"}) is False
-        assert resources.ensemble_seeds({**cfg, "device": "cuda"}) is True
-        assert resources.ensemble_seeds({**cfg, "device": "cuda", "seeds": [2]}) is False
+        assert resources.ensemble_training({**cfg, "device": "cpu"}, resources.ensemble_runs(cfg)) is False
+        assert resources.ensemble_training({**cfg, "device": "cuda"}, resources.ensemble_runs(cfg)) is True
+        assert resources.ensemble_training({**cfg, "device": "cuda"}, 1) is False
         expect = "train_model"
     other = {"train_ensemble", "train_model"} - {expect}
-    assert jobs[expect] == (runs if expect == "train_ensemble" else runs * len(cfg["seeds"]))
+    assert jobs[expect] == (len(cfg["models"]) if expect == "train_ensemble" else runs)
     assert not other & jobs.keys()

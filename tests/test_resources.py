@@ -203,3 +203,28 @@ def test_budget_snapshot_requests_train_the_first_lag_to_n_max_at_worst(monkeypa
         resources.recovery_snapshot_cpu_seconds(cfg, "gru", steps)) > resources.MIN_RUNTIME
     assert resources.budget_snapshot_mem_mb(cfg, "gru") == max(resources.budget_mem_mb(cfg, "gru"),
                                                                resources.snapshot_mem_mb(cfg, "gru"))
+
+
+def test_ensemble_requests(monkeypatch):
+    """Where networks train together (config ensemble; docs/method.md §3, §10b): a train_ensemble job
+    holds every seed's splits and one batch of activations per (optimizer, seed) run and asks for
+    their separate trainings' time; a budget job under a lag ensemble holds the chunk's other
+    members' targets and activations, and its snapshot job trains the first chunk (E + 1 networks)
+    again. On the CPU (ensemble auto) nothing changes."""
+    monkeypatch.setattr(resources, "COEF", {"train_model": (10.0, 1e-3, 0.0), "take_snapshot": (0, 0, 0, 0)})
+    cfg = _config(T=16, H=4, n=64)
+    cfg["recovery"] = {**cfg["recovery"], "budgets": [64, 128, 2**20], "lags": [1, 3, 5], "n_test": 32, "n_perm": 20}
+    runs = len(cfg["optimizers"]) * len(cfg["seeds"])
+    assert resources.ensemble_runs(cfg) == runs > 1
+    t, act = cfg["task"], resources._activation_bytes(cfg, "gru")
+    data = len(cfg["seeds"]) * (t["n_train"] + t["n_val"]) * 16 * (t["D"] + 1) * 4
+    assert resources.ensemble_mem_mb(cfg, "gru") == int(1200 + (data + runs * act) / 2**20)
+    assert resources.ensemble_runtime_min(cfg, "gru") == resources._minutes(runs * resources.cpu_seconds("train_model", cfg, "gru"))
+    cpu, cuda = {**cfg, "device": "cpu", "ensemble": "auto"}, {**cfg, "device": "cuda", "ensemble": "auto"}
+    assert resources.lag_ensemble(cpu) == 0 and resources.lag_ensemble(cuda) == 3  # at most the grid's 3 lags
+    assert resources.lag_ensemble({**cuda, "recovery": {**cfg["recovery"], "ensemble_lags": 2}}) == 2
+    assert resources.budget_mem_mb(cuda, "gru") - resources.budget_mem_mb(cpu, "gru") == pytest.approx(
+        3 * (2**20 * 16 * 4 + act) / 2**20, abs=1)
+    steps = 2**20 // cfg["train"]["batch_size"]
+    assert resources.budget_snapshot_runtime_min(cuda, "gru") == resources._minutes(
+        resources.recovery_snapshot_cpu_seconds(cfg, "gru", steps, 4)) > resources.budget_snapshot_runtime_min(cpu, "gru")

@@ -105,6 +105,25 @@ def train_runtime_min(cfg: Mapping, model: str) -> int:
     return _minutes(cpu_seconds("train_model", cfg, model))
 
 
+def ensemble_runs(cfg: Mapping) -> int:
+    """The (optimizer, seed) runs of one model, which one train_ensemble job trains together."""
+    return len(cfg["optimizers"]) * len(cfg["seeds"])
+
+
+def ensemble_mem_mb(cfg: Mapping, model: str) -> int:
+    """One train_ensemble job: every seed's train + val splits resident, plus autograd activations
+    of one batch of each run."""
+    t = cfg["task"]
+    data = len(cfg["seeds"]) * (t["n_train"] + t["n_val"]) * _sample_bytes(t)
+    return _mb(data + ensemble_runs(cfg) * _activation_bytes(cfg, model), base=1200)
+
+
+def ensemble_runtime_min(cfg: Mapping, model: str) -> int:
+    """Wall-time request of one train_ensemble job: its runs' separate trainings by the CPU cost law,
+    an upper bound where an ensemble wins (no cost law of a device yet)."""
+    return _minutes(ensemble_runs(cfg) * cpu_seconds("train_model", cfg, model))
+
+
 def snapshot_runtime_min(cfg: Mapping, model: str) -> int:
     """Wall-time request of one snapshot job (envelope, psi, S and the memory curve); the law is
     the diagonal transport's, times 1 + :data:`EXACT_FACTOR` when ``snapshot.transport`` lists
@@ -227,15 +246,26 @@ def budget_runtime_min(cfg: Mapping, model: str) -> int:
 
 def budget_mem_mb(cfg: Mapping, model: str) -> int:
     """The N_max stream twice over (inputs and noise, plus the components and one training's
-    targets), the held-out set, one batch of activations and the score's cross products."""
-    return _scored_training_mem_mb(cfg, model, 2 * cfg["recovery"]["budgets"][-1])
+    targets), the held-out set, one batch of activations and the score's cross products; under a
+    lag ensemble (:func:`lag_ensemble`) the targets and a batch's activations of its other members."""
+    n_max, E = cfg["recovery"]["budgets"][-1], lag_ensemble(cfg)
+    members = E * (n_max * cfg["task"]["T"] * 4 + _activation_bytes(cfg, model))
+    return _scored_training_mem_mb(cfg, model, 2 * n_max) + _mb(members, base=0)
 
 
-def recovery_snapshot_cpu_seconds(cfg: Mapping, model: str, steps: int | None = None) -> float:
-    """CPU seconds of one same-network snapshot job (docs/method.md §10): one training of
-    ``steps`` (default ``recovery.steps``) and two snapshots (init, trained) by the snapshot law,
+def lag_ensemble(cfg: Mapping) -> int:
+    """Lags per ensemble chunk of a budget-protocol job (docs/method.md §10b):
+    ``recovery.ensemble_lags`` (at most the grid's) where :func:`ensemble_training` says so for a
+    chunk and the control, else 0 (one training at a time)."""
+    E = min(cfg["recovery"]["ensemble_lags"], len(recovery_lags(cfg)))
+    return E if ensemble_training(cfg, E + 1) else 0
+
+
+def recovery_snapshot_cpu_seconds(cfg: Mapping, model: str, steps: int | None = None, trainings: int = 1) -> float:
+    """CPU seconds of one same-network snapshot job (docs/method.md §10): ``trainings`` trainings
+    of ``steps`` (default ``recovery.steps``) and two snapshots (init, trained) by the snapshot law,
     which also counts the memory curve this job skips."""
-    train = recovery_cpu_seconds(cfg, model, 1, cfg["recovery"]["steps"] if steps is None else steps)
+    train = recovery_cpu_seconds(cfg, model, trainings, cfg["recovery"]["steps"] if steps is None else steps)
     return train + 2 * _snapshot_cpu_seconds(cfg, model)
 
 
@@ -251,9 +281,11 @@ def recovery_snapshot_mem_mb(cfg: Mapping, model: str) -> int:
 
 def budget_snapshot_runtime_min(cfg: Mapping, model: str) -> int:
     """Wall-time request of one same-network snapshot job of the budget protocol (docs/method.md
-    §10b): the first grid lag's training at worst to N_max (N_max / B steps) and two snapshots."""
+    §10b): the first grid lag's training at worst to N_max (N_max / B steps), with the first chunk's
+    other members under a lag ensemble (:func:`lag_ensemble`; the CPU law, an upper bound), and two
+    snapshots."""
     steps = cfg["recovery"]["budgets"][-1] // cfg["train"]["batch_size"]
-    return _minutes(recovery_snapshot_cpu_seconds(cfg, model, steps))
+    return _minutes(recovery_snapshot_cpu_seconds(cfg, model, steps, lag_ensemble(cfg) + 1))
 
 
 def budget_snapshot_mem_mb(cfg: Mapping, model: str) -> int:
@@ -261,13 +293,15 @@ def budget_snapshot_mem_mb(cfg: Mapping, model: str) -> int:
     return max(budget_mem_mb(cfg, model), snapshot_mem_mb(cfg, model))
 
 
-def ensemble_seeds(cfg: Mapping) -> bool:
-    """Whether the seeds of each (model, optimizer) train as one ensemble job (rule train_ensemble,
-    :func:`learnwin.models.ensemble.train_runs`, docs/method.md §3) instead of one job per seed.
+def ensemble_training(cfg: Mapping, members: int) -> bool:
+    """Whether networks of one shape, ``members`` of them, train together along a leading ensemble
+    dimension (:mod:`learnwin.models.ensemble`, docs/method.md §3): the (optimizer, seed) runs of
+    each model in one job (rule train_ensemble instead of one train_model job per run), and the
+    lags of a budget-protocol job in chunks (:func:`learnwin.recovery.budget_job.budget_trainings`).
 
     Config key ``ensemble``: true, false, or auto (the default): on CUDA only, with more than one
-    seed. On CPU an ensemble was measured no faster per network than separate trainings on the
-    hand-written BPTT at the default's few seeds (benchmarks/ensemble.py, docs/performance.md
+    member. On CPU an ensemble was measured no faster per network than separate trainings on the
+    hand-written BPTT at a few networks (benchmarks/ensemble.py, docs/performance.md
     "Ensembles"); on a GPU a step of one network is bound by issuing small kernels, so E networks
     at once should cost far less than E (not yet measured: ``benchmarks/ensemble.py --device cuda``). ``device: auto`` is
     resolved on the host that builds the DAG (set ``ensemble: true`` where the jobs run on GPU
@@ -276,7 +310,7 @@ def ensemble_seeds(cfg: Mapping) -> bool:
     choice = cfg.get("ensemble", "auto")
     if choice != "auto":
         return bool(choice)
-    if len(cfg["seeds"]) < 2 or cfg["device"] == "cpu":
+    if members < 2 or cfg["device"] == "cpu":
         return False
     if cfg["device"] == "cuda":
         return True

@@ -1,15 +1,17 @@
 """Networks of one shape trained together along a leading ensemble dimension (docs/method.md §3).
 
-E networks of one architecture (the seeds of a cell, the lags of a budget job) take one step
-together: their parameters are stacked along a leading dimension (``torch.func.stack_module_state``),
-the forward is ``vmap`` of ``functional_call`` over the stack (each member its own inputs or
-shared ones, its own targets), and one backward of the summed losses gives each member its own
-gradient. The update is each member's own: the global-norm clip of ``clip_grad_norm_`` per
-member, and one optimizer over the stacked tensors, whose updates (AdamW, Adam, SGD, momentum,
-RMSprop) are elementwise, so each member's slice follows its own state. An ensemble step equals
-E separate :func:`learnwin.models.train.train_step` calls to rounding (tests/test_ensemble.py:
-1e-10 in float64); under ``vmap`` the cells run their step-by-step reference scan, not the
-hand-written BPTT, so the bits differ.
+E networks of one architecture (the seeds and optimizers of a cell, the lags of a budget job) take
+one step together: the forward is ``vmap`` of ``functional_call`` over their stacked parameters
+(each member its own inputs or shared ones, its own targets), and one backward of the summed losses
+gives each member its own gradient. The members of one optimizer (name and config) form a group:
+one stacked leaf per parameter (``torch.func.stack_module_state``) and one torch optimizer over
+those leaves, whose updates (AdamW, Adam, SGD, momentum, RMSprop) are elementwise, so each member's
+slice follows its own state. The groups' leaves are concatenated (``torch.cat``, differentiable)
+into the stack the forward runs on, so the backward fills each group's leaves. The clip is
+``clip_grad_norm_``'s global norm per member. An ensemble step equals E separate
+:func:`learnwin.models.train.train_step` calls to rounding (tests/test_ensemble.py: 1e-10 in
+float64); under ``vmap`` the cells run their step-by-step reference scan, not the hand-written
+BPTT, so the bits differ.
 
 The members stay real modules and optimizers (``nets``, ``opts``): :meth:`Ensemble.sync` copies
 the stacked state back into them (copies, never views into the stack: a kept or saved view would
@@ -17,17 +19,18 @@ follow later steps, and ``torch.save`` of a view writes the whole stack), so che
 epochs and curves are made per member exactly as for a separate run.
 
 Speed (benchmarks/ensemble.py, docs/performance.md "Ensembles"): on CPU the ensemble breaks even
-with separate trainings on the hand-written BPTT near E = 4, above the default's 3 seeds, so
-the workflow trains one network per job there (:func:`learnwin.infra.resources.ensemble_seeds`).
+with separate trainings on the hand-written BPTT near E = 4, so the workflow trains one network
+per job there (:func:`learnwin.infra.resources.ensemble_training`).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -39,18 +42,33 @@ log = logging.getLogger(__name__)
 
 
 class Ensemble:
-    """The members ``nets`` (one architecture, one device) with their optimizers ``opts`` (all
-    ``optimizer`` with ``optim_config``, as :func:`learnwin.models.train.make_optimizer` makes
-    them, fresh or with state), stacked for joint steps."""
+    """The members ``nets`` (one architecture, one device) with their optimizers ``opts``, member
+    i's made by :func:`learnwin.models.train.make_optimizer` from ``optimizers[i]`` and
+    ``optim_configs[i]`` (fresh or with state), stacked for joint steps. ``groups``: the members of
+    each (optimizer, config), in order of first appearance; ``leaves``: each group's stacked
+    parameters; ``group_opts``: each group's optimizer over them."""
 
-    def __init__(self, nets: list, opts: list, optimizer: str, optim_config: dict):
+    def __init__(self, nets: Sequence, opts: Sequence, optimizers: Sequence[str], optim_configs: Sequence[Mapping]):
+        if not len(nets) == len(opts) == len(optimizers) == len(optim_configs):
+            raise ValueError(f"Ensemble: {len(nets)} nets, {len(opts)} optimizers, {len(optimizers)} optimizer "
+                             f"names and {len(optim_configs)} optimizer configs; one of each per member")
         self.nets, self.opts = list(nets), list(opts)
-        self.optimizer, self.optim_config = optimizer, optim_config
         self.names = [name for name, _ in nets[0].named_parameters()]
-        self.params, self.buffers = stack_module_state(self.nets)
+        keys = [(name, json.dumps(dict(cfg), sort_keys=True)) for name, cfg in zip(optimizers, optim_configs)]
+        self.groups = [[i for i, k in enumerate(keys) if k == key] for key in dict.fromkeys(keys)]
+        self.leaves, self.group_opts = [], []
+        for members in self.groups:
+            params, _ = stack_module_state([self.nets[i] for i in members])
+            opt = make_optimizer(optimizers[members[0]], [params[n] for n in self.names], optim_configs[members[0]])
+            opt.load_state_dict(_stack_states([self.opts[i].state_dict() for i in members]))
+            self.leaves.append(params)
+            self.group_opts.append(opt)
+        self.buffers = {name: torch.stack([dict(net.named_buffers())[name] for net in self.nets])
+                        for name, _ in nets[0].named_buffers()}
+        order = [i for members in self.groups for i in members]  # the members along the concatenated leaves
+        self._inverse = None if order == sorted(order) else torch.argsort(torch.tensor(order)).to(
+            self.leaves[0][self.names[0]].device)
         self.base = copy.deepcopy(nets[0]).to("meta")
-        self.opt = make_optimizer(optimizer, [self.params[n] for n in self.names], optim_config)
-        self.opt.load_state_dict(_stack_states([o.state_dict() for o in self.opts]))
 
         def loss(p, b, x, y):
             return torch.mean((functional_call(self.base, (p, b), (x,)) - y) ** 2)
@@ -62,42 +80,54 @@ class Ensemble:
     def __len__(self) -> int:
         return len(self.nets)
 
+    def params(self) -> dict[str, torch.Tensor]:
+        """Every member's parameters stacked in member order: the groups' leaves concatenated
+        (differentiable, so a backward through them fills each group's leaves)."""
+        if len(self.leaves) == 1:
+            return self.leaves[0]
+        out = {n: torch.cat([leaves[n] for leaves in self.leaves]) for n in self.names}
+        return out if self._inverse is None else {n: t[self._inverse] for n, t in out.items()}
+
     def losses(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Each member's MSE (E,) on its targets y (E, B, T), inputs x (E, B, T, D) or shared (B, T, D)."""
-        return self._losses[(0 if x.dim() == y.dim() + 1 else None, 0)](self.params, self.buffers, x, y)
+        return self._losses[(0 if x.dim() == y.dim() + 1 else None, 0)](self.params(), self.buffers, x, y)
 
     @torch.no_grad()
     def outputs(self, x: torch.Tensor) -> torch.Tensor:
         """Each member's readout (E, B, T) on x (E, B, T, D), or on shared inputs (B, T, D)."""
-        return self._outputs[0 if x.dim() == 4 else None](self.params, self.buffers, x)
+        return self._outputs[0 if x.dim() == 4 else None](self.params(), self.buffers, x)
 
     def step(self, x: torch.Tensor, y: torch.Tensor, grad_clip: float) -> torch.Tensor:
         """One joint gradient step (each member's MSE, global-norm clip when ``grad_clip > 0``, its
-        optimizer update); returns the members' losses before the step. A member whose loss is not
+        optimizer's update); returns the members' losses before the step. A member whose loss is not
         finite gets a non-finite update: the caller stops using it."""
-        self.opt.zero_grad(set_to_none=True)
+        for opt in self.group_opts:
+            opt.zero_grad(set_to_none=True)
         losses = self.losses(x, y)
         losses.sum().backward()
         if grad_clip > 0:
-            grads = [self.params[n].grad for n in self.names]
-            norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads], 1)
-            scale = (grad_clip / (torch.linalg.vector_norm(norms, dim=1) + 1e-6)).clamp(max=1.0)
-            for g in grads:  # torch.nn.utils.clip_grad_norm_, per member
-                g.mul_(scale.view(-1, *[1] * (g.dim() - 1)))
-        self.opt.step()
+            for leaves in self.leaves:
+                grads = [leaves[n].grad for n in self.names]
+                norms = torch.stack([torch.linalg.vector_norm(g.flatten(1), dim=1) for g in grads], 1)
+                scale = (grad_clip / (torch.linalg.vector_norm(norms, dim=1) + 1e-6)).clamp(max=1.0)
+                for g in grads:  # torch.nn.utils.clip_grad_norm_, per member
+                    g.mul_(scale.view(-1, *[1] * (g.dim() - 1)))
+        for opt in self.group_opts:
+            opt.step()
         return losses.detach()
 
     def sync(self) -> None:
         """Copy the stacked parameters, buffers and optimizer state into the members' own modules
         and optimizers (copies: the members share no storage with the stack)."""
-        state = self.opt.state_dict()
         with torch.no_grad():
-            for i, (net, opt) in enumerate(zip(self.nets, self.opts)):
-                for name, t in net.named_parameters():
-                    t.copy_(self.params[name][i])
-                for name, t in net.named_buffers():
-                    t.copy_(self.buffers[name][i])
-                opt.load_state_dict(_member_state(state, i))
+            for members, leaves, group_opt in zip(self.groups, self.leaves, self.group_opts):
+                state = group_opt.state_dict()
+                for j, i in enumerate(members):
+                    for name, t in self.nets[i].named_parameters():
+                        t.copy_(leaves[name][j])
+                    for name, t in self.nets[i].named_buffers():
+                        t.copy_(self.buffers[name][i])
+                    self.opts[i].load_state_dict(_member_state(state, j))
 
 
 def _stack_states(states: list[dict]) -> dict:
@@ -112,9 +142,11 @@ def _stack_states(states: list[dict]) -> dict:
 
 def _member_state(state: dict, i: int) -> dict:
     """Member ``i``'s optimizer state dict (copies) from the stacked one: what its own optimizer
-    would hold after the same steps."""
+    would hold after the same steps, in the standard layout (a stacked buffer cloned from the
+    vmapped gradient may carry other strides on its size-1 dimensions; a checkpoint writes them)."""
     return {"param_groups": copy.deepcopy(state["param_groups"]),
-            "state": {k: {key: v.clone() if key == "step" else None if v is None else v[i].clone()
+            "state": {k: {key: v.clone() if key == "step" else None if v is None else
+                          v[i].clone(memory_format=torch.contiguous_format)
                           for key, v in entry.items()}
                       for k, entry in state["state"].items()}}
 
@@ -122,48 +154,57 @@ def _member_state(state: dict, i: int) -> dict:
 def _rows(ens: Ensemble, epoch: int, members: list[int], data: tuple) -> list[dict]:
     """The learning-curve rows after ``epoch`` of the runs ``members`` (the ensemble's, in order),
     as :func:`learnwin.models.train.train_run` records them, from batched forwards."""
-    xtr, ytr, xva, yva, n_r2, variances = data
+    xtr, ytr, xva, yva, n_r2, variances, src = data
+    rows = torch.tensor([src[k] for k in members]).to(xtr.device)
     mse = []
-    for x, y in ((xtr[members, :n_r2], ytr[members, :n_r2]), (xva[members], yva[members])):
+    for x, y in ((xtr[rows, :n_r2], ytr[rows, :n_r2]), (xva[rows], yva[rows])):
         total = sum(((ens.outputs(x[:, i:i + EVAL_BATCH]) - y[:, i:i + EVAL_BATCH]) ** 2).flatten(1).sum(1)
                     for i in range(0, x.shape[1], EVAL_BATCH))
         mse.append((total / y[0].numel()).tolist())
-    return [curve_row(epoch, tr, va, *variances[k]) for k, tr, va in zip(members, *mse)]
+    return [curve_row(epoch, tr, va, *variances[src[k]]) for k, tr, va in zip(members, *mse)]
 
 
 def train_runs(
-    *, data_dirs: Sequence[str | Path], out_dirs: Sequence[str | Path], model: str, optimizer: str,
-    seeds: Sequence[int], model_config: dict, optim_config: dict, train_config: dict,
+    *, data_dirs: Sequence[str | Path], out_dirs: Sequence[str | Path], model: str, optimizers: Sequence[str],
+    seeds: Sequence[int], model_config: dict, optim_configs: Mapping[str, dict], train_config: dict,
     snapshot_epochs: Sequence[int | str], device: str = "cpu",
-) -> dict[int, str]:
-    """Train the runs of ``seeds`` (one ``data_dirs`` and one ``out_dirs`` entry each: the seed's
-    splits, all of one size, and its outputs) as one ensemble; write each run's outputs as
+) -> dict[tuple[str, int], str]:
+    """Train the runs (``optimizers[k]``, ``seeds[k]``) of one model as one ensemble, run k on the
+    splits in ``data_dirs[k]`` (all of one size; runs of one seed share theirs) into ``out_dirs[k]``,
+    each optimizer with its config ``optim_configs[optimizer]``; write each run's outputs as
     :func:`learnwin.models.train.train_run` writes them (docs/method.md §3): its own data, init,
     epoch order, optimizer state, best epoch, resume state and divergence.
 
     A run that diverges stops (its outputs are tombstones, its curve carries the note) and the
     others go on. A run resumed at an earlier epoch than others trains alone until they meet.
-    Returns the divergence message of each seed that diverged.
+    Returns the divergence message of each (optimizer, seed) that diverged.
     """
-    splits = [load_splits(d, train_config, device) for d in data_dirs]
+    if not len(data_dirs) == len(out_dirs) == len(optimizers) == len(seeds):
+        raise ValueError(f"train_runs: {len(data_dirs)} data_dirs, {len(out_dirs)} out_dirs, {len(optimizers)} "
+                         f"optimizers and {len(seeds)} seeds; one of each per run")
+    sources = list(dict.fromkeys(map(str, data_dirs)))
+    src = [sources.index(str(d)) for d in data_dirs]
+    splits = [load_splits(d, train_config, device) for d in sources]
     shapes = {tuple(t.shape for t in s[:4]) for s in splits}
     if len(shapes) > 1:
-        raise ValueError(f"train_runs: the seeds' splits in {list(map(str, data_dirs))} differ in shape: {shapes}")
-    runs = [Run(out_dir, model=model, optimizer=optimizer, seed=seed, model_config=model_config,
-                optim_config=optim_config, train_config=train_config, snapshot_epochs=snapshot_epochs, xtr=s[0],
-                ytr=s[1], device=device) for seed, out_dir, s in zip(seeds, out_dirs, splits)]
-    data = (*(torch.stack([s[k] for s in splits]) for k in range(4)), splits[0][4], [s[5:] for s in splits])
+        raise ValueError(f"train_runs: the splits in {sources} differ in shape: {shapes}")
+    runs = [Run(out_dir, model=model, optimizer=opt, seed=seed, model_config=model_config,
+                optim_config=optim_configs[opt], train_config=train_config, snapshot_epochs=snapshot_epochs,
+                xtr=splits[i][0], ytr=splits[i][1], device=device)
+            for opt, seed, out_dir, i in zip(optimizers, seeds, out_dirs, src)]
+    data = (*(torch.stack([s[k] for s in splits]) for k in range(4)), splits[0][4], [s[5:] for s in splits], src)
     xtr, ytr = data[:2]
     bs, clip, n = train_config["batch_size"], train_config["grad_clip"], xtr.shape[1]
 
     def ensemble_of(members: list[int]) -> Ensemble:
-        return Ensemble([runs[k].net for k in members], [runs[k].opt for k in members], optimizer, optim_config)
+        return Ensemble([runs[k].net for k in members], [runs[k].opt for k in members],
+                        [runs[k].optimizer for k in members], [optim_configs[runs[k].optimizer] for k in members])
 
     fresh = [k for k, run in enumerate(runs) if run.start == 0]
     if fresh:
         for k, row in zip(fresh, _rows(ensemble_of(fresh), 0, fresh, data)):
             runs[k].begin(row)
-    log.info("model=%s optimizer=%s: seeds %s as one ensemble", model, optimizer, list(seeds))
+    log.info("model=%s: runs %s as one ensemble", model, [f"{run.optimizer} seed {run.seed}" for run in runs])
     members, ens = [], None
     for epoch in range(min(run.start for run in runs) + 1, train_config["epochs"] + 1):
         now = [k for k, run in enumerate(runs) if run.start < epoch and not run.diverged]
@@ -173,8 +214,9 @@ def train_runs(
             members, ens = now, ensemble_of(now)
         t0 = time.perf_counter()
         orders = torch.stack([epoch_order(n, runs[k].seed, epoch, device) for k in members])
+        who = torch.tensor([src[k] for k in members]).to(xtr.device)[:, None]  # each member's splits
         for i in range(0, n - bs + 1, bs):
-            who, idx = torch.tensor(members, device=xtr.device)[:, None], orders[:, i:i + bs]
+            idx = orders[:, i:i + bs]
             losses = ens.step(xtr[who, idx], ytr[who, idx], clip)
             if not torch.isfinite(losses).all():  # one sync per step, as train_step's loss.item()
                 ok = [j for j, loss in enumerate(losses.tolist()) if math.isfinite(loss)]
@@ -185,7 +227,8 @@ def train_runs(
                 if not ok:
                     break
                 ens.sync()  # the others took this step; they go on without the diverged runs
-                members, orders = [members[j] for j in ok], orders[ok]
+                kept = torch.tensor(ok).to(orders.device)
+                members, orders, who = [members[j] for j in ok], orders[kept], who[kept]
                 ens = ensemble_of(members)
         if not any(run.start < epoch and not run.diverged for run in runs):
             break
@@ -195,4 +238,4 @@ def train_runs(
             runs[k].end_epoch(row, seconds)
     for run in runs:
         run.finish()
-    return {run.seed: run.diverged for run in runs if run.diverged}
+    return {(run.optimizer, run.seed): run.diverged for run in runs if run.diverged}

@@ -16,6 +16,13 @@ runs the control and the lags of one (model, seed). The estimators are :mod:`lea
 * **Frontier.** Lags run in increasing order; after ``frontier_stop`` consecutive lags with no
   learned pair by N_max under the smallest threshold, the larger lags are not run (they have no
   task rows; :func:`learnwin.stats.budget.learning_budget` marks them).
+* **Ensemble** (``ensemble`` = E > 0, where :func:`learnwin.infra.resources.ensemble_training`
+  says so). The lags train in chunks of E along a leading ensemble dimension
+  (:func:`online_ensemble`; the control rides with the first chunk): one forward and backward per
+  step for the chunk, the inputs shared, each member its own targets. A member whose early stop
+  fires leaves the ensemble. After each chunk the frontier rule runs over its lags in order, and
+  the rows of lags past where it stops are dropped: the scores table has the sequential job's rows,
+  its r and null equal to rounding (tests/test_budget.py), its ``seconds`` the chunk's.
 * **Same networks.** :func:`budget_networks` rebuilds a (model, seed)'s init and its first grid
   lag's training as checkpoints, for the prediction and claim (d), snapshotted by
   :func:`learnwin.recovery.task.groundtruth_snapshots`.
@@ -23,17 +30,31 @@ runs the control and the lags of one (model, seed). The estimators are :mod:`lea
 
 from __future__ import annotations
 
+import logging
+import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
-from learnwin.models.train import checkpoint, checkpoint_meta, train_step
-from learnwin.recovery.task import check_recorded, held_out_scores, init_seed, initial, job_data, lag_targets
+from learnwin.models.ensemble import Ensemble
+from learnwin.models.train import checkpoint, checkpoint_meta, divergence, train_step
+from learnwin.recovery.task import (
+    PREDICT_BATCH,
+    check_recorded,
+    held_out_scores,
+    init_seed,
+    initial,
+    job_data,
+    lag_targets,
+    scores_of,
+)
 from learnwin.stats.budget import budget_grid, first_pair
 from learnwin.stats.groundtruth import margin
+
+log = logging.getLogger(__name__)
 
 
 def online(net, opt, x: torch.Tensor, y: torch.Tensor, *, budgets: Sequence[int], batch_size: int, grad_clip: float,
@@ -51,36 +72,103 @@ def online(net, opt, x: torch.Tensor, y: torch.Tensor, *, budgets: Sequence[int]
         yield N
 
 
-def budget_trainings(
-    *, model: str, optimizer: str, seed: int, lags: Sequence[int], thresholds: Sequence[float],
-    budgets: Sequence[int], batch_size: int, frontier_stop: int, task: Mapping, model_config: Mapping,
-    optim_config: Mapping, train_config: Mapping, gt: Mapping, early_stop: bool = True, device: str = "cpu",
-) -> pd.DataFrame:
-    """The scores of one (model, seed): one row per (target, lag, N) scored, target "control" (at
-    every grid lag and budget) or "task" (the lag's own training, at its lag, at each budget until
-    it stopped), with r, null and seconds (the training's wall time from its init to that score).
-
-    ``budgets``: increasing multiples of ``batch_size``; ``frontier_stop`` = 0 runs every lag;
-    ``early_stop`` = False runs every lag to N_max (a check). ``train_config["grad_clip"]`` and
-    ``gt`` (coef, n_test, n_perm, null_quantile) as in §10.
+def online_ensemble(
+    nets: Sequence, opts: Sequence, x: torch.Tensor, ys: torch.Tensor, *, optimizer: str, optim_config: Mapping,
+    budgets: Sequence[int], batch_size: int, grad_clip: float, run_names: Sequence[str], lr_key: str,
+    x_test: torch.Tensor, scored: Callable[[int, int, np.ndarray], bool],
+) -> None:
+    """Train each ``nets[k]`` (with ``opts[k]``, all ``optimizer`` with ``optim_config``) online on (x,
+    ``ys[k]``) as :func:`online` does, all as one ensemble on the shared inputs
+    (:class:`learnwin.models.ensemble.Ensemble`; docs/method.md §3, §10b). After the step that
+    completes each budget N, ``scored(k, N, pred)`` gets each member's predictions (n, T) on
+    ``x_test``, in member order, and returns whether its training ends there: the member then
+    leaves the ensemble. On return every net and optimizer holds its state at its last scored
+    budget. Raises :class:`learnwin.models.train.DivergenceError` naming ``run_names[k]`` and the
+    budget, as :func:`online` does, when member k's loss is not finite.
     """
-    budgets = budget_grid(budgets, batch_size)
-    lags = np.asarray(sorted(lags), dtype=int)
-    thr = np.array([min(thresholds), max(thresholds)], dtype=float)[:, None]  # frontier's, early stop's
-    n_max, coef = int(budgets[-1]), gt["coef"]
-    init = init_seed(seed, model)
-    data = job_data(seed, task, gt, n_max, device)
-    x = torch.from_numpy(data["x_all"]).to(device)
-    name, lr_key = f"model={model} optimizer={optimizer} seed={seed}", f"optim.{optimizer}.lr"
+    active = list(range(len(nets)))
 
-    def trained(y: np.ndarray, label: str, score_lags, stop=None) -> list[dict]:
-        """Score rows of one training on targets ``y``; ``stop(rows)`` ends it early."""
-        net, opt = initial(model, optimizer, x.shape[-1], init=init, model_config=model_config,
-                           optim_config=optim_config, device=device)
-        t0, rows = time.perf_counter(), []
-        for N in online(net, opt, x, torch.from_numpy(y).to(device), budgets=budgets, batch_size=batch_size,
-                        grad_clip=train_config["grad_clip"], run_name=f"{name} {label}", lr_key=lr_key):
-            r, null = held_out_scores(net, data, score_lags, init=init, gt=gt)
+    def ensemble_of(members: list[int]) -> tuple[Ensemble, torch.Tensor]:
+        return (Ensemble([nets[k] for k in members], [opts[k] for k in members], [optimizer] * len(members),
+                         [optim_config] * len(members)), ys[torch.tensor(members).to(ys.device)])
+
+    ens, y = ensemble_of(active)
+    done = 0
+    for N in budgets:
+        for start in range(done, N, batch_size):
+            stop = start + batch_size
+            losses = ens.step(x[start:stop], y[:, start:stop], grad_clip)
+            if not torch.isfinite(losses).all():  # one sync per step, as train_step's loss.item()
+                j = next(j for j, loss in enumerate(losses.tolist()) if not math.isfinite(loss))
+                raise divergence(run_names[active[j]], losses[j].item(), f"N={stop}", lr_key,
+                                 opts[active[j]].param_groups[0]["lr"])
+        done = N
+        pred = torch.cat([ens.outputs(x_test[i:i + PREDICT_BATCH]) for i in range(0, len(x_test), PREDICT_BATCH)], 1)
+        left = [k for k, p in zip(active, pred.cpu().numpy()) if scored(k, int(N), p)]
+        if left:
+            ens.sync()
+            active = [k for k in active if k not in left]
+            if not active:
+                return
+            ens, y = ensemble_of(active)
+    ens.sync()
+
+
+class _Job:
+    """One (model, seed) of the budget protocol (docs/method.md §10b): its data, paired init and
+    targets, the control's score rows as they come, the learned criterion, and its trainings, one
+    at a time (:meth:`trained`) or as one ensemble (:meth:`together`)."""
+
+    def __init__(self, *, model: str, optimizer: str, seed: int, lags: Sequence[int], thresholds: Sequence[float],
+                 budgets: Sequence[int], batch_size: int, task: Mapping, model_config: Mapping, optim_config: Mapping,
+                 train_config: Mapping, gt: Mapping, device: str):
+        self.model, self.optimizer, self.device, self.gt = model, optimizer, device, gt
+        self.model_config, self.optim_config, self.batch_size = model_config, optim_config, batch_size
+        self.grad_clip = train_config["grad_clip"]
+        self.budgets = budget_grid(budgets, batch_size)
+        self.lags = np.asarray(sorted(lags), dtype=int)
+        self.thr = np.array([min(thresholds), max(thresholds)], dtype=float)[:, None]  # frontier's, early stop's
+        n_max = int(self.budgets[-1])
+        self.init = init_seed(seed, model)
+        self.data = job_data(seed, task, gt, n_max, device)
+        self.x = torch.from_numpy(self.data["x_all"]).to(device)
+        self.perm = np.random.default_rng([self.init, n_max]).permutation(n_max)
+        self.name, self.lr_key = f"model={model} optimizer={optimizer} seed={seed}", f"optim.{optimizer}.lr"
+        self.control: list[dict] = []  # the control's rows, budget by budget
+
+    def network(self):
+        """(network, optimizer) at the paired init."""
+        return initial(self.model, self.optimizer, self.x.shape[-1], init=self.init, model_config=self.model_config,
+                       optim_config=self.optim_config, device=self.device)
+
+    def learned(self, rows: list[dict], i: int) -> np.ndarray:
+        """(smallest, largest threshold) x budgets scored so far: grid lag ``i`` learned (the
+        control's rows of those budgets are in)."""
+        r, null = (np.array([row[k] for row in rows]) for k in ("r", "null"))
+        r_ctrl = np.array([row["r"] for row in self.control[:len(rows) * self.lags.size]])
+        return margin(r, r_ctrl.reshape(len(rows), self.lags.size)[:, i], null, self.thr) > 0
+
+    def member(self, i: int | None, early_stop: bool = True) -> tuple:
+        """(targets, label, scored lags, stop, rows) of the control (``i`` None: the first grid
+        lag's targets under one permutation of the stream, scored at every grid lag, its rows
+        :attr:`control`) or of grid lag i's training, whose ``stop(rows)`` (with ``early_stop``)
+        ends it once learned at two consecutive budgets under the largest threshold."""
+        lag = int(self.lags[0 if i is None else i])
+        y = lag_targets(self.data["y0_all"], self.data["comp_train"], lag, self.gt["coef"])
+        if i is None:
+            return y[self.perm], "control", self.lags.tolist(), None, self.control
+        stop = (lambda rows: first_pair(self.learned(rows, i)[1]) >= 0) if early_stop else None
+        return y, f"lag={lag}", [lag], stop, []
+
+    def trained(self, y: np.ndarray, label: str, score_lags, stop, rows: list[dict]) -> list[dict]:
+        """One training on targets ``y``: its score rows, appended to ``rows``; ``stop(rows)`` ends
+        it early."""
+        net, opt = self.network()
+        t0 = time.perf_counter()
+        for N in online(net, opt, self.x, torch.from_numpy(y).to(self.device), budgets=self.budgets,
+                        batch_size=self.batch_size, grad_clip=self.grad_clip, run_name=f"{self.name} {label}",
+                        lr_key=self.lr_key):
+            r, null = held_out_scores(net, self.data, score_lags, init=self.init, gt=self.gt)
             net.train()
             seconds = time.perf_counter() - t0
             rows += [dict(N=int(N), lag=int(lag), r=a, null=b, seconds=seconds) for lag, a, b in zip(score_lags, r, null)]
@@ -88,42 +176,89 @@ def budget_trainings(
                 break
         return rows
 
-    perm = np.random.default_rng([init, n_max]).permutation(n_max)
-    control = trained(lag_targets(data["y0_all"], data["comp_train"], int(lags[0]), coef)[perm], "control", lags)
-    r_ctrl = np.array([row["r"] for row in control]).reshape(budgets.size, lags.size)
+    def together(self, members: Sequence[tuple], budgets: Sequence[int]) -> list[tuple]:
+        """The trainings ``members`` (as :meth:`member` gives them, the control first if in) to
+        ``budgets`` as one ensemble (:func:`online_ensemble`): their score rows appended to their
+        rows (``seconds``: the ensemble's wall time from the init); returns each one's (network,
+        optimizer) at its last scored budget."""
+        pairs = [self.network() for _ in members]
+        t0 = time.perf_counter()
 
-    def learned(rows: list[dict], i: int) -> np.ndarray:
-        """(smallest, largest threshold) x budgets scored so far: the lag ``lags[i]`` learned."""
-        r, null = (np.array([row[k] for row in rows]) for k in ("r", "null"))
-        return margin(r, r_ctrl[:len(rows), i], null, thr) > 0
+        def scored(k: int, N: int, pred: np.ndarray) -> bool:
+            _, _, score_lags, stop, rows = members[k]
+            r, null = scores_of(pred, self.data, score_lags, init=self.init, gt=self.gt)
+            seconds = time.perf_counter() - t0
+            rows += [dict(N=N, lag=int(lag), r=a, null=b, seconds=seconds) for lag, a, b in zip(score_lags, r, null)]
+            return stop is not None and stop(rows)
 
-    table = [dict(target="control", **row) for row in control]
-    unlearned = 0
-    for i, lag in enumerate(lags.tolist()):
-        stop = (lambda rows, i=i: first_pair(learned(rows, i)[1]) >= 0) if early_stop else None
-        rows = trained(lag_targets(data["y0_all"], data["comp_train"], lag, coef), f"lag={lag}", [lag], stop)
+        ys = torch.from_numpy(np.stack([m[0] for m in members])).to(self.device)
+        online_ensemble([net for net, _ in pairs], [opt for _, opt in pairs], self.x, ys, optimizer=self.optimizer,
+                        optim_config=self.optim_config, budgets=budgets, batch_size=self.batch_size,
+                        grad_clip=self.grad_clip, run_names=[f"{self.name} {m[1]}" for m in members],
+                        lr_key=self.lr_key, x_test=self.data["x_test"], scored=scored)
+        return pairs
+
+    def lag_rows(self, ensemble: int, early_stop: bool) -> Iterator[list[dict]]:
+        """Each grid lag's score rows, in lag order, the control's first (into :attr:`control`): one
+        training at a time (``ensemble`` 0), or in chunks of ``ensemble`` lags, the control with the
+        first; a consumer that stops early trains no further chunk."""
+        if not ensemble:
+            self.trained(*self.member(None))
+            for i in range(self.lags.size):
+                yield self.trained(*self.member(i, early_stop))
+            return
+        log.info("%s: the lags in chunks of %d as one ensemble each, the control with the first", self.name, ensemble)
+        for first in range(0, self.lags.size, ensemble):
+            chunk = [self.member(i, early_stop) for i in range(first, min(first + ensemble, self.lags.size))]
+            self.together([self.member(None), *chunk] if first == 0 else chunk, self.budgets)
+            yield from (member[-1] for member in chunk)
+
+
+def budget_trainings(
+    *, model: str, optimizer: str, seed: int, lags: Sequence[int], thresholds: Sequence[float],
+    budgets: Sequence[int], batch_size: int, frontier_stop: int, task: Mapping, model_config: Mapping,
+    optim_config: Mapping, train_config: Mapping, gt: Mapping, early_stop: bool = True, ensemble: int = 0,
+    device: str = "cpu",
+) -> pd.DataFrame:
+    """The scores of one (model, seed): one row per (target, lag, N) scored, target "control" (at
+    every grid lag and budget) or "task" (the lag's own training, at its lag, at each budget until
+    it stopped), with r, null and seconds (the training's wall time from its init to that score).
+
+    ``budgets``: increasing multiples of ``batch_size``; ``frontier_stop`` = 0 runs every lag;
+    ``early_stop`` = False runs every lag to N_max (a check); ``ensemble`` = E > 0 trains the lags
+    in chunks of E as one ensemble each (the same rows, r and null to rounding).
+    ``train_config["grad_clip"]`` and ``gt`` (coef, n_test, n_perm, null_quantile) as in §10.
+    """
+    job = _Job(model=model, optimizer=optimizer, seed=seed, lags=lags, thresholds=thresholds, budgets=budgets,
+               batch_size=batch_size, task=task, model_config=model_config, optim_config=optim_config,
+               train_config=train_config, gt=gt, device=device)
+    table, unlearned = [], 0
+    for i, rows in enumerate(job.lag_rows(ensemble, early_stop)):
         table += [dict(target="task", **row) for row in rows]
-        unlearned = unlearned + 1 if first_pair(learned(rows, i)[0]) < 0 else 0
+        unlearned = unlearned + 1 if first_pair(job.learned(rows, i)[0]) < 0 else 0
         if frontier_stop and unlearned >= frontier_stop:
             break
     keys = dict(model=model, optimizer=optimizer, seed=seed)
-    out = pd.DataFrame(table).assign(**keys)
+    out = pd.DataFrame([dict(target="control", **row) for row in job.control] + table).assign(**keys)
     return out[[*keys, "target", "lag", "N", "r", "null", "seconds"]]
 
 
 def budget_networks(
     *, model: str, optimizer: str, seed: int, lags: Sequence[int], budgets: Sequence[int], task: Mapping,
     model_config: Mapping, optim_config: Mapping, train_config: Mapping, gt: Mapping, recorded: pd.DataFrame,
-    device: str = "cpu",
+    ensemble: int = 0, thresholds: Sequence[float] = (), device: str = "cpu",
 ) -> dict[str, dict]:
     """The networks of one (model, seed) of the budget protocol as checkpoints (docs/method.md
     §10b), named as :data:`learnwin.stats.prediction.NETWORKS`: the shared init, and the first grid
     lag's online training at its last scored budget (where early stop ended it, else N_max). Both
     record that lag as ``task_lag``.
 
-    The trained network is trained again as :func:`budget_trainings` trained it, so on CPU it is
-    bitwise the network the protocol scored: its held-out score must equal the ``recorded`` one
-    (the job's scores table) or this raises.
+    The trained network is trained again as :func:`budget_trainings` trained it (``ensemble`` and
+    ``thresholds`` as there), so on one device it is bitwise the network the protocol scored: its
+    held-out score, taken as the job took it, must equal the ``recorded`` one (the job's scores
+    table) or this raises. Under an ensemble (``ensemble`` > 0) the job's first chunk (the control
+    and the first ``ensemble`` lags, each leaving at its early stop) is trained again to that
+    budget: a member's arithmetic may depend on the ensemble it is in.
     """
     lag = int(min(lags))
     rows = recorded[(recorded["target"] == "task") & (recorded["lag"] == lag)]
@@ -132,18 +267,29 @@ def budget_networks(
     batch_size = train_config["batch_size"]
     budgets = budget_grid(budgets, batch_size)
     n_stop = int(rows["N"].max())
-    init = init_seed(seed, model)
-    data = job_data(seed, task, gt, n_stop, device)
+    who = f"model={model} seed={seed}"
     kw = dict(model_config=model_config, optim_config=optim_config)
     meta = {**checkpoint_meta(model, optimizer, seed, input_size=task["D"], **kw), "task_lag": lag}
+    init = init_seed(seed, model)
     net, opt = initial(model, optimizer, task["D"], init=init, device=device, **kw)
     nets = {"init": checkpoint(net, opt, "init", meta, float("nan"))}
-    y = torch.from_numpy(lag_targets(data["y0_all"], data["comp_train"], lag, gt["coef"])).to(device)
-    for _ in online(net, opt, torch.from_numpy(data["x_all"]).to(device), y, budgets=budgets[budgets <= n_stop],
-                    batch_size=batch_size, grad_clip=train_config["grad_clip"],
-                    run_name=f"model={model} seed={seed} lag={lag}", lr_key=f"optim.{optimizer}.lr"):
-        pass
-    check_recorded(held_out_scores(net, data, [lag], init=init, gt=gt)[0][0], recorded, N=n_stop, lag=lag,
-                   who=f"model={model} seed={seed}")
+    if ensemble:
+        if not thresholds:
+            raise ValueError(f"{who}: budget_networks under an ensemble needs the job's thresholds (its early stop)")
+        job = _Job(model=model, optimizer=optimizer, seed=seed, lags=lags, thresholds=thresholds, budgets=budgets,
+                   batch_size=batch_size, task=task, train_config=train_config, gt=gt, device=device, **kw)
+        chunk = [job.member(i) for i in (None, *range(min(ensemble, job.lags.size)))]
+        net, opt = job.together(chunk, budgets[budgets <= n_stop])[1]
+        last = chunk[1][-1][-1]  # the first lag's last score row
+        r = last["r"] if last["N"] == n_stop else float("nan")
+    else:
+        data = job_data(seed, task, gt, n_stop, device)
+        y = torch.from_numpy(lag_targets(data["y0_all"], data["comp_train"], lag, gt["coef"])).to(device)
+        for _ in online(net, opt, torch.from_numpy(data["x_all"]).to(device), y, budgets=budgets[budgets <= n_stop],
+                        batch_size=batch_size, grad_clip=train_config["grad_clip"],
+                        run_name=f"{who} lag={lag}", lr_key=f"optim.{optimizer}.lr"):
+            pass
+        r = held_out_scores(net, data, [lag], init=init, gt=gt)[0][0]
+    check_recorded(r, recorded, N=n_stop, lag=lag, who=who)
     nets["trained"] = checkpoint(net, opt, "trained", meta, float("nan"))
     return nets

@@ -58,6 +58,9 @@ def initial(model: str, optimizer: str, input_size: int, *, init: int, model_con
     return net, make_optimizer(optimizer, net.parameters(), optim_config)
 
 
+PREDICT_BATCH = 256  # held-out sequences per scoring forward
+
+
 @torch.no_grad()
 def predict(net, x: torch.Tensor, batch: int) -> np.ndarray:
     """Model outputs (n, T) in batches."""
@@ -68,8 +71,12 @@ def predict(net, x: torch.Tensor, batch: int) -> np.ndarray:
 def held_out_scores(net, data: Mapping, lags, *, init: int, gt: Mapping) -> tuple[np.ndarray, np.ndarray]:
     """(r, null) of a trained network on ``data``'s held-out sequences at ``lags``
     (:func:`learnwin.stats.groundtruth.lag_scores`)."""
-    return lag_scores(predict(net, data["x_test"], 256), data["comp_test"], lags, seed=init, n_perm=gt["n_perm"],
-                      quantile=gt["null_quantile"])
+    return scores_of(predict(net, data["x_test"], PREDICT_BATCH), data, lags, init=init, gt=gt)
+
+
+def scores_of(pred: np.ndarray, data: Mapping, lags, *, init: int, gt: Mapping) -> tuple[np.ndarray, np.ndarray]:
+    """(r, null) at ``lags`` of a network's predictions ``pred`` (n, T) on ``data``'s held-out sequences."""
+    return lag_scores(pred, data["comp_test"], lags, seed=init, n_perm=gt["n_perm"], quantile=gt["null_quantile"])
 
 
 def check_recorded(r: float, recorded: pd.DataFrame, *, N: int, lag: int, who: str) -> None:

@@ -8,6 +8,11 @@
 # scores the prediction, the confirmatory test included (learnwin.stats.prediction); one job draws
 # its three figures. The target `recovery` requests the
 # exploration set when recovery.protocol is budget; `recovery_confirm` the confirm set, always.
+# On CUDA (config key `ensemble`, learnwin.infra.resources.lag_ensemble) a job trains its lags in
+# chunks of recovery.ensemble_lags along a leading ensemble dimension, and snapshot_budget trains its
+# first chunk again (with the thresholds of its early stop) to rebuild the network it scored.
+LAG_ENSEMBLE = resources.lag_ensemble(config)
+BUDGET_ENSEMBLE = {"ensemble": LAG_ENSEMBLE} if LAG_ENSEMBLE else {}
 BUDGET_SEEDS = {"exploration": REC_SEEDS, "confirm": REC["confirm_seeds"]}
 BUDGET_JOB = "{optimizer}/{model}/seed{seed}"
 BUDGET_LABELS = {
@@ -41,6 +46,7 @@ rule train_budget:
         train_slot=1,
         gpu=0,
     params:
+        **BUDGET_ENSEMBLE,
         task={k: config["task"][k] for k in ("T", "D", "noise_std")},
         model_config=section("model"),
         optim_config=section("optim", REC_OPT),
@@ -71,6 +77,11 @@ rule snapshot_budget:
         **sized(resources.budget_snapshot_mem_mb, resources.budget_snapshot_runtime_min),
         gpu=0,
     params:
+        **(
+            {**BUDGET_ENSEMBLE, "thresholds": REC["thresholds"]}
+            if BUDGET_ENSEMBLE
+            else {}
+        ),
         task={k: config["task"][k] for k in ("T", "D", "noise_std", "n_diag")},
         model_config=section("model"),
         optim_config=section("optim", REC_OPT),

@@ -42,6 +42,18 @@ def runs(pattern, **fixed):
     return expand(pattern, **grid)
 
 
+# The (optimizer, seed) runs of a model, which one train_ensemble job trains together (train.smk).
+ENSEMBLE_RUNS = dict(
+    optimizer=[o for o in OPTIMIZERS for s in SEEDS],
+    seed=[s for o in OPTIMIZERS for s in SEEDS],
+)
+
+
+def ensemble_outputs(name):
+    """The file ``name`` of every (optimizer, seed) run of a model, in ENSEMBLE_RUNS's order."""
+    return expand(f"{RUN}/{name}", zip, **ENSEMBLE_RUNS, allow_missing=True)
+
+
 def snapshots(name):
     """All per-snapshot files ``name`` over runs and snapshot epochs."""
     return expand(

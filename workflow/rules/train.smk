@@ -3,43 +3,41 @@
 # its .resume/ state (see learnwin.models.train).
 
 
-# On CUDA (learnwin.infra.resources.ensemble_seeds, config key `ensemble`) one job trains the seeds of a
-# (model, optimizer) together (learnwin.models.ensemble) and writes each seed's usual outputs.
-if resources.ensemble_seeds(config):
+# On CUDA (learnwin.infra.resources.ensemble_training, config key `ensemble`) one job per model trains
+# its (optimizer, seed) runs together (learnwin.models.ensemble) and writes each run's usual outputs.
+if resources.ensemble_training(config, resources.ensemble_runs(config)):
 
     rule train_ensemble:
         input:
-            x=expand(f"{DATA}/train_x.npy", seed=SEEDS),
-            y=expand(f"{DATA}/train_y.npy", seed=SEEDS),
-            val_x=expand(f"{DATA}/val_x.npy", seed=SEEDS),
-            val_y=expand(f"{DATA}/val_y.npy", seed=SEEDS),
+            x=expand(f"{DATA}/train_x.npy", seed=ENSEMBLE_RUNS["seed"]),
+            y=expand(f"{DATA}/train_y.npy", seed=ENSEMBLE_RUNS["seed"]),
+            val_x=expand(f"{DATA}/val_x.npy", seed=ENSEMBLE_RUNS["seed"]),
+            val_y=expand(f"{DATA}/val_y.npy", seed=ENSEMBLE_RUNS["seed"]),
         output:
-            checkpoints=expand(
-                f"{RUN}/{{name}}",
-                name=[checkpoint_name(e) for e in INT_EPOCHS],
-                seed=SEEDS,
-                allow_missing=True,
-            ),
-            best=expand(f"{RUN}/best.pt", seed=SEEDS, allow_missing=True),
-            final=expand(f"{RUN}/final.pt", seed=SEEDS, allow_missing=True),
-            curve=expand(f"{RUN}/curve.parquet", seed=SEEDS, allow_missing=True),
+            checkpoints=[
+                f for e in INT_EPOCHS for f in ensemble_outputs(checkpoint_name(e))
+            ],
+            best=ensemble_outputs("best.pt"),
+            final=ensemble_outputs("final.pt"),
+            curve=ensemble_outputs("curve.parquet"),
         log:
-            f"{LOGS}/train_ensemble/{{optimizer}}/{{model}}.log",
+            f"{LOGS}/train_ensemble/{{model}}.log",
         benchmark:
-            f"{BENCH}/train_ensemble/{{optimizer}}/{{model}}.tsv"
+            f"{BENCH}/train_ensemble/{{model}}.tsv"
         conda:
             ENV
         threads: 1
         resources:
-            **sized(resources.train_mem_mb, resources.train_runtime_min),
+            **sized(resources.ensemble_mem_mb, resources.ensemble_runtime_min),
             train_slot=1,
             gpu=0,
         params:
             model=section("model"),
-            optim=optimizer_hparams,
+            optim={o: section("optim", o) for o in OPTIMIZERS},
             train=section("train"),
             device=config["device"],
-            seeds=SEEDS,
+            optimizers=ENSEMBLE_RUNS["optimizer"],
+            seeds=ENSEMBLE_RUNS["seed"],
         script:
             "../scripts/train_ensemble.py"
 

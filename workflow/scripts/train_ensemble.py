@@ -1,4 +1,4 @@
-"""Adapter: stage train, the seeds of one (model, optimizer) together -> learnwin.models.ensemble.train_runs."""
+"""Adapter: stage train, the (optimizer, seed) runs of one model together -> learnwin.models.ensemble.train_runs."""
 from pathlib import Path
 
 from learnwin.infra import runtime
@@ -14,14 +14,14 @@ diverged = train_runs(
     data_dirs=[Path(f).parent for f in snakemake.input.x],
     out_dirs=[Path(f).parent for f in snakemake.output.final],
     model=wc.model,
-    optimizer=wc.optimizer,
+    optimizers=params.optimizers,
     seeds=params.seeds,
     model_config=params.model,
-    optim_config=params.optim,
+    optim_configs=params.optim,
     train_config=params.train,
     snapshot_epochs=params.train["snapshot_epochs"],
     device=runtime.resolve_device(params.device),
 )
 for message in diverged.values():
-    # the seed's outputs are tombstones; its rule check_training fails with the message, the others go on
+    # the run's outputs are tombstones; its rule check_training fails with the message, the others go on
     log.error("training diverged: %s", message)
