@@ -163,14 +163,27 @@ def _load(load):
     return wrapped
 
 
+def _from_data(make):
+    """``torch.tensor``/``as_tensor`` of Python or numpy data on the device: made on the CPU, then
+    moved (made on the device directly, the data never reaches a kernel the mode sees)."""
+    @functools.wraps(make)
+    def wrapped(data, *args, device=None, **kwargs):
+        if not _is_cuda(device):
+            return make(data, *args, device=device, **kwargs)
+        return make(data, *args, **kwargs).to(CUDA)
+
+    return wrapped
+
+
 @contextlib.contextmanager
 def pretend_cuda():
     """Within: ``cuda`` tensors are :class:`PretendCuda` and mixing them with CPU ones raises."""
-    load, lazy_init = torch.load, torch.cuda._lazy_init
-    torch.load = _load(load)
+    saved = torch.load, torch.cuda._lazy_init, torch.tensor, torch.as_tensor
+    torch.load = _load(torch.load)
     torch.cuda._lazy_init = lambda: None  # what torch calls before a factory's device="cuda"
+    torch.tensor, torch.as_tensor = _from_data(torch.tensor), _from_data(torch.as_tensor)
     try:
         with _Mode():
             yield
     finally:
-        torch.load, torch.cuda._lazy_init = load, lazy_init
+        torch.load, torch.cuda._lazy_init, torch.tensor, torch.as_tensor = saved

@@ -66,6 +66,9 @@ def test_pretend_device_raises_where_cuda_does():
         assert torch.equal((a * torch.tensor(2.0)).cpu(), torch.arange(12.0).reshape(3, 4) * 2)  # CPU scalar: allowed
         assert torch.equal(a[:, i].cpu(), torch.tensor([[0.0, 2.0], [4.0, 6.0], [8.0, 10.0]]))  # CPU index: allowed
         assert a.sum().item() == 66.0 and a.tolist()[2] == [8.0, 9.0, 10.0, 11.0]
+        for make in (torch.tensor, torch.as_tensor):  # data made on the device keeps its values
+            t = make([3, 1, 2], device=a.device)
+            assert t.device == a.device and t.tolist() == [3, 1, 2]
 
 
 @pytest.fixture(scope="module", autouse=True)
