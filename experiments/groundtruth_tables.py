@@ -213,7 +213,9 @@ def _interval(lo, hi, digits: int = 2) -> str:
 
 
 def _models(table: pd.DataFrame) -> pd.DataFrame:
-    """``table``'s rows in registry order of its model column."""
+    """``table``'s rows in registry order of its model column (an empty table as it is)."""
+    if table.empty:
+        return table
     order = {m: i for i, m in enumerate(CELLS)}
     return table.sort_values("model", key=lambda c: c.map(order), kind="stable")
 

@@ -135,6 +135,14 @@ def test_groups_permutation_p_and_no_ordering():
     assert s["verdict"] == sl.NOT_SUPPORTED
 
 
+@pytest.mark.parametrize("cells", [{"lru": 5.0, "mingru": 3.0}, {"const": 10.0, "shared": 12.0, "lru": 2.0}])
+def test_groups_need_a_cell_of_each_kind(cells):
+    """Cells without the expectation (the linear cells) or one group alone: no groups, not a verdict
+    on the lead (the fixed cells of the second case sit far above the LRU)."""
+    s = sl.group_test(growth_slopes(cells), {**GROUPS, "mingru": None})["summary"]
+    assert (s["verdict"], s["n_pairs"], s["n_assignments"]) == (sl.NO_GROUPS, 0, 0)
+
+
 def test_groups_table_per_threshold():
     a = growth_slopes(FAR).assign(optimizer="adamw", threshold=0.2)
     b = growth_slopes({"const": 3.0, "shared": 2.0, "diag": 10.0, "gru": 11.0, "lstm": 12.0}).assign(

@@ -14,7 +14,8 @@ unit"): one estimate per (model, seed), then intervals and tests across the seed
   learned-gate model's) with its exact permutation p over the assignments of the models to the
   groups, and Welch's one-sided t-test of every (fixed, learned) pair of models, Holm-adjusted over
   the pairs. Holds: the ordering and every pair at adjusted p < 0.05; reversed: both the other way
-  round; else not supported. :func:`groups_table` runs it per (optimizer, threshold).
+  round; else not supported; "no groups" without a model of each group (the linear cells).
+  :func:`groups_table` runs it per (optimizer, threshold).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ FIXED, LEARNED = "logarithmic", "power"
 CONSISTENT, BELOW, ABOVE = "consistent with kappa", "differs from kappa (below)", "differs from kappa (above)"
 UNDECIDED, TOO_FEW, NO_KAPPA = "undecided", "too few seeds", "no kappa (alpha <= 1)"
 HOLDS, REVERSED, NOT_SUPPORTED = "holds", "reversed", "not supported"
+NO_GROUPS = "no groups (needs a fixed- and a learned-gate cell)"  # cells without the expectation
 #: :func:`group_test`'s summary, one row per block in :func:`groups_table`.
 SUMMARY = ("fixed", "learned", "slope_fixed", "slope_learned", "ordering", "p_perm_fixed_above",
            "p_perm_learned_above", "n_assignments", "pairs_fixed_above", "pairs_learned_above", "n_pairs", "verdict")
@@ -110,7 +112,8 @@ def group_test(per_seed: pd.DataFrame, groups: Mapping[str, str]) -> dict:
     n_pairs = len(pairs)
     k_above = int((pairs["holm_fixed_above"] < P_PAIRS).sum())
     k_below = int((pairs["holm_learned_above"] < P_PAIRS).sum())
-    verdict = (HOLDS if above and n_pairs and k_above == n_pairs
+    verdict = (NO_GROUPS if not (fixed and learned)
+               else HOLDS if above and n_pairs and k_above == n_pairs
                else REVERSED if below and n_pairs and k_below == n_pairs else NOT_SUPPORTED)
     summary = dict(zip(SUMMARY, (", ".join(fixed), ", ".join(learned), slope[FIXED], slope[LEARNED],
                                  "fixed above" if above else "learned above" if below else "neither",
