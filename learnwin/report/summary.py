@@ -87,7 +87,8 @@ def build_summary(
     final = last[KEYS + ["status", "val_r2"]].rename(columns={"val_r2": "val_r2_final"})
     runs = val_r2_at(curve, epoch).merge(final, on=KEYS)[KEYS + ["status", "val_r2", "val_r2_final"]]
     decay = primary(decay)
-    names = [n for n in TRANSPORTS if n in set(alpha["transport"]) | set(H_N["transport"])]
+    # runs without any alpha or H_N row keep one row, under the first transport
+    names = [n for n in TRANSPORTS if n in set(alpha["transport"]) | set(H_N["transport"])] or list(TRANSPORTS[:1])
     parts = [runs.merge(pd.DataFrame({"transport": names}), how="cross")[ROW + ["status", "val_r2", "val_r2_final"]]]
 
     tails = _at(alpha, epoch)
