@@ -36,7 +36,7 @@ from learnwin.stats.claims import (
     mean_sd,
     number,
 )
-from learnwin.stats.decay import FUNCTIONALS, primary, with_transport
+from learnwin.stats.decay import FUNCTIONALS, primary
 from learnwin.stats.layers import layer_envelopes
 
 KEYS = ["model", "optimizer"]
@@ -70,8 +70,8 @@ def overview(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFrame:
     and tau_env, per (model, optimizer)."""
     rows = []
     for (m, o), g in runs.groupby(KEYS, sort=False):
-        env = with_transport(pd.concat([io.read_table(_snap(results, o, m, s, epoch) / "envelope.parquet",
-                                                      "envelope") for s in g["seed"]]))
+        env = pd.concat([io.read_table(_snap(results, o, m, s, epoch) / "envelope.parquet", "envelope")
+                         for s in g["seed"]])
         decay = primary(io.read_table(layout.under(results, layout.DECAY, optimizer=o, model=m, epoch=epoch),
                                       "decay"))
         curves = [io.read_table(layout.under(results, layout.RUN, optimizer=o, model=m, seed=s) / "curve.parquet", "curve") for s in g["seed"]]
@@ -142,7 +142,7 @@ def transport_table(results: Path, runs: pd.DataFrame, epoch: str) -> pd.DataFra
         per: dict[str, list] = {}
         for seed in g["seed"]:
             snap = _snap(results, o, m, seed, epoch)
-            env = with_transport(io.read_table(snap / "envelope.parquet", "envelope").sort_values("lag"))
+            env = io.read_table(snap / "envelope.parquet", "envelope").sort_values("lag")
             for transport, e in env.groupby("transport", sort=False):
                 for functional, col in FUNCTIONALS[transport].items():
                     per.setdefault(f"τ of {transport} {functional}", []).append(
@@ -161,7 +161,7 @@ def layer_table(results: Path, runs: pd.DataFrame, epoch: str, layers: int) -> p
     for (m, o), g in runs.groupby(KEYS, sort=False):
         per: dict[str, dict[str, list]] = {}
         for seed in g["seed"]:
-            units = with_transport(io.read_table(_snap(results, o, m, seed, epoch) / "units.parquet", "units"))
+            units = io.read_table(_snap(results, o, m, seed, epoch) / "units.parquet", "units")
             for transport, u in layer_envelopes(units, layers).groupby("transport", sort=False):
                 cols = per.setdefault(transport, {})
                 for layer, e in u.groupby("layer"):
@@ -200,7 +200,7 @@ def tables(results: str | Path, epoch: str = "best") -> str:
     runs = run_keys(results)[0]
 
     def in_run(table):
-        return _ordered(with_transport(at_epoch(table, epoch)).merge(runs[KEYS].drop_duplicates()))
+        return _ordered(at_epoch(table, epoch).merge(runs[KEYS].drop_duplicates()))
 
     H_agg = in_run(io.read_table(layout.under(results, layout.STATS["H_N_agg"]), "H_N"))
     master = in_run(io.read_table(layout.under(results, layout.STATS["master"]), "master").merge(runs[[*KEYS, "seed"]]))

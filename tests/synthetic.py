@@ -43,7 +43,8 @@ def final_val_r2(seed: int) -> float:
 
 
 def _run_tables(opt: str, model: str, seed: int, epoch: str) -> dict[str, pd.DataFrame]:
-    key = dict(model=model, optimizer=opt, seed=seed, epoch=epoch)
+    run = dict(model=model, optimizer=opt, seed=seed, epoch=epoch)  # memory, lyapunov: no transport column
+    key = dict(**run, transport="diagonal")  # the others carry it, as a snapshot writes them
     tau = tau_of(model, seed, epoch)
     f = AMP[opt] * np.exp(-LAGS / tau)
     envelope = pd.DataFrame(
@@ -152,14 +153,14 @@ def _run_tables(opt: str, model: str, seed: int, epoch: str) -> dict[str, pd.Dat
         envelope=envelope,
         units=units,
         # the exact transport's Lyapunov time scales (docs/method.md §4c): the units' spectrum
-        lyapunov=pd.DataFrame(dict(**key, mode=np.arange(UNITS), **{"lambda": -1 / np.array(unit_tau)},
+        lyapunov=pd.DataFrame(dict(**run, mode=np.arange(UNITS), **{"lambda": -1 / np.array(unit_tau)},
                                    tau=unit_tau, leading=True)),
         alpha=alpha_t,
         window=_per_noise(window),
         H_N=_per_noise(pd.DataFrame(h_n)),
         master=_per_noise(master),
         exponents=_per_noise(exponents),
-        memory=pd.DataFrame(dict(**key, lag=LAGS, m_mem=0.5 * np.exp(-LAGS / tau),
+        memory=pd.DataFrame(dict(**run, lag=LAGS, m_mem=0.5 * np.exp(-LAGS / tau),
                                  m_mem_abs=0.6 * np.exp(-LAGS / tau))),
     )
 
@@ -167,7 +168,7 @@ def _run_tables(opt: str, model: str, seed: int, epoch: str) -> dict[str, pd.Dat
 def _per_noise(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` once per noise definition, with the ``noise`` column after the run keys."""
     out = pd.concat([df.assign(noise=n) for n in NOISES], ignore_index=True)
-    front = ["model", "optimizer", "seed", "epoch", "noise"]
+    front = ["model", "optimizer", "seed", "epoch", "transport", "noise"]
     return out[front + [c for c in out.columns if c not in front]]
 
 
@@ -225,7 +226,7 @@ def _curve(opt: str, model: str, seed: int) -> pd.DataFrame:
 
 
 def _agg(h_n: pd.DataFrame, decay: pd.DataFrame) -> pd.DataFrame:
-    keys = ["model", "optimizer", "epoch", "noise", "N"]
+    keys = ["model", "optimizer", "epoch", "transport", "noise", "N"]
     g = h_n.groupby(keys)["H_N"]
     agg = g.agg(n_seeds="count", mean="mean", std="std", median="median").reset_index()
     agg["q25"] = g.quantile(0.25).to_numpy()

@@ -34,7 +34,7 @@ N_GRID = 2 ** np.arange(4, 17)
 VAL_R2 = {"adamw": 0.5, "sgd": 0.2}
 SPREAD = {("adamw", "gru"): 2.0, ("sgd", "gru"): 1.1, ("adamw", "const"): 1.1, ("sgd", "const"): 2.0}
 SGD_TAU = {"const": 2.0, "gru": 0.5}
-TRANSPORT = "diagonal"  # the transport of the run's tables (they carry no transport column)
+TRANSPORT = "diagonal"  # the transport of the run's tables (their `transport` column, as the stages write it)
 FUNCTIONAL = "gamma"  # its envelope functional (learnwin.stats.decay.PRIMARY)
 
 
@@ -72,7 +72,7 @@ def write_claim_run(root: str | Path, layers: int = 1) -> dict:
     lag = syn.LAGS.astype(float)
     for o in syn.OPTIMIZERS:
         env = pd.concat([pd.DataFrame(dict(
-            model="gru", optimizer=o, epoch="best", seed=s, lag=lag,
+            model="gru", optimizer=o, epoch="best", seed=s, transport=TRANSPORT, lag=lag,
             f=lag ** -1.5 * np.exp(0.03 * np.random.default_rng(s).standard_normal(lag.size))))
             for s in syn.SEEDS])
         io.write_table(fit_envelopes(env, min_points=8, trim=0, bootstrap=20, block=5, seed=0), res / f"decay/{o}/gru/epochbest.parquet", "decay")
@@ -80,7 +80,7 @@ def write_claim_run(root: str | Path, layers: int = 1) -> dict:
         snap = res / f"snapshots/{o}/{m}/seed{s}/epochbest"
         tau0 = syn.tau_of(m, s, "best")
         unit_tau = np.r_[tau0 * SPREAD[(o, m)] ** (np.arange(7) - 3.0), np.inf]
-        units = pd.DataFrame([dict(model=m, optimizer=o, seed=s, epoch="best", unit=u, lag=int(l),
+        units = pd.DataFrame([dict(model=m, optimizer=o, seed=s, epoch="best", transport=TRANSPORT, unit=u, lag=int(l),
                                    mu_abs=np.exp(-l / t), tau=t) for u, t in enumerate(unit_tau) for l in syn.LAGS])
         io.write_table(units, snap / "units.parquet", "units")
         mode_tau = np.r_[unit_tau[::-1], np.full(8, 1e-3)]  # the claims' input; (c) reads it under exact only
@@ -91,22 +91,22 @@ def write_claim_run(root: str | Path, layers: int = 1) -> dict:
             env = io.read_table(snap / "envelope.parquet", "envelope")
             env["f"] = syn.AMP[o] * np.exp(-env["lag"] / (SGD_TAU[m] * tau0))
             io.write_table(env, snap / "envelope.parquet", "envelope")
-    rows = [dict(model=m, optimizer=o, seed=s, epoch=e, noise=nz, N=n, H_N=h)
+    rows = [dict(model=m, optimizer=o, seed=s, epoch=e, transport=TRANSPORT, noise=nz, N=n, H_N=h)
             for m, o, s in keys for nz in ("per_lag", "pooled") for e in ("0", "best")
             for n, h in zip(N_GRID, h_n(m, nz, s) if e == "best" else np.full(N_GRID.size, 3))]
     H = pd.DataFrame(rows)
     io.write_table(H, res / "stats/H_N.parquet", "H_N")
-    g = H.groupby(["model", "optimizer", "epoch", "noise", "N"])["H_N"]
+    g = H.groupby(["model", "optimizer", "epoch", "transport", "noise", "N"])["H_N"]
     agg = g.agg(n_seeds="count", mean="mean", std="std", median="median").reset_index()
     agg = agg.assign(q25=g.quantile(0.25).to_numpy(), q75=g.quantile(0.75).to_numpy(),
                      predicted=agg["N"].map(lambda n: np.log2(n)), law="exp")
     io.write_table(agg, res / "stats/H_N_agg.parquet", "H_N")
-    master = pd.DataFrame([dict(model=m, optimizer=o, seed=s, epoch="best", noise=nz,
+    master = pd.DataFrame([dict(model=m, optimizer=o, seed=s, epoch="best", transport=TRANSPORT, noise=nz,
                                 **dict(zip(["slope", "slope_lo", "slope_hi"], master_row(m, o, s, nz))),
                                 intercept=0.0, r2=0.9, n_points=10, flag="")
                            for m, o, s in keys for nz in ("per_lag", "pooled")])
     io.write_table(master, res / "stats/master.parquet", "master")
-    exps = pd.DataFrame([dict(model=m, optimizer=o, seed=s, epoch="best", noise=nz, a=0.9 + 0.1 * s,
+    exps = pd.DataFrame([dict(model=m, optimizer=o, seed=s, epoch="best", transport=TRANSPORT, noise=nz, a=0.9 + 0.1 * s,
                               a_lo=0.85 + 0.1 * s, a_hi=0.95 + 0.1 * s, b=1.2 + 0.1 * s, b_lo=1.15 + 0.1 * s,
                               b_hi=1.25 + 0.1 * s, n_significant=10 + s)
                          for m, o, s in keys for nz in ("per_lag", "pooled")])

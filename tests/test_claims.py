@@ -36,7 +36,7 @@ CURVES = {
 def _decay(curve: str, model: str = "gru", seeds=(1, 2, 3)) -> pd.DataFrame:
     """learnwin.stats.decay fits of one curve with 3 % seeded log-normal noise per seed."""
     env = pd.concat([pd.DataFrame(dict(
-        model=model, optimizer="adamw", epoch="best", seed=s, lag=LAGS,
+        model=model, optimizer="adamw", epoch="best", seed=s, transport="diagonal", lag=LAGS,
         f=CURVES[curve] * np.exp(0.03 * np.random.default_rng(s).standard_normal(LAGS.size))))
         for s in seeds])
     return fit_envelopes(env, min_points=8, trim=0, bootstrap=20, block=5, seed=0)

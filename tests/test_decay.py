@@ -110,7 +110,7 @@ def test_fit_envelopes_scopes_and_round_trip(tmp_path):
             pd.DataFrame({"lag": LAG.astype(np.int64), "f": TRUE["exp"](LAG) * np.exp(0.05 * rng.standard_normal(LAG.size))}).assign(seed=s)
             for s in (2, 12)
         ]
-    ).assign(model="gru", optimizer="adamw", epoch="best")
+    ).assign(model="gru", optimizer="adamw", epoch="best", transport="diagonal")
     out = D.fit_envelopes(env, min_points=8, trim=0, bootstrap=20, block=5, seed=7)
     assert sorted(out["scope"].unique()) == ["mean", "seed12", "seed2"]
     assert (out.groupby("scope")["selected"].sum() == 1).all()
@@ -134,7 +134,8 @@ def test_fit_envelopes_default_seed_is_the_workflows(tmp_path):
     for s in (2, 12):
         env = pd.DataFrame({"lag": LAG.astype(np.int64), "f": TRUE["power"](LAG) * np.exp(0.05 * rng.standard_normal(LAG.size))})
         paths.append(str(tmp_path / f"env{s}.parquet"))
-        write_table(env.assign(seed=s, model="gru", optimizer="adamw", epoch="best"), paths[-1], "envelope")
+        write_table(env.assign(seed=s, model="gru", optimizer="adamw", epoch="best", transport="diagonal"), paths[-1],
+                    "envelope")
     cfg = dict(min_points=8, trim=0, bootstrap=30, block=5)
     run_adapter("fit_decay", tmp_path, params={"decay": cfg}, input={"envelopes": paths},
                 output={"decay": str(tmp_path / "adapter.parquet")})
@@ -173,10 +174,19 @@ def test_fit_envelopes_per_transport_and_functional():
     assert sel.loc[("diagonal", "gamma"), "scale"] == pytest.approx(12, rel=0.1)
     assert sel.loc[("exact", "norm"), "scale"] == pytest.approx(30, rel=0.1)
     assert sel.loc[("exact", "signal"), "law"] == "power" == sel.loc[("exact", "diag_entries"), "law"]
-    alone = D.fit_envelopes(env[env["transport"] == "exact"].drop(columns=["transport", "f"])
-                            .rename(columns={"f_norm": "f"}), **cfg)
+    alone = D.fit_envelopes(env[env["transport"] == "exact"].drop(columns="f").rename(columns={"f_norm": "f"})
+                            .assign(transport="diagonal"), **cfg)  # the norm column alone, fitted as a gamma
     got = out[(out["transport"] == "exact") & (out["functional"] == "norm")]
     pd.testing.assert_frame_equal(got.drop(columns=["transport", "functional"]).reset_index(drop=True),
                                   alone.drop(columns=["transport", "functional"]))
     prim = D.primary(out)
     assert set(zip(prim["transport"], prim["functional"])) == {("diagonal", "gamma"), ("exact", "signal")}
+
+
+def test_a_table_without_its_transport_is_refused_by_name():
+    """No reader fills in a missing ``transport`` column (every snapshot writes it): a hand-made
+    envelope without one gets an error that names the table and the column."""
+    env = pd.DataFrame({"lag": LAG.astype(np.int64), "f": TRUE["exp"](LAG), "seed": 2}).assign(
+        model="gru", optimizer="adamw", epoch="best")
+    with pytest.raises(ValueError, match="envelope table: no column 'transport'"):
+        D.fit_envelopes(env, min_points=8, trim=0, bootstrap=20, block=5, seed=7)

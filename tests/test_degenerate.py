@@ -35,13 +35,13 @@ def _with_keys(df, **keys):
 def _psi(values):  # values: (lags, sequences)
     L, n = values.shape
     return _with_keys(pd.DataFrame({"lag": np.repeat(LAGS, n), "sequence": np.tile(np.arange(n), L),
-                                    "psi": values.ravel()}))
+                                    "psi": values.ravel()}), transport="diagonal")
 
 
 def _envelope(f):
     return _with_keys(pd.DataFrame({"lag": LAGS, "f": f, "f_geo": f, "f_gates": f, "f_order0": f,
                                     "f_order1": f, "ratio": np.ones_like(f), "lambda_mean": 1.0,
-                                    "lambda_std": 0.0, "f_diagonal": f}))
+                                    "lambda_std": 0.0, "f_diagonal": f}), transport="diagonal")
 
 
 CASES = {
@@ -64,7 +64,7 @@ def test_degenerate_inputs_flow_through_statistics_and_plots(case, tmp_path):
     psi, env = _psi(values), _envelope(f)
     a = alpha.fit_lags(psi, bootstrap=50, min_samples=1000, max_samples=100000, ci_width_max=0.3, seed=1)
     assert len(a) == len(LAGS) and np.isfinite(a["alpha"]).all() and a["alpha"].between(1, 2).all()
-    total = _with_keys(pd.DataFrame({"sequence": np.arange(values.shape[1]), "S": values.sum(axis=0)}))
+    total = _with_keys(pd.DataFrame({"sequence": np.arange(values.shape[1]), "S": values.sum(axis=0)}), transport="diagonal")
     win, h_n, master, expo = window.window_table(psi, a, env, total, eps=20, N_grid=N_GRID,
                                                  noise=window.NOISES, bootstrap=20, alpha_fit=dict(bootstrap=50, min_samples=1000, max_samples=100000, ci_width_max=0.3))
     assert set(master["noise"]) == set(expo["noise"]) == set(window.NOISES)
@@ -87,7 +87,8 @@ def test_degenerate_inputs_flow_through_statistics_and_plots(case, tmp_path):
                           "train_mse": [1.0, 0.5], "train_r2": [0.0, 0.5], "val_mse": [1.0, 0.5],
                           "val_r2": [0.0, np.nan]})
     units = _with_keys(pd.DataFrame({"unit": np.repeat([0, 1], len(LAGS)), "lag": np.tile(LAGS, 2),
-                                     "mu_abs": np.tile(f, 2), "tau": np.repeat([np.inf, np.nan], len(LAGS))}))
+                                     "mu_abs": np.tile(f, 2), "tau": np.repeat([np.inf, np.nan], len(LAGS))}),
+                       transport="diagonal")
     out = lambda i: dict(png=tmp_path / f"{i}.png", pdf=tmp_path / f"{i}.pdf", dpi=60)  # noqa: E731
     figs = [
         plots.plot_H_N(H_agg, models=["gru"], optimizers=["adamw"], epoch="best", **out(0)),

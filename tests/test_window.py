@@ -12,6 +12,7 @@ from learnwin.stats import window as W
 from learnwin.stats.decay import ols
 
 KEYS = dict(model="diag", optimizer="adamw", seed=2, epoch="0")
+SNAP = dict(**KEYS, transport="diagonal")  # the key columns of a snapshot's tables
 N_GRID = [16, 64, 256, 1024, 4096, 16384]
 EPS = 20.0
 ARTIFACTS = ("window", "H_N", "master", "exponents")
@@ -25,14 +26,15 @@ def snapshot(lags, m, sigma, alpha, f, n=64, reliable=True, spread=1e-3):
     base = spread * np.linspace(-1, 1, n)  # zero mean
     psi = pd.concat(
         [pd.DataFrame({"lag": l, "sequence": np.arange(n), "psi": mi + base}) for l, mi in zip(lags, m)]
-    ).assign(**KEYS)
+    ).assign(**SNAP)
     L = len(lags)
     alpha_df = pd.DataFrame(
         {"lag": lags, "alpha": np.broadcast_to(alpha, L), "sigma": np.broadcast_to(sigma, L),
          "reliable": np.broadcast_to(reliable, L)}
     )
     alpha_df["kappa"] = alpha_df["alpha"] / (alpha_df["alpha"] - 1)
-    env = pd.DataFrame({"lag": lags, "f": f}).assign(**KEYS)
+    alpha_df["transport"] = "diagonal"
+    env = pd.DataFrame({"lag": lags, "f": f}).assign(**SNAP)
     return psi.astype({"lag": "int64", "sequence": "int64"}), alpha_df, env
 
 
@@ -60,7 +62,7 @@ def test_closed_form_window_and_monotone():
     assert master["intercept"].iloc[0] == pytest.approx(alpha / (alpha - 1) * np.log(EPS * sigma / c))
     assert master["n_points"].iloc[0] == len(lags) and master["flag"].iloc[0] == ""
     assert master["n_significant"].iloc[0] == len(lags) and (master["noise"] == "per_lag").all()
-    assert list(win.columns[:5]) == [*KEYS, "noise"] and win["significant"].all()
+    assert list(win.columns[:6]) == [*SNAP, "noise"] and win["significant"].all()
 
 
 def test_degenerate_window():
@@ -84,7 +86,8 @@ def test_degenerate_window():
 
 def decay_rows(tau):
     return pd.DataFrame(
-        [dict(model="diag", optimizer="adamw", epoch="0", scope="mean", law="exp", selected=True,
+        [dict(model="diag", optimizer="adamw", epoch="0", transport="diagonal", functional="gamma", scope="mean",
+              law="exp", selected=True,
               A=1.0, scale=tau, l_c=np.nan, k=np.nan, floor=np.nan, lag_min=4.0, lag_max=64.0)]
     )
 
@@ -186,9 +189,9 @@ def noisy_snapshot(noise_scales_with_f: bool, n=2000, c=5.0, s=1.0, rng_seed=1, 
     noise = rng.standard_normal((len(LAGS7B), n)) * (F7B[:, None] if noise_scales_with_f else 1.0)
     P = scale * (c * F7B[:, None] + s * noise)
     psi = pd.DataFrame({"lag": np.repeat(LAGS7B, n), "sequence": np.tile(np.arange(n), len(LAGS7B)),
-                        "psi": P.ravel()}).assign(**KEYS)
-    total = pd.DataFrame({"sequence": np.arange(n), "S": P.sum(axis=0)}).assign(**KEYS)
-    env = pd.DataFrame({"lag": LAGS7B, "f": F7B}).assign(**KEYS)
+                        "psi": P.ravel()}).assign(**SNAP)
+    total = pd.DataFrame({"sequence": np.arange(n), "S": P.sum(axis=0)}).assign(**SNAP)
+    env = pd.DataFrame({"lag": LAGS7B, "f": F7B}).assign(**SNAP)
     alpha_df = A.fit_lags(psi, **(ALPHA | {"bootstrap": 50}), seed=1)
     return psi, alpha_df, env, total
 
@@ -249,7 +252,7 @@ def test_pooled_sigma_of_known_stable_sum():
     S = levy_stable.rvs(alpha_true, 0.0, scale=scale, size=n, random_state=np.random.default_rng(7))
     lags = np.array([2, 4, 6])
     psi, alpha_df, env = snapshot(lags, np.array([1.0, 0.5, 0.25]), 0.1, 1.8, np.array([1.0, 0.5, 0.25]), n=n)
-    total = pd.DataFrame({"sequence": np.arange(n), "S": S}).assign(**KEYS)
+    total = pd.DataFrame({"sequence": np.arange(n), "S": S}).assign(**SNAP)
     win = W.window_table(psi, alpha_df, env, total, eps=EPS, N_grid=N_GRID, noise=["pooled"],
                          bootstrap=20, alpha_fit=ALPHA | {"bootstrap": 100})[0]
     assert win["alpha"].iloc[0] == pytest.approx(alpha_true, abs=0.05)
@@ -269,9 +272,9 @@ def test_significance_filter_excludes_and_counts_zero_mean_lags():
     zero = np.isin(lags, [4, 10, 16, 22])
     P = np.where(zero[:, None], 0.0, 3.0 * f[:, None]) + noise
     psi = pd.DataFrame({"lag": np.repeat(lags, n), "sequence": np.tile(np.arange(n), len(lags)),
-                        "psi": P.ravel()}).assign(**KEYS)
+                        "psi": P.ravel()}).assign(**SNAP)
     alpha_df = A.fit_lags(psi, **(ALPHA | {"bootstrap": 50}), seed=1)
-    env = pd.DataFrame({"lag": lags, "f": f}).assign(**KEYS)
+    env = pd.DataFrame({"lag": lags, "f": f}).assign(**SNAP)
     win, _, master, expo = W.window_table(psi, alpha_df, env, eps=EPS, N_grid=N_GRID, noise=["per_lag"], bootstrap=50)
     sig = win.drop_duplicates("lag").set_index("lag")["significant"]
     se = P.std(axis=1, ddof=1) / np.sqrt(n)
@@ -347,3 +350,13 @@ def test_window_seed_from_the_run_seed_as_the_workflow(tmp_path):
     assert other["slope_lo"].iloc[0] != lib[2]["slope_lo"].iloc[0]
     with pytest.raises(ValueError, match="run seeds"):
         W.window_table(pd.concat([psi, psi.assign(seed=5)]), alpha_df, env, **cfg)
+
+
+def test_a_snapshot_table_without_its_transport_is_refused_by_name():
+    """No reader fills in a missing ``transport`` column: the error names the table and the column."""
+    lags = np.arange(4, 17, 4)
+    psi, alpha_df, env = snapshot(lags, 0.1 * np.ones(4), 1.0, 1.5, np.exp(-lags / 10))
+    with pytest.raises(ValueError, match="psi table: no column 'transport'"):
+        W.window_table(psi.drop(columns="transport"), alpha_df, env, eps=EPS, N_grid=N_GRID, **PER_LAG)
+    with pytest.raises(ValueError, match="envelope table: no column 'transport'"):
+        W.window_table(psi, alpha_df, env.drop(columns="transport"), eps=EPS, N_grid=N_GRID, **PER_LAG)

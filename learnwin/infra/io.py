@@ -94,6 +94,16 @@ def read_notes(path: str | os.PathLike) -> dict[str, str]:
             if k.startswith(b"learnwin.") and k != _META_KEY}
 
 
+def require_columns(table: pd.DataFrame, name: str, columns) -> pd.DataFrame:
+    """``table`` itself; a :class:`ValueError` naming ``name`` and the columns it lacks. Every
+    stage writes its key columns (``transport`` and ``noise`` included, docs/artifacts.md), so no
+    reader fills one in; a hand-made table passed to the library gets this error instead."""
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValueError(f"{name}: no column {', '.join(map(repr, missing))} (docs/artifacts.md)")
+    return table
+
+
 def read_table(path: str | os.PathLike, artifact: str) -> pd.DataFrame:
     """Read a Parquet artifact, checking that it is readable and of the current version."""
     path = Path(path)

@@ -24,7 +24,7 @@ from learnwin.infra.config import TRANSPORTS
 from learnwin.infra.io import atomic_path, write_table
 from learnwin.report.formatting import SCALE_NAME, fmt
 from learnwin.stats.decay import primary
-from learnwin.stats.window import NOISES, with_transport
+from learnwin.stats.window import NOISES
 
 KEYS = ["model", "optimizer", "seed"]
 ROW = [*KEYS, "transport"]  # one summary row per run and transport (docs/method.md §4b)
@@ -86,9 +86,9 @@ def build_summary(
     last["status"] = np.where(is_bad, "diverged after epoch " + last["epoch"].astype(str), "ok")
     final = last[KEYS + ["status", "val_r2"]].rename(columns={"val_r2": "val_r2_final"})
     runs = val_r2_at(curve, epoch).merge(final, on=KEYS)[KEYS + ["status", "val_r2", "val_r2_final"]]
-    alpha, H_N = with_transport(alpha), with_transport(H_N)
     decay = primary(decay)
-    names = [n for n in TRANSPORTS if n in set(alpha["transport"]) | set(H_N["transport"])] or ["diagonal"]
+    # runs without any alpha or H_N row keep one row, under the first transport
+    names = [n for n in TRANSPORTS if n in set(alpha["transport"]) | set(H_N["transport"])] or list(TRANSPORTS[:1])
     parts = [runs.merge(pd.DataFrame({"transport": names}), how="cross")[ROW + ["status", "val_r2", "val_r2_final"]]]
 
     tails = _at(alpha, epoch)
@@ -117,7 +117,7 @@ def build_summary(
     parts.append(wide.reset_index())
     for source, values in ((master, ["slope"]), (exponents, ["b", "a"])):
         if source is not None:
-            per_noise = _at(with_transport(source), epoch).pivot_table(index=ROW, columns="noise", values=values)
+            per_noise = _at(source, epoch).pivot_table(index=ROW, columns="noise", values=values)
             per_noise.columns = [f"{v}_{noise}" for v, noise in per_noise.columns]
             parts.append(per_noise.reset_index())
 
@@ -148,7 +148,7 @@ def reading(
     envelope (with its scale and 95 % CI) and H_N (mean ± std over seeds) at the largest N, per
     noise definition (docs/method.md §7b);
     then the runs left out of the statistics (``missing``, e.g. diverged runs)."""
-    decay, agg = _at(primary(decay), epoch), _at(with_transport(H_N_agg), epoch)
+    decay, agg = _at(primary(decay), epoch), _at(H_N_agg, epoch)
     n_max = int(agg["N"].max()) if len(agg) else None
     lines = [
         f"Reading of the results at snapshot epoch **{epoch}**"

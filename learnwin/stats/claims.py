@@ -56,7 +56,6 @@ import pandas as pd
 from learnwin.infra import io, layout
 from learnwin.infra.registry import Column
 from learnwin.stats.decay import FUNCTIONALS, PRIMARY, ols
-from learnwin.stats.window import NOISES, with_transport
 
 POWER_FAMILY = ("power", "log", "power_floor", "log_floor")
 #: The paper's expectations per model: live views of the registry (learnwin.infra.registry.CellSpec);
@@ -82,7 +81,7 @@ COLUMNS = [*KEY, "expected", "verdict", "k", "n", "holds", "estimate", "spread",
 def envelope_weights(decay: pd.DataFrame) -> pd.DataFrame:
     """(a) Per (model, optimizer, seed, transport, functional) of stacked decay tables: w_power,
     w_tempered, w_exp (Akaike weights summed by family), the selected law and the seed's class."""
-    d = with_functional(decay)
+    d = with_functional(decay, "decay table")
     d = d[d["scope"].str.fullmatch(r"seed\d+")]
     d = d.assign(seed=d["scope"].str.removeprefix("seed").astype("int64"),
                  family=np.where(d["law"].isin(POWER_FAMILY), "w_power",
@@ -142,7 +141,7 @@ def growth_law(N, H, lag_max: float) -> dict:
 def window_growth(H_N: pd.DataFrame, lag_max: float) -> pd.DataFrame:
     """(b) :func:`growth_law` per (model, optimizer, seed, noise, transport, functional) of an
     H_N.parquet table."""
-    H_N = with_functional(require_noise(H_N, "H_N table"))
+    H_N = with_functional(io.require_columns(H_N, "H_N table", ["noise"]), "H_N table")
     keys = [*RUN, "noise", *SCOPE]
     rows = [{**dict(zip(keys, key)), **growth_law(g["N"], g["H_N"], lag_max)}
             for key, g in H_N.sort_values("N").groupby(keys)]
@@ -177,25 +176,17 @@ def decay_length(lag, f) -> float:
     return -1.0 / slope if slope < 0 else float("inf")
 
 
-def require_noise(table: pd.DataFrame, name: str) -> pd.DataFrame:
-    """``table`` itself; a :class:`ValueError` naming it when it has no ``noise`` column (one of
-    :data:`learnwin.stats.window.NOISES`, docs/method.md §7b). Artifacts read with io.read_table
-    have it: their schema version postdates the noise definitions."""
-    if "noise" not in table.columns:
-        raise ValueError(f"{name}: no 'noise' column (one of {list(NOISES)}, docs/method.md §7b)")
-    return table
-
-
-def with_functional(table: pd.DataFrame) -> pd.DataFrame:
-    """The table with ``transport`` and ``functional`` columns: a table without ``functional`` is
-    measured on its transport's primary functional (learnwin.stats.decay.PRIMARY)."""
-    table = with_transport(table)
+def with_functional(table: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The table (``name`` in errors; it must have a ``transport`` column) with a ``functional``
+    column: a window-stage table (H_N, master) has none, since its f is the transport's primary
+    functional (learnwin.stats.decay.PRIMARY, docs/method.md §4b)."""
+    io.require_columns(table, name, ["transport"])
     return table if "functional" in table.columns else table.assign(functional=table["transport"].map(PRIMARY))
 
 
 def unit_taus(tables: Mapping[str, pd.DataFrame], transport: str) -> pd.Series:
     """(c) tau_q per (model, optimizer, seed, unit) from the units rows of ``transport``."""
-    units = with_transport(tables["units"])
+    units = io.require_columns(tables["units"], "units table", ["transport"])
     units = units[units["transport"] == transport]
     return units.groupby([*RUN, "unit"], sort=False)["tau"].first()
 
@@ -256,7 +247,7 @@ def measure(tables: Mapping[str, pd.DataFrame], epoch="best") -> dict[str, pd.Da
     learnwin.stats.decay.FUNCTIONALS whose envelope column is present, (c)'s log tau_q IQR on the
     transport's primary functional (from :data:`TAU_SOURCE`), (b) and (d) on the primary one (the
     window's f)."""
-    env = with_transport(tables["envelope"])
+    env = io.require_columns(tables["envelope"], "envelope table", ["transport"])
     runs = env[RUN].drop_duplicates(ignore_index=True)
     val_r2 = tables["summary"].drop_duplicates(RUN).set_index(RUN)["val_r2"]
     rows = []
@@ -270,8 +261,9 @@ def measure(tables: Mapping[str, pd.DataFrame], epoch="best") -> dict[str, pd.Da
                           log_tau_iqr=float(tau.get((m, o, s), np.nan)) if is_primary else np.nan,
                           tau_env=decay_length(g["lag"], g[column]), val_r2=float(val_r2.get((m, o, s), np.nan)))
                      for (m, o, s), g in e.groupby(RUN, sort=False)]
-    H_N = with_functional(at_epoch(tables["H_N"], epoch).merge(runs))
-    master = with_functional(require_noise(at_epoch(tables["master"], epoch).merge(runs), "master table"))
+    H_N = at_epoch(tables["H_N"], epoch).merge(runs)
+    master = with_functional(io.require_columns(at_epoch(tables["master"], epoch).merge(runs), "master table",
+                                                ["noise"]), "master table")
     return dict(a=envelope_weights(tables["decay"]), b=window_growth(H_N, float(env["lag"].max())),
                 c=pd.DataFrame(rows, columns=[*RUN, *SCOPE, "log_tau_iqr", "tau_env", "val_r2"]),
                 d=master[[*RUN, "noise", *SCOPE, "slope", "slope_lo", "slope_hi"]].reset_index(drop=True))

@@ -64,6 +64,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from learnwin.infra import io
+
 TEMPERED_K = (0.5, 1.0, 1.5, 2.0)
 #: The envelope functionals fitted per transport (docs/method.md §4, §4b): name -> envelope column.
 #: diagonal: ``gamma``, the first-order Gamma envelope f of §4; exact: ``signal``, the signal
@@ -406,11 +408,10 @@ def fit_envelopes(
 
     The bootstrap generator of a scope is seeded by (seed, 0) for "mean" and (seed, 1 + S) for
     run seed S, under every transport and functional, so the numbers do not depend on which seeds,
-    transports or functionals are present. The default ``seed`` is the workflow's (``SEED``). An
-    envelope table without a ``transport`` column is the diagonal transport's.
+    transports or functionals are present. The default ``seed`` is the workflow's (``SEED``).
     """
     keys = {c: envelopes[c].iloc[0] for c in ("model", "optimizer", "epoch") if c in envelopes}
-    envelopes = with_transport(envelopes)
+    io.require_columns(envelopes, "envelope table", ["transport"])
     frames = []
     for transport, env in envelopes.groupby("transport", sort=False):
         if transport not in FUNCTIONALS:
@@ -435,19 +436,9 @@ def fit_envelopes(
     return out[front + [c for c in out.columns if c not in front]]
 
 
-def with_transport(table: pd.DataFrame) -> pd.DataFrame:
-    """The table with a ``transport`` column: the one place that reads a table without it (a
-    hand-made one: every snapshot writes the column, and io.read_table refuses older artifacts)
-    as the diagonal transport's."""
-    return table if "transport" in table.columns else table.assign(transport="diagonal")
-
-
 def primary(decay: pd.DataFrame) -> pd.DataFrame:
     """The rows of each transport's primary functional (:data:`PRIMARY`), the one the window's f
-    is (docs/method.md §4b); a table without ``transport`` (:func:`with_transport`) is one
-    diagonal functional's."""
-    if "transport" not in decay.columns:
-        return with_transport(decay)
+    is (docs/method.md §4b)."""
     return decay[decay["functional"] == decay["transport"].map(PRIMARY)]
 
 

@@ -34,7 +34,7 @@ from scipy import stats
 
 from learnwin.stats.alpha import fit_lags
 from learnwin.stats.decay import fit_envelopes, predict_window, primary
-from learnwin.stats.window import AGG_KEYS, PER_LAG, POOLED, RUN_KEYS, aggregate, window_table, with_transport
+from learnwin.stats.window import AGG_KEYS, PER_LAG, POOLED, RUN_KEYS, aggregate, window_table
 
 EPS_GRID = np.geomspace(1e-2, 1e4, 241)
 
@@ -171,8 +171,7 @@ def variant_inputs(h_n_agg: pd.DataFrame, decay: pd.DataFrame, *, optimizer: str
     """Per (model, transport, noise): the selected decay law of scope "mean" of the transport's
     primary functional and the predicted window's inputs pred_alpha, pred_sigma, pred_c
     (docs/method.md §8) of the snapshot epoch."""
-    agg = with_transport(h_n_agg)
-    agg = agg[(agg["optimizer"] == optimizer) & (agg["epoch"].astype(str) == str(epoch))]
+    agg = h_n_agg[(h_n_agg["optimizer"] == optimizer) & (h_n_agg["epoch"].astype(str) == str(epoch))]
     keys = ["model", "transport", "noise"]
     inputs = agg.drop_duplicates(keys)[[*keys, "pred_alpha", "pred_sigma", "pred_c"]]
     d = primary(decay)

@@ -60,9 +60,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from learnwin.infra import io
 from learnwin.stats.alpha import fit_sample, per_sequence
 from learnwin.stats.alpha import kappa as kappa_of
-from learnwin.stats.decay import ols, predict_window, primary, with_transport
+from learnwin.stats.decay import ols, predict_window, primary
 
 RUN_KEYS = ("model", "optimizer", "seed", "epoch")
 AGG_KEYS = ["model", "optimizer", "epoch"]
@@ -300,9 +301,8 @@ def window_table(
     seed: int | None = None,
     alpha_fit: Mapping | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """window, H_N, master and exponents rows of one snapshot, one block per transport (when the
-    tables have a ``transport`` column, docs/method.md §4b) and noise definition (docs/method.md §7,
-    §7b). ``eps``, ``N_grid``, ``noise`` and ``bootstrap`` are the window config section. ``total``
+    """window, H_N, master and exponents rows of one snapshot, one block per transport (the tables'
+    ``transport`` column, docs/method.md §4b) and noise definition (docs/method.md §7, §7b). ``eps``, ``N_grid``, ``noise`` and ``bootstrap`` are the window config section. ``total``
     (total.parquet) and ``alpha_fit`` (the alpha config section, keywords of
     :func:`learnwin.stats.alpha.fit_sample`, for the S fit) are needed for ``pooled``. The sequence
     bootstrap draws from ``default_rng([seed, 0])``, the S fit is seeded [seed, 1], under every
@@ -311,8 +311,9 @@ def window_table(
     if seed is None:
         seed = bootstrap_seed(psi)
     kw = dict(eps=eps, N_grid=N_grid, noise=noise, bootstrap=bootstrap, seed=seed, alpha_fit=alpha_fit)
-    if "transport" not in psi.columns:
-        return _window_one(psi, alpha, envelope, total, **kw)
+    for name, table in (("psi", psi), ("alpha", alpha), ("envelope", envelope), ("total", total)):
+        if table is not None:
+            io.require_columns(table, f"{name} table", ["transport"])
     blocks = []
     for name in pd.unique(psi["transport"]):
         tables = [None if t is None else t[t["transport"] == name].drop(columns="transport")
@@ -364,7 +365,6 @@ def _snapshot_frames(windows, h_ns, masters, exps, keys: dict):
 def predicted_inputs(window: pd.DataFrame) -> pd.DataFrame:
     """Per (model, optimizer, epoch, transport, noise): medians over seeds of the per-seed medians over
     reliable lags of alpha, sigma and c = m / f (the inputs of the predicted H_N)."""
-    window = with_transport(window)
     lags = window.drop_duplicates([*RUN_KEYS, "transport", "noise", "lag"])
     lags = lags[lags["reliable"] & (lags["f"] > 0)].assign(c=lambda d: d["m"] / d["f"])
     per_seed = lags.groupby([*AGG_KEYS, "transport", "noise", "seed"])[["alpha", "sigma", "c"]].median()
@@ -379,10 +379,10 @@ def aggregate(
 
     Snapshots whose envelope is NaN at every lag (a diverged run's tombstones) are left out.
     """
-    windows = with_transport(pd.concat(list(window_frames), ignore_index=True))
+    windows = pd.concat(list(window_frames), ignore_index=True)
     finite = np.isfinite(windows["f"].astype(float))
     alive = windows.loc[finite, list(RUN_KEYS)].drop_duplicates()
-    h_n = with_transport(pd.concat(list(h_n_frames), ignore_index=True)).merge(alive, on=list(RUN_KEYS))
+    h_n = pd.concat(list(h_n_frames), ignore_index=True).merge(alive, on=list(RUN_KEYS))
     group = [*AGG_KEYS, "transport", "noise"]
     grouped = h_n.groupby([*group, "N"])["H_N"]
     agg = grouped.agg(n_seeds="count", mean="mean", std="std", median="median").reset_index()
