@@ -186,6 +186,20 @@ def test_paper_dag_resources(tmp_path):
     assert all(job.get("train_slot") == "1" for job in resources["train_model"])
 
 
+
+def test_ensemble_jobs_ask_for_a_gpu(tmp_path):
+    """With `ensemble: true` (GPU nodes) a model's runs train in one train_ensemble job, and the
+    profile asks one GPU for each, as for train_model."""
+    _require_plugin()
+    work = copy_workflow(tmp_path / "ensemble")
+    proc = _run(SNAKEMAKE + ["-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/smoke.yaml",
+                             "--config", "ensemble=True"], cwd=work, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    counts, resources, _ = parse_dry_run(proc.stdout)
+    assert counts["train_ensemble"] == len(_merged_config("config/smoke.yaml")["models"]) and not counts["train_model"]
+    assert Counter(job.get("gpu") for job in resources["train_ensemble"]) == {"1": counts["train_ensemble"]}
+
+
 # ---- the real cluster --------------------------------------------------------------------
 
 
