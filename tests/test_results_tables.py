@@ -2,7 +2,6 @@
 prints the values the run was built with, and sweep.py scores it with learnwin.stats.claims."""
 
 import importlib.util
-import itertools
 import os
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import synthetic as syn
+from doc_tables import table_after
 from scipy import stats
 from synthetic_claims import VAL_R2, expected_claims, write_claim_run, write_claims
 
@@ -364,11 +364,7 @@ def test_slope_test_reads_each_seed_and_each_criterion_fails_alone(tmp_path, slo
 
 def _confirm_page(name: str) -> pd.DataFrame:
     """The confirmatory table of a committed budget page (docs/NAME), its p exact (k / n_perms)."""
-    lines = (EXPERIMENTS.parent / "docs" / name).read_text().split("### The confirmatory test", 1)[1].splitlines()
-    rows = list(itertools.takewhile(lambda s: s.startswith("|"), itertools.dropwhile(lambda s: not s.startswith("|"),
-                                                                                     lines)))
-    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
-    t = pd.DataFrame(cells[2:], columns=cells[0])
+    t = table_after((EXPERIMENTS.parent / "docs" / name).read_text(), "### The confirmatory test")
     t = t.astype({"threshold": float, "tau_mean": float, "p_perm": float, "n_perms": int})
     return t.assign(pre_registered=t["pre_registered"] == "True",
                     p_perm=np.round(t["p_perm"] * t["n_perms"]) / t["n_perms"])

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from doc_tables import table_after
 from scipy import stats
 
 from learnwin.infra import io, layout
@@ -239,15 +240,6 @@ def test_seed_level_names_a_missing_optimizer(tmp_path):
         module.main([str(res), "--seed-level", "--optimizer", "sgd"])
 
 
-def _page_table(text: str, heading: str) -> pd.DataFrame:
-    """The first Markdown table after ``heading`` in a committed page."""
-    lines = text.split(heading, 1)[1].splitlines()
-    start = next(i for i, s in enumerate(lines) if s.startswith("|"))
-    rows = [s for s in lines[start:] if s.startswith("|")][:2 + 5]
-    cells = [[c.strip() for c in row.strip("|").split("|")] for row in rows]
-    return pd.DataFrame(cells[2:], columns=cells[0])
-
-
 def _per_seed(cell: str, column: str, model: str) -> list[dict]:
     return [dict(model=model, seed=int(s), **{column: float(v)}) for s, v in
             (part.split(": ") for part in cell.split(", "))]
@@ -260,7 +252,7 @@ def test_the_committed_seed_level_verdicts_recomputed_from_their_pages_seeds():
     supported with the ordering broken and 4 of 6 pairs; the t-intervals results.md quotes."""
     docs = Path(__file__).resolve().parents[1] / "docs"
     page, results = (docs / "results-seedlevel.md").read_text(), (docs / "results.md").read_text()
-    d_table = _page_table(page, "### Claim (d) on the truth")
+    d_table = table_after(page, "### Claim (d) on the truth")
     s = pd.DataFrame([r for _, row in d_table.iterrows() for r in _per_seed(row["s per seed"], "slope", row["model"])])
     assert len(s) == 25 and set(s["seed"]) == set(SEEDS)
     d = sl.kappa_test(s, dict(zip(d_table["model"], d_table["kappa"].astype(float))))
@@ -269,7 +261,7 @@ def test_the_committed_seed_level_verdicts_recomputed_from_their_pages_seeds():
     for r in d.itertuples():  # the page's intervals of d, to the rounding of the printed slopes
         lo, hi = (float(x) for x in d_table.set_index("model").loc[r.model, "95 % t-interval of d"].strip("[]").split(","))
         assert (r.d_lo, r.d_hi) == pytest.approx((lo, hi), abs=0.01)
-    b_table = _page_table(page, "### Claim (b), the groups")
+    b_table = table_after(page, "### Claim (b), the groups")
     b = pd.DataFrame([r for _, row in b_table.iterrows() for r in _per_seed(row["b per seed"], "b", row["model"])])
     test = sl.group_test(b, GROUPS)
     sm, models = test["summary"], test["models"].set_index("model")
