@@ -165,16 +165,43 @@ def test_learning_budget_interpolates_and_censors():
 
 
 def test_window_by_budget_holes_and_censoring():
-    """Seed 0: lags 1 (from 16), 3 (from 32), 7 (from 64) and 9 (from 256) learned, 5 never: a hole
-    below H from 64 on. Seed 1: the last grid lag learned from 128: censored there."""
-    grid = {0: {1: 16, 3: 32, 7: 64, 9: 256}, 1: {15: 128}}
+    """Seed 0: lags 1 (from 16), 3 (from 32), 7 (from 64) and 9 (from 128) learned, 5 never: the
+    learned prefix stops at 3, H_max and its holes go on. Seed 1: every lag learned from 64 on, the
+    last from 128: censored there. Seed 2: nothing learned: left-censored at the first lag. The last
+    budget, 256, only confirms and has no row (docs/method.md §10b, "Corrections")."""
+    grid = {0: {1: 16, 3: 32, 7: 64, 9: 128}, 1: {lag: 64 for lag in LAGS} | {15: 128}, 2: {}}
     rows = [dict(model="gru", optimizer="adamw", seed=s, lag=lag, threshold=0.2, N_hat_grid=float(g.get(lag, np.nan)),
                  run=lag <= 11) for s, g in grid.items() for lag in LAGS]
     out = window_by_budget(pd.DataFrame(rows), BUDGETS).set_index(["seed", "N"])
-    assert out.loc[0, "H_emp"].tolist() == [1, 3, 7, 7, 9] and out.loc[0, "holes"].tolist() == [0, 0, 1, 1, 1]
-    assert out.loc[1, "H_emp"].tolist() == [0, 0, 0, 15, 15] and out.loc[1, "holes"].tolist() == [0, 0, 0, 7, 7]
-    assert out.loc[0, "censored"].sum() == 0 and out.loc[1, "censored"].tolist() == [False] * 3 + [True] * 2
-    assert set(out["lags_run"]) == {6}
+    assert sorted(set(out.index.get_level_values("N"))) == BUDGETS[:-1]
+    assert out.loc[0, "H_emp"].tolist() == [1, 3, 3, 3] and out.loc[0, "H_max"].tolist() == [1, 3, 7, 9]
+    assert out.loc[0, "holes"].tolist() == [0, 0, 1, 1]
+    assert out.loc[1, "H_emp"].tolist() == [0, 0, 13, 15] and out.loc[1, "censored"].tolist() == [False] * 3 + [True]
+    assert out.loc[0, "censored"].sum() == 0 and out.loc[2, "left_censored"].all() and (out.loc[2, "H_emp"] == 0).all()
+    assert out.loc[1, "left_censored"].tolist() == [True, True, False, False] and set(out["first_lag"]) == {1}
+
+
+def test_a_learned_boundary_lag_does_not_carry_the_window():
+    """The last grid lag learned from the first budget (recall of the sequence's first inputs) with
+    every lag below it unlearned: H_emp stays 0 (left-censored), only H_max shows the lag, with its
+    holes."""
+    rows = [dict(model="shared", optimizer="adamw", seed=0, lag=lag, threshold=0.2,
+                 N_hat_grid=16.0 if lag == LAGS[-1] else np.nan, run=True) for lag in LAGS]
+    out = window_by_budget(pd.DataFrame(rows), BUDGETS)
+    assert (out["H_emp"] == 0).all() and out["left_censored"].all() and not out["censored"].any()
+    assert (out["H_max"] == LAGS[-1]).all() and (out["holes"] == len(LAGS) - 1).all()
+
+
+def test_a_lag_first_learned_at_the_last_budget_stays_out_of_the_window():
+    """Margins above the threshold at 256 only (the last budget): no pair, so the lag is
+    right-censored at N_max, and the window has no row at 256 where it would repeat 128's: the
+    window's last reported budget is the one before."""
+    scores = surface({1: [0.5] * 5, 3: [0.0, 0.0, 0.0, 0.0, 0.5]})
+    lb = learning_budget(scores, [0.2], BUDGETS).set_index("lag")
+    assert lb.loc[3, "right_censored"] and lb.loc[3, "N_hat"] == BUDGETS[-1]
+    window = window_by_budget(lb.reset_index(), BUDGETS)
+    assert window["N"].max() == BUDGETS[-2] and window.set_index("N").loc[128, "H_emp"] == 1
+    assert lb.loc[3, "N_hat"] == BUDGETS[-1] and not lb.loc[1, "right_censored"]
 
 
 @pytest.mark.parametrize("model", ["gru", "const"])
@@ -184,7 +211,7 @@ def test_no_lagged_signal_gives_an_empty_window(model):
     table = run(model=model, lags=LAGS, frontier_stop=3, gt={**GT, "coef": 0.0})
     assert sorted(set(table.loc[table["target"] == "task", "lag"])) == LAGS[:3]
     window = window_by_budget(learning_budget(table, THRESHOLDS, BUDGETS), BUDGETS)
-    assert len(window) == len(BUDGETS) * len(THRESHOLDS)
+    assert len(window) == (len(BUDGETS) - 1) * len(THRESHOLDS)
     assert (window["H_emp"] == 0).all() and (window["holes"] == 0).all() and (window["lags_run"] == 3).all()
 
 

@@ -109,8 +109,8 @@ CFG = dict(alpha_cfg=dict(bootstrap=50, min_samples=1000, max_samples=100000, ci
 
 def test_network_stats_recover_alpha_and_law_and_order_the_models():
     taus = dict(const=3.0, diag=6.0, gru=9.0)
-    trained = prediction.network_stats(*synthetic_snapshots(taus, "trained"), **CFG)
-    init = prediction.network_stats(*synthetic_snapshots(dict(zip(taus, reversed(taus.values()))), "init"), **CFG)
+    trained = prediction.network_stats(*synthetic_snapshots(taus, "trained"), **CFG)[:2]
+    init = prediction.network_stats(*synthetic_snapshots(dict(zip(taus, reversed(taus.values()))), "init"), **CFG)[:2]
     agg, decay = trained
     assert np.allclose(agg["pred_alpha"], 1.5, atol=0.1)
     chosen = decay[decay["selected"] & (decay["scope"] == "mean")].set_index("model")
@@ -141,8 +141,8 @@ def test_a_process_pool_gives_the_same_tables():
                            for n in (64, 1024)])  # two N: no curvature bootstrap (slow, per block as the fits)
 
     def tables(map_fn):
-        h_n, decay = prediction.network_stats(*snaps, **CFG, map_fn=map_fn)
-        fits = growth.growth_table(window, map_fn=map_fn)
+        h_n, decay, _ = prediction.network_stats(*snaps, **CFG, map_fn=map_fn)
+        fits = growth.growth_table(window, growth.seed_growth(window, map_fn=map_fn), map_fn=map_fn)
         return (h_n, decay, fits, *prediction.prediction_tables(prediction.measured_means(window), fits,
                                                                 {"trained": (h_n, decay, "trained")},
                                                                 optimizer="adamw", map_fn=map_fn))

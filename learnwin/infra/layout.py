@@ -56,8 +56,8 @@ BUDGET_SNAPSHOT = {name: f"{ROOT}/recovery/budget/runs/{{optimizer}}/{{model}}/s
 #: Aggregates of the budget protocol over one seed set (``{seed_set}``: exploration or confirm), by table name.
 BUDGET = {name: f"{ROOT}/recovery/budget/{{seed_set}}/{name}.parquet"
           for name in ("scores", "learning_budget", "window", "H_emp", "growth", "slopes", "groups",
-                       "learning_slope", "network_H_N", "network_decay", "growth_prediction", "prediction",
-                       "prediction_scores", "confirm")}
+                       "learning_slope", "network_alpha", "network_H_N", "network_decay", "growth_prediction",
+                       "prediction", "prediction_scores", "confirm")}
 #: The tables of RECOVERY and BUDGET written under schema ``seed_growth`` (each seed's log-N slope,
 #: the seed-level group comparison; docs/method.md §10b), the others under ``recovery`` / ``budget``.
 SEED_GROWTH = ("slopes", "groups")

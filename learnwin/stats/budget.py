@@ -8,14 +8,17 @@ Pure numpy, vectorised over (model, optimizer, seed), thresholds, lags and budge
   lag stays learned. N̂_grid = N_j; N̂ interpolates log N between N_{j-1} and N_j where the margin
   crosses 0 (N_j when m_{j-1} is not finite); j = 0 gives N̂ = N_0, left-censored; no pair gives
   N̂ = N_max, right-censored, N̂_grid NaN (a lag learned only at N_max does not yet stay learned).
-* **Window.** A lag is learned at N when N >= N̂_grid. H_emp(N) is the largest learned grid lag (0
-  when none), holes the grid lags below it not learned at N, censored when H_emp is the last grid
-  lag. Lags not run (the frontier rule) are not learned.
+* **Window.** A lag is learned at N when N >= N̂_grid. H_emp(N) is the largest lag of the learned
+  prefix of the grid (0 when the first grid lag is not learned: left-censored), right-censored
+  when it is the last grid lag; H_max, the largest learned grid lag, and holes, the grid lags below
+  it not learned, are secondary. N runs over every budget but the last, which only confirms (no
+  lag can become learned there). Lags not run (the frontier rule) are not learned.
 * **Over seeds.** :func:`window_over_seeds`: H_emp(N) per model, seed mean ± sd.
-* **Claim (d).** :func:`seed_slopes`: per (model, optimizer, seed, epoch, transport, threshold) the OLS
-  slope of log N̂ on -log f(l) over the uncensored lags; :func:`learning_slope`: its seed mean with its
-  Student t-interval over seeds (:func:`learnwin.stats.intervals.t_interval`), beside kappa =
-  alpha / (alpha - 1) of the same snapshot.
+* **Claim (d).** :func:`seed_slopes`: per (model, optimizer, seed, epoch, transport, threshold) the
+  slope of log N̂ on -log f(l) by the censored likelihood (censored lags kept as censored,
+  docs/method.md §10c); :func:`learning_slope`: its seed mean with its Student t-interval over
+  seeds (:func:`learnwin.stats.intervals.t_interval`), beside kappa = alpha / (alpha - 1) of the
+  same snapshot.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import pandas as pd
 
 from learnwin.stats.alpha import kappa as alpha_kappa
 from learnwin.stats.groundtruth import margin
+from learnwin.stats.growth import fit_linear
 from learnwin.stats.intervals import t_interval
 from learnwin.stats.window import PER_LAG
 
@@ -101,26 +105,33 @@ def learning_budget(scores: pd.DataFrame, thresholds: Sequence[float], budgets: 
 
 
 def window_by_budget(budget: pd.DataFrame, budgets: Sequence[int]) -> pd.DataFrame:
-    """One row per (model, optimizer, seed, N, threshold) from :func:`learning_budget`'s table:
-    H_emp (the largest grid lag learned at N, 0 when none), holes (grid lags below H_emp not
-    learned at N), censored (H_emp is the last grid lag) and lags_run."""
+    """One row per (model, optimizer, seed, N, threshold) from :func:`learning_budget`'s table, N
+    every budget but the last, which only confirms (docs/method.md §10b, "Corrections"): H_emp, the
+    largest grid lag L with every grid lag up to L learned at N (0 when the first is not:
+    left_censored, the window below first_lag); censored when H_emp is the last grid lag; H_max,
+    the largest grid lag learned at N (0 when none), and holes, the grid lags below H_max not
+    learned at N; lags_run."""
     budgets = budget_grid(budgets)
     cols = [*KEYS, "threshold"]
     table = budget.set_index([*cols, "lag"])["N_hat_grid"].unstack("lag")
     runs = budget.groupby(cols)["run"].sum().reindex(table.index).to_numpy()
     lags = table.columns.to_numpy(dtype=int)
     n_grid = table.to_numpy(dtype=float)  # (group, lag)
+    reported = budgets[:-1]
     with np.errstate(invalid="ignore"):
-        learned = budgets[None, :, None] >= n_grid[:, None, :]  # (group, budget, lag); NaN: never
+        learned = reported[None, :, None] >= n_grid[:, None, :]  # (group, budget, lag); NaN: never
+    prefix = np.cumprod(learned, axis=-1).sum(axis=-1)  # learned grid lags before the first unlearned one
+    H = np.where(prefix > 0, lags[np.maximum(prefix - 1, 0)], 0)
     last = np.where(learned.any(axis=-1), lags.size - 1 - learned[..., ::-1].argmax(axis=-1), -1)
-    H = np.where(last >= 0, lags[np.maximum(last, 0)], 0)
-    below = np.arange(lags.size)[None, None, :] < last[..., None]
-    holes = (below & ~learned).sum(axis=-1)
+    H_max = np.where(last >= 0, lags[np.maximum(last, 0)], 0)
+    holes = (np.arange(lags.size)[None, None, :] < last[..., None]) & ~learned
     out = table.index.to_frame(index=False)
     return pd.concat(
-        [out.assign(N=N, H_emp=H[:, k], holes=holes[:, k], censored=last[:, k] == lags.size - 1, lags_run=runs)
-         for k, N in enumerate(budgets)],
-        ignore_index=True)[[*KEYS, "N", "threshold", "H_emp", "holes", "censored", "lags_run"]]
+        [out.assign(N=N, H_emp=H[:, k], censored=prefix[:, k] == lags.size, left_censored=prefix[:, k] == 0,
+                    first_lag=int(lags[0]), H_max=H_max[:, k], holes=holes[:, k].sum(axis=-1), lags_run=runs)
+         for k, N in enumerate(reported)],
+        ignore_index=True)[[*KEYS, "N", "threshold", "H_emp", "censored", "left_censored", "first_lag", "H_max",
+                            "holes", "lags_run"]]
 
 
 def window_over_seeds(window: pd.DataFrame) -> pd.DataFrame:
@@ -150,23 +161,31 @@ def kappa_of(alpha) -> np.ndarray:
 
 
 def seed_slopes(learning_budget: pd.DataFrame, envelope: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, optimizer, seed, epoch, transport, threshold): slope, the OLS slope of
-    log N_hat on -log f over the lags neither left- nor right-censored with finite f > 0 (NaN with
-    fewer than 3 distinct -log f), and n_lags, those lags' number (docs/method.md §10b, claim (d)).
-    ``envelope``'s ``f`` is each transport's primary functional; lags absent from it are dropped."""
+    """One row per (model, optimizer, seed, epoch, transport, threshold): slope, the slope s of
+    log N_hat = a + s (-log f) + e over the grid lags with finite f > 0 by the censored likelihood
+    (docs/method.md §10c: N_hat left-censored at N_0, right-censored at N_max, lags not run
+    right-censored; NaN with fewer than :data:`MIN_SLOPE_LAGS` distinct -log f among the uncensored
+    lags), n_lags (uncensored lags), n_left and n_right (censored ones). ``envelope``'s ``f`` is
+    each transport's primary functional; lags absent from it are dropped."""
     env = envelope[[*KEYS, "epoch", "transport", "lag", "f"]]
     d = learning_budget.merge(env, on=[*KEYS, "lag"], how="inner")
-    keys = [*KEYS, "epoch", "transport", "threshold"]
     with np.errstate(divide="ignore", invalid="ignore"):
-        x, y = -np.log(d["f"].to_numpy(float)), np.log(d["N_hat"].to_numpy(float))
-    ok = ~d["left_censored"].to_numpy(bool) & ~d["right_censored"].to_numpy(bool) & np.isfinite(x) & np.isfinite(y)
-    d = d[keys].assign(x=np.where(ok, x, np.nan), y=np.where(ok, y, np.nan), ok=ok)
-    grouped = d.groupby(keys, sort=True)
-    dx, dy = d["x"] - grouped["x"].transform("mean"), d["y"] - grouped["y"].transform("mean")
-    sums = d.assign(sxy=dx * dy, sxx=dx * dx).groupby(keys, sort=True)
-    out = sums.agg(sxy=("sxy", "sum"), sxx=("sxx", "sum"), n_lags=("ok", "sum"), n_x=("x", "nunique"))
-    slope = np.where(out["n_x"] >= MIN_SLOPE_LAGS, out["sxy"] / out["sxx"].where(out["sxx"] > 0), np.nan)
-    return out.assign(slope=slope)[["slope", "n_lags"]].reset_index()
+        d = d.assign(x=-np.log(d["f"].to_numpy(float)), y=np.log(d["N_hat"].to_numpy(float)))
+    d = d[np.isfinite(d["x"]) & np.isfinite(d["y"])]
+    keys = [*KEYS, "epoch", "transport", "threshold"]
+    rows = [dict(zip(keys, key), **_censored_slope(g)) for key, g in d.groupby(keys, sort=True)]
+    return pd.DataFrame(rows, columns=[*keys, "slope", "n_lags", "n_left", "n_right"])
+
+
+def _censored_slope(g: pd.DataFrame) -> dict:
+    """s of one (model, seed, ...) block's lags by :func:`learnwin.stats.growth.fit_linear`."""
+    left, right = g["left_censored"].to_numpy(bool), g["right_censored"].to_numpy(bool)
+    x, exact = g["x"].to_numpy(float), ~(left | right)
+    counts = dict(n_lags=int(exact.sum()), n_left=int(left.sum()), n_right=int(right.sum()))
+    if np.unique(x[exact]).size < MIN_SLOPE_LAGS:
+        return dict(slope=np.nan, **counts)
+    X = np.stack([np.ones_like(x), x], axis=1)
+    return dict(slope=float(fit_linear(X, g["y"], right, left)["params"][1]), **counts)
 
 
 def learning_slope(learning_budget: pd.DataFrame, envelope: pd.DataFrame, kappa: pd.DataFrame) -> pd.DataFrame:

@@ -10,9 +10,11 @@
   at once: :func:`predict_levels` gives a variant's windows on the whole grid);
   leave-one-model-out calibrates on the other models and predicts the held-out one.
 * **Scores.** Within each N the models' ordering, within each model the growth over N:
-  Kendall's tau-b (scipy.stats.kendalltau, variant b) per block, averaged, with Fisher's
-  combined p-value, and Harrell's concordance, which treats a censored measurement (H >= c) as
-  ordered only against measurements below c. :func:`holm` corrects p-values across variants.
+  Kendall's tau-b (scipy.stats.kendalltau, variant b) per block, averaged, and Harrell's
+  concordance, which treats a censored measurement (H >= c) as ordered only against measurements
+  below c. Within N the p-value is the exact relabelling p of :func:`permutation_test` (the blocks
+  share their models, so no combination of their p-values as if independent); :func:`holm`
+  corrects it across variants.
 * **Networks.** A variant is (networks, transport, noise). The networks are the ground truth's
   own, at init and trained (their snapshot statistics by :func:`network_stats`), or the main
   run's; the primary variants, named before looking, are :data:`PRIMARY` (docs/method.md §10) and,
@@ -34,7 +36,7 @@ from scipy import stats
 
 from learnwin.stats.alpha import fit_lags
 from learnwin.stats.decay import fit_envelopes, predict_window, primary
-from learnwin.stats.window import AGG_KEYS, PER_LAG, POOLED, RUN_KEYS, aggregate, window_table
+from learnwin.stats.window import AGG_KEYS, PER_LAG, POOLED, RUN_KEYS, aggregate, seed_inputs, window_table
 
 EPS_GRID = np.geomspace(1e-2, 1e4, 241)
 
@@ -66,31 +68,30 @@ def harrell_c(measured, censored, predicted) -> float:
     return float(conc[comparable].mean())
 
 
-def _tau_blocks(table: pd.DataFrame, by: str) -> tuple[float, float, int]:
-    """Mean Kendall tau-b over blocks of ``by`` and Fisher's combined p-value."""
-    taus, ps = [], []
+def _tau_blocks(table: pd.DataFrame, by: str) -> tuple[float, int]:
+    """Mean Kendall tau-b over blocks of ``by`` (blocks with fewer than 3 points or ties only
+    left out) and the blocks' number."""
+    taus = []
     for _, g in table.groupby(by):
         ok = g[np.isfinite(g["measured"]) & np.isfinite(g["predicted"])]
         if len(ok) < 3 or ok["measured"].nunique() < 2 or ok["predicted"].nunique() < 2:
             continue
-        res = stats.kendalltau(ok["predicted"], ok["measured"], variant="b")
-        taus.append(res.statistic)
-        ps.append(res.pvalue)
-    if not taus:
-        return float("nan"), float("nan"), 0
-    p = stats.combine_pvalues(ps, method="fisher").pvalue if len(ps) > 1 else ps[0]
-    return float(np.mean(taus)), float(p), len(taus)
+        taus.append(stats.kendalltau(ok["predicted"], ok["measured"], variant="b").statistic)
+    return (float(np.mean(taus)) if taus else float("nan")), len(taus)
 
 
 def score(table: pd.DataFrame) -> dict:
     """Scores of one prediction: ``table`` has model, N, measured (seed mean), censored (any seed
-    censored) and predicted."""
-    tau_n, p_n, k_n = _tau_blocks(table, "N")
-    tau_m, p_m, k_m = _tau_blocks(table, "model")
+    censored) and predicted. p_within_N is :func:`permutation_test`'s exact relabelling p (the
+    blocks share their models, so their p-values are not combined as if independent); within a
+    model only tau and Harrell's C are given."""
+    tau_n, k_n = _tau_blocks(table, "N")
+    tau_m, k_m = _tau_blocks(table, "model")
+    p_n = permutation_test(table)["p_perm"]
     c_n, c_m = (_mean_finite([harrell_c(g["measured"], g["censored"], g["predicted"])
                               for _, g in table.groupby(key)]) for key in ("N", "model"))
     return dict(tau_within_N=tau_n, p_within_N=p_n, blocks_N=k_n, c_within_N=float(c_n),
-                tau_within_model=tau_m, p_within_model=p_m, blocks_model=k_m, c_within_model=float(c_m))
+                tau_within_model=tau_m, blocks_model=k_m, c_within_model=float(c_m))
 
 
 def _mean_finite(values) -> float:
@@ -181,10 +182,13 @@ def variant_inputs(h_n_agg: pd.DataFrame, decay: pd.DataFrame, *, optimizer: str
 
 
 def network_stats(envelope: pd.DataFrame, psi: pd.DataFrame, total: pd.DataFrame, *, alpha_cfg: Mapping,
-                  window_cfg: Mapping, decay_cfg: Mapping, map_fn: Callable = map) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(H_N_agg, decay) of a set of snapshots (run keys model, optimizer, seed, epoch), by the main
-    run's chain (docs/method.md §6-8): alpha fits and window per snapshot, decay law per (model,
-    optimizer, epoch) over its seeds, and their aggregate; ``*_cfg`` are the config sections.
+                  window_cfg: Mapping, decay_cfg: Mapping,
+                  map_fn: Callable = map) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(H_N_agg, decay, seed_inputs) of a set of snapshots (run keys model, optimizer, seed, epoch),
+    by the main run's chain (docs/method.md §6-8): alpha fits and window per snapshot, decay law per
+    (model, optimizer, epoch) over its seeds, their aggregate, and each snapshot's medians of alpha,
+    sigma and c (:func:`learnwin.stats.window.seed_inputs`: the per-seed kappa of §10c); ``*_cfg``
+    are the config sections.
     ``map_fn`` maps over the snapshots and the decay groups (an executor's map runs them in parallel)."""
     keys = list(RUN_KEYS)
     parts = {k: dict(iter(g.groupby(keys, sort=True))) for k, g in
@@ -197,7 +201,7 @@ def network_stats(envelope: pd.DataFrame, psi: pd.DataFrame, total: pd.DataFrame
     win, h_n, master, expo = (list(t) for t in zip(*per_run))
     decays = list(decays)
     _, agg, _, _ = aggregate(h_n, win, master, expo, decays, eps=window_cfg["eps"], N_grid=window_cfg["N_grid"])
-    return agg, pd.concat(decays, ignore_index=True)
+    return agg, pd.concat(decays, ignore_index=True), seed_inputs(pd.concat(win, ignore_index=True))
 
 
 def _snapshot_tables(psi: pd.DataFrame, envelope: pd.DataFrame, total: pd.DataFrame | None, *, alpha_cfg: Mapping,
@@ -249,9 +253,8 @@ def prediction_tables(meas: pd.DataFrame, growth: pd.DataFrame, sources: Mapping
         growth_pred = growth_pred.merge(growth[["model", "threshold", "log_b", "power_c", "verdict"]],
                                         on="model", how="left")
     sc = pd.DataFrame(scores)
-    for col in ("p_within_N", "p_within_model"):
-        if len(sc):
-            sc[f"{col}_holm"] = sc.groupby(["threshold", "primary"])[col].transform(holm)
+    if len(sc):
+        sc["p_within_N_holm"] = sc.groupby(["threshold", "primary"])["p_within_N"].transform(holm)
     return growth_pred, (pd.concat(levels, ignore_index=True) if levels else pd.DataFrame()), sc
 
 

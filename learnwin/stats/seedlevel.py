@@ -12,7 +12,8 @@ unit"): one estimate per (model, seed), then intervals and tests across the seed
   (:func:`learnwin.stats.growth.seed_growth`): per model the mean of b and its t-interval, the group
   slope (mean of its models' means), the ordering (every fixed-gate model's mean above every
   learned-gate model's) with its exact permutation p over the assignments of the models to the
-  groups, and Welch's one-sided t-test of every (fixed, learned) pair of models, Holm-adjusted over
+  groups, and the paired one-sided t-test over seeds of every (fixed, learned) pair of models (a
+  seed fixes every model's data; it replaces the registered Welch test, §10b), Holm-adjusted over
   the pairs. Holds: the ordering and every pair at adjusted p < 0.05; reversed: both the other way
   round; else not supported; "no groups" without a model of each group (the linear cells).
   :func:`groups_table` runs it per (optimizer, threshold).
@@ -43,14 +44,18 @@ SUMMARY = ("fixed", "learned", "slope_fixed", "slope_learned", "ordering", "p_pe
            "p_perm_learned_above", "n_assignments", "pairs_fixed_above", "pairs_learned_above", "n_pairs", "verdict")
 
 
-def kappa_test(per_seed: pd.DataFrame, kappa: Mapping[str, float]) -> pd.DataFrame:
+def kappa_test(per_seed: pd.DataFrame, kappa: Mapping[str, float] | None = None) -> pd.DataFrame:
     """Claim (d) on the truth per model of ``per_seed`` (model, seed, slope; one block: optimizer,
-    transport, threshold chosen) against ``kappa`` (model -> kappa): kappa, n_seeds (finite slopes),
-    s_mean, d_mean, d_lo, d_hi (t-interval of d = s - kappa), band (kappa / 2) and verdict."""
+    transport, threshold chosen) against each seed's own kappa (a column ``kappa``, docs/method.md
+    §10c) or else the model's ``kappa`` (model -> kappa, §10b): kappa (the seeds' mean), n_seeds
+    (finite slopes), s_mean, d_mean, d_lo, d_hi (t-interval of d = s - kappa), band (kappa / 2) and
+    verdict."""
     rows = []
     for model, g in per_seed.groupby("model", sort=False):
-        k = float(kappa.get(model, np.nan))
-        d_mean, lo, hi, n = t_interval(g["slope"].to_numpy(float) - k)
+        ks = (g["kappa"].to_numpy(float) if "kappa" in g
+              else np.full(len(g), float((kappa or {}).get(model, np.nan))))
+        k = t_interval(ks)[0]
+        d_mean, lo, hi, n = t_interval(g["slope"].to_numpy(float) - ks)
         s_mean = t_interval(g["slope"])[0]
         band = k / 2
         if not np.isfinite(k):
@@ -91,7 +96,7 @@ def group_test(per_seed: pd.DataFrame, groups: Mapping[str, str]) -> dict:
     ordering, p_perm_fixed_above, p_perm_learned_above, n_assignments, pairs_fixed_above,
     pairs_learned_above (pairs at adjusted p < 0.05), n_pairs, verdict)."""
     d = per_seed[per_seed["model"].isin([m for m, g in groups.items() if g in (FIXED, LEARNED)])]
-    seeds = {m: g["b"].to_numpy(float) for m, g in d.groupby("model", sort=True)}
+    seeds = {m: g.set_index("seed")["b"].astype(float) for m, g in d.groupby("model", sort=True)}
     fixed = [m for m in seeds if groups[m] == FIXED]
     learned = [m for m in seeds if groups[m] == LEARNED]
     models = pd.DataFrame([dict(zip(("b_mean", "b_lo", "b_hi", "n_seeds"), t_interval(v)), model=m, group=groups[m])
@@ -100,7 +105,7 @@ def group_test(per_seed: pd.DataFrame, groups: Mapping[str, str]) -> dict:
     means = models.set_index("model")["b_mean"]
     slope = {k: float(means[ms].mean()) if ms else np.nan for k, ms in ((FIXED, fixed), (LEARNED, learned))}
     models["group_slope"] = models["group"].map(slope)
-    pairs = pd.DataFrame([_welch(seeds[f], seeds[lr]) | dict(fixed=f, learned=lr)
+    pairs = pd.DataFrame([_paired(seeds[f], seeds[lr]) | dict(fixed=f, learned=lr)
                           for f, lr in itertools.product(fixed, learned)],
                          columns=["fixed", "learned", "t", "df", "p_fixed_above", "p_learned_above"])
     pairs["holm_fixed_above"] = holm(pairs["p_fixed_above"])
@@ -121,14 +126,17 @@ def group_test(per_seed: pd.DataFrame, groups: Mapping[str, str]) -> dict:
     return dict(models=models, pairs=pairs, summary=summary)
 
 
-def _welch(a: np.ndarray, b: np.ndarray) -> dict:
-    """Welch's t-test of the seeds' values a against b, one-sided both ways (NaN below 2 seeds each)."""
-    a, b = a[np.isfinite(a)], b[np.isfinite(b)]
-    if min(a.size, b.size) < 2:
+def _paired(a: pd.Series, b: pd.Series) -> dict:
+    """The paired t-test of two models' seed values (indexed by seed) over their common finite
+    seeds, one-sided both ways (NaN below 2 pairs): a seed fixes the data stream of every model
+    (docs/method.md §10b), so the design is paired."""
+    both = pd.concat([a, b], axis=1, join="inner").dropna()
+    if len(both) < 2:
         return dict(t=np.nan, df=np.nan, p_fixed_above=np.nan, p_learned_above=np.nan)
-    res = stats.ttest_ind(a, b, equal_var=False, alternative="greater")
-    return dict(t=float(res.statistic), df=float(res.df), p_fixed_above=float(res.pvalue),
-                p_learned_above=float(stats.ttest_ind(a, b, equal_var=False, alternative="less").pvalue))
+    x, y = both.iloc[:, 0].to_numpy(float), both.iloc[:, 1].to_numpy(float)
+    res = stats.ttest_rel(x, y, alternative="greater")
+    return dict(t=float(res.statistic), df=float(len(both) - 1), p_fixed_above=float(res.pvalue),
+                p_learned_above=float(stats.ttest_rel(x, y, alternative="less").pvalue))
 
 
 def _permutation_p(means: pd.Series, fixed: list[str]) -> tuple[float, float, int]:

@@ -362,12 +362,18 @@ def _snapshot_frames(windows, h_ns, masters, exps, keys: dict):
     )
 
 
-def predicted_inputs(window: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, optimizer, epoch, transport, noise): medians over seeds of the per-seed medians over
-    reliable lags of alpha, sigma and c = m / f (the inputs of the predicted H_N)."""
+def seed_inputs(window: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, optimizer, epoch, transport, noise, seed): the medians over reliable lags (f > 0)
+    of alpha, sigma and c = m / f."""
     lags = window.drop_duplicates([*RUN_KEYS, "transport", "noise", "lag"])
     lags = lags[lags["reliable"] & (lags["f"] > 0)].assign(c=lambda d: d["m"] / d["f"])
-    per_seed = lags.groupby([*AGG_KEYS, "transport", "noise", "seed"])[["alpha", "sigma", "c"]].median()
+    return lags.groupby([*AGG_KEYS, "transport", "noise", "seed"])[["alpha", "sigma", "c"]].median().reset_index()
+
+
+def predicted_inputs(window: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, optimizer, epoch, transport, noise): medians over seeds of :func:`seed_inputs`
+    (the inputs of the predicted H_N)."""
+    per_seed = seed_inputs(window).drop(columns="seed")
     return per_seed.groupby([*AGG_KEYS, "transport", "noise"]).median().add_prefix("pred_").reset_index()
 
 

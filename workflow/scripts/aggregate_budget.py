@@ -26,10 +26,10 @@ h_emp = budget.window_over_seeds(window)
 truth = window.rename(columns={"H_emp": "H"})
 with ProcessPoolExecutor(snakemake.threads, mp_context=multiprocessing.get_context("fork")) as pool:
     slopes = growth.seed_growth(truth, map_fn=pool.map)
-    fits = growth.growth_table(truth, map_fn=pool.map)
-    network_h_n, network_decay = prediction.network_stats(own["envelope"], own["psi"], own["total"],
-                                                          alpha_cfg=params.alpha, window_cfg=params.window,
-                                                          decay_cfg=params.decay, map_fn=pool.map)
+    fits = growth.growth_table(truth, slopes, map_fn=pool.map)
+    network_h_n, network_decay, network_alpha = prediction.network_stats(
+        own["envelope"], own["psi"], own["total"], alpha_cfg=params.alpha, window_cfg=params.window,
+        decay_cfg=params.decay, map_fn=pool.map)
     growth_pred, levels, pred_scores = prediction.prediction_tables(
         prediction.measured_means(truth), fits, {name: (network_h_n, network_decay, name) for name in prediction.NETWORKS},
         optimizer=params.optimizer, primary=[tuple(prediction.CONFIRMATORY[k] for k in ("networks", "transport", "noise"))],
@@ -40,7 +40,8 @@ learning_slope = budget.learning_slope(learning_budget, own["envelope"], budget.
 log.info("growth:\n%s\ngroups:\n%s\n(d):\n%s\nconfirm:\n%s", fits.to_string(), groups.to_string(),
          learning_slope.to_string(), confirm.to_string())
 tables = dict(scores=scores, learning_budget=learning_budget, window=window, H_emp=h_emp, growth=fits, slopes=slopes,
-              groups=groups, learning_slope=learning_slope, network_H_N=network_h_n, network_decay=network_decay,
-              growth_prediction=growth_pred, prediction=levels, prediction_scores=pred_scores, confirm=confirm)
+              groups=groups, learning_slope=learning_slope, network_alpha=network_alpha, network_H_N=network_h_n,
+              network_decay=network_decay, growth_prediction=growth_pred, prediction=levels,
+              prediction_scores=pred_scores, confirm=confirm)
 for name, table in tables.items():
     io.write_table(table, out[name], "seed_growth" if name in layout.SEED_GROWTH else "budget")

@@ -23,10 +23,10 @@ main_run = (io.read_table(inp.H_N_agg, "H_N"),
             pd.concat([io.read_table(p, "decay") for p in inp.decay], ignore_index=True), params.epoch)
 with ProcessPoolExecutor(snakemake.threads, mp_context=multiprocessing.get_context("fork")) as pool:
     slopes = growth.seed_growth(main, map_fn=pool.map)
-    fits = growth.growth_table(main, map_fn=pool.map)
-    network_h_n, network_decay = prediction.network_stats(own["envelope"], own["psi"], own["total"],
-                                                          alpha_cfg=params.alpha, window_cfg=params.window,
-                                                          decay_cfg=params.decay, map_fn=pool.map)
+    fits = growth.growth_table(main, slopes, map_fn=pool.map)
+    network_h_n, network_decay, _ = prediction.network_stats(own["envelope"], own["psi"], own["total"],
+                                                             alpha_cfg=params.alpha, window_cfg=params.window,
+                                                             decay_cfg=params.decay, map_fn=pool.map)
     growth_pred, levels, pred_scores = prediction.prediction_tables(
         prediction.measured_means(main), fits, {**{name: (network_h_n, network_decay, name) for name in prediction.NETWORKS},
                        "main_run": main_run}, optimizer=params.optimizer, map_fn=pool.map)
