@@ -289,9 +289,29 @@ def test_snakemake_reads_the_old_key_and_names_the_new_one(tmp_path):
     assert "snapshot.windows and snapshot.times_per_lag are both given" in out.stdout + out.stderr
 
 
-def test_the_network_shape_defaults_are_the_schemas():
-    """The defaults of model.layers and model.block the code applies to a section without them
-    (learnwin.infra.registry.SHAPE: the bare cell) are the schema's, which fills them in the
-    workflow's config."""
+def test_the_model_defaults_are_the_schemas():
+    """The library's defaults of the model keys (learnwin.infra.registry.MODEL, which the cells'
+    constructors take through build_model) are the schema's, which fills them in the workflow's
+    config: every key, stated once on each side."""
     model = yaml.safe_load(SCHEMA.read_text())["properties"]["model"]["properties"]
-    assert registry.SHAPE == {key: model[key]["default"] for key in ("layers", "block")} == {"layers": 1, "block": "plain"}
+    assert registry.MODEL == {key: spec["default"] for key, spec in model.items()}
+    assert registry.MODEL["gate_init"] == "official" and registry.shape({}) == (1, "plain")
+
+
+@pytest.mark.parametrize("name", registry.MODELS)
+def test_build_model_with_its_shape_alone_is_the_default_workflows_network(name):
+    """build_model(cell, D) called as a library builds, draw for draw, the network the workflow
+    trains from a config that leaves the model section to the schema (learnwin.models.train.Run
+    passes that section; docs/method.md §2)."""
+    import torch
+
+    from learnwin.models.cells import build_model
+
+    cfg = resolve({})
+    torch.manual_seed(0)
+    library = build_model(name, cfg["task"]["D"]).state_dict()
+    torch.manual_seed(0)
+    workflow = build_model(name, cfg["task"]["D"], **cfg["model"]).state_dict()
+    assert list(library) == list(workflow)
+    for key, value in workflow.items():
+        assert torch.equal(library[key], value), key

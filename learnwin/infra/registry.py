@@ -124,16 +124,18 @@ def register_block(name: str, spec: BlockSpec) -> None:
     _enter(BLOCKS, "block", name, spec, "register_block")
 
 
-#: Defaults of the model keys that shape the network (docs/method.md §2c), as the schema states
-#: them (workflow/schemas/config.schema.yaml; tests/test_config.py holds the two equal): one layer
-#: in the plain block, the bare cell. The workflow's config has them from the schema; :func:`shape`
-#: applies them to a section that lacks them (a direct call's).
-SHAPE = {"layers": 1, "block": "plain"}
+#: Defaults of every ``model`` key (docs/method.md §2, §2b, §2c), the library's only statement of
+#: them: the schema states the same (workflow/schemas/config.schema.yaml, which fills them in the
+#: workflow's config; tests/test_config.py holds the two equal), so
+#: :func:`learnwin.models.cells.build_model` called with the shape alone builds the network the
+#: workflow trains under the schema's defaults. The cells' constructors take them from there.
+MODEL = {"hidden": 32, "layer_norm": True, "const_s": 0.05, "state_size": 16, "gru_init_update": 0.05,
+         "lstm_init_forget": 0.5, "layers": 1, "block": "plain", "cells_module": None, "gate_init": "official"}
 
 
 def shape(model: Mapping) -> tuple[int, str]:
-    """(``model.layers``, ``model.block``) of a ``model`` section, :data:`SHAPE`'s where absent."""
-    return model.get("layers", SHAPE["layers"]), model.get("block", SHAPE["block"])
+    """(``model.layers``, ``model.block``) of a ``model`` section, :data:`MODEL`'s where absent."""
+    return model.get("layers", MODEL["layers"]), model.get("block", MODEL["block"])
 
 
 def block_name(model: Mapping, cell: CellSpec) -> str:
