@@ -99,15 +99,16 @@ def register(name: str, spec: CellSpec) -> None:
     and the claims read the registry. Registering a name again with an equal spec does nothing
     (a module imported twice); with another spec it raises.
     """
-    _enter(CELLS, "cell", name, spec, "register")
+    enter(CELLS, "cell", name, spec, "register", CellSpec)
 
 
-def _enter(table: dict, kind: str, name: str, spec, function: str) -> None:
-    """Put ``spec`` in ``table`` under ``name``, or raise naming what is wrong (:func:`register`)."""
+def enter(table: dict, kind: str, name: str, spec, function: str, expected: type) -> None:
+    """Put ``spec``, an ``expected`` instance, in ``table`` under ``name``, or raise naming what is
+    wrong (:func:`register`, :func:`register_block`,
+    :func:`learnwin.infra.optimizers.register_optimizer`)."""
     if not isinstance(name, str) or not _NAME.fullmatch(name) or name == "published":
         raise ValueError(f"{kind} name {name!r} must match {_NAME.pattern} and not be 'published' "
                          "(it names result folders and model.block)")
-    expected = CellSpec if kind == "cell" else BlockSpec
     if not isinstance(spec, expected):
         raise TypeError(f"{function}({name!r}, ...) takes a {expected.__name__}, not {type(spec).__name__}")
     if table.get(name, spec) != spec:
@@ -121,7 +122,7 @@ BLOCKS: dict[str, BlockSpec] = {}
 
 def register_block(name: str, spec: BlockSpec) -> None:
     """Add a block shape under ``name`` (a ``model.block`` value), as :func:`register` adds a cell."""
-    _enter(BLOCKS, "block", name, spec, "register_block")
+    enter(BLOCKS, "block", name, spec, "register_block", BlockSpec)
 
 
 #: Defaults of every ``model`` key (docs/method.md §2, §2b, §2c), the library's only statement of
