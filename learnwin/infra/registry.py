@@ -102,12 +102,12 @@ def register(name: str, spec: CellSpec) -> None:
     enter(CELLS, "cell", name, spec, "register", CellSpec)
 
 
-def enter(table: dict, kind: str, name: str, spec, function: str, expected: type) -> None:
-    """Put ``spec``, an ``expected`` instance, in ``table`` under ``name``, or raise naming what is
-    wrong (:func:`register`, :func:`register_block`,
-    :func:`learnwin.infra.optimizers.register_optimizer`)."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or name == "published":
-        raise ValueError(f"{kind} name {name!r} must match {_NAME.pattern} and not be 'published' "
+def enter(table: dict, kind: str, name: str, spec, function: str, expected: type, pattern: re.Pattern = _NAME) -> None:
+    """Put ``spec``, an ``expected`` instance, in ``table`` under ``name`` (matching ``pattern``), or
+    raise naming what is wrong (:func:`register`, :func:`register_block`,
+    :func:`learnwin.infra.optimizers.register_optimizer`, :func:`learnwin.infra.figures.register_figure`)."""
+    if not isinstance(name, str) or not pattern.fullmatch(name) or name == "published":
+        raise ValueError(f"{kind} name {name!r} must match {pattern.pattern} and not be 'published' "
                          "(it names result folders and model.block)")
     if not isinstance(spec, expected):
         raise TypeError(f"{function}({name!r}, ...) takes a {expected.__name__}, not {type(spec).__name__}")
