@@ -46,7 +46,15 @@ BAD = {
         r"recovery.optimizer = 'adamw' must be one of optimizers = \['sgd_momentum'\]"),
     "cells module missing": (_set(["model", "cells_module"], "no_such_cells"),
                              r"model.cells_module = 'no_such_cells' cannot be imported"),
-    "unknown optimizer": (_set(["optimizers"], ["adamw", "lbfgs"]), r"'lbfgs' is not one of"),
+    "unknown optimizer": (_set(["optimizers"], ["adamw", "lbfgs"]),
+                          r"optimizers \['lbfgs'\] are not registered optimizers; allowed: adamw, adam, sgd"),
+    "unknown recovery optimizer": (_set(["recovery", "optimizer"], "lbfgs"),
+                                   r"recovery.optimizer \['lbfgs'\] are not registered optimizers"),
+    "unknown optimizer setting": (_set(["optim", "adamw", "betas"], [0.9, 0.99]),
+                                  r"optim.adamw: Additional properties are not allowed \('betas' was unexpected\)"),
+    "optimizer setting out of range": (_set(["optim", "sgd_momentum", "momentum"], 1.0),
+                                       r"optim.sgd_momentum.momentum: 1.0 is greater than or equal to the maximum of 1"),
+    "unknown optim section": (_set(["optim", "lbfgs"], {"lr": 1}), r"optim: Additional properties are not allowed"),
     "unknown top-level key": (_set(["epochs"], 3), r"'epochs' was unexpected"),
     "unknown nested key": (_set(["task", "lag"], [3]), r"'lag' was unexpected"),
     "wrong type": (_set(["task", "T"], "long"), r"'long' is not of type 'integer'[\s\S]*\['task'\]\['T'\]"),
@@ -204,20 +212,22 @@ def _enums(node, key: str) -> list[list[str] | None]:
     return found
 
 
-def test_model_names_are_the_registrys_and_optimizers_the_packages():
-    """The schema leaves model names to the registry (a user's cell is not in any enum): the
-    config check takes the registered cells and no other; the optimizers are an enum of
-    learnwin.models.train.OPTIMIZERS."""
+def test_model_and_optimizer_names_are_the_registries():
+    """The schema leaves model and optimizer names to their registries (a user's cell or a new
+    optimizer is not in any enum): the config check takes the registered ones and no other."""
+    from learnwin.infra.optimizers import OPTIMIZERS
     from learnwin.infra.registry import CELLS
-    from learnwin.models.train import OPTIMIZERS
 
     schema = yaml.safe_load(SCHEMA.read_text())
     assert _enums(schema, "models") == [None, None]  # top level and recovery
-    optimizers = [*_enums(schema, "optimizers"), schema["properties"]["recovery"]["properties"]["optimizer"]["enum"]]
-    assert len(optimizers) == 2 and all(set(e) == set(OPTIMIZERS) for e in optimizers)
+    assert _enums(schema, "optimizers") == [None] and "enum" not in schema["properties"]["recovery"]["properties"]["optimizer"]
+    assert "properties" not in schema["properties"]["optim"]  # the registry's settings
     cfg = copy.deepcopy(DEFAULT)
-    cfg["models"] = list(CELLS)
-    assert resolve(cfg)["models"] == list(CELLS)
+    cfg["models"], cfg["optimizers"] = list(CELLS), list(OPTIMIZERS)
+    resolved = resolve(cfg)
+    assert resolved["models"] == list(CELLS) and resolved["optimizers"] == list(OPTIMIZERS)
+    assert list(resolved["optim"]) == ["adamw", "sgd", "sgd_momentum", "adam", "rmsprop"]  # config.yaml's, then the rest
+    assert resolved["optim"]["rmsprop"] == {"lr": 0.001, "weight_decay": 0.0, "alpha": 0.99}
 
 
 def test_cells_module_registers_a_users_cell(fresh_registry):
@@ -289,9 +299,60 @@ def test_snakemake_reads_the_old_key_and_names_the_new_one(tmp_path):
     assert "snapshot.windows and snapshot.times_per_lag are both given" in out.stdout + out.stderr
 
 
-def test_the_network_shape_defaults_are_the_schemas():
-    """The defaults of model.layers and model.block the code applies to a section without them
-    (learnwin.infra.registry.SHAPE: the bare cell) are the schema's, which fills them in the
-    workflow's config."""
+def test_the_model_defaults_are_the_schemas():
+    """The library's defaults of the model keys (learnwin.infra.registry.MODEL, which the cells'
+    constructors take through build_model) are the schema's, which fills them in the workflow's
+    config: every key, stated once on each side."""
     model = yaml.safe_load(SCHEMA.read_text())["properties"]["model"]["properties"]
-    assert registry.SHAPE == {key: model[key]["default"] for key in ("layers", "block")} == {"layers": 1, "block": "plain"}
+    assert registry.MODEL == {key: spec["default"] for key, spec in model.items()}
+    assert registry.MODEL["gate_init"] == "official" and registry.shape({}) == (1, "plain")
+
+
+@pytest.mark.parametrize("name", registry.MODELS)
+def test_build_model_with_its_shape_alone_is_the_default_workflows_network(name):
+    """build_model(cell, D) called as a library builds, draw for draw, the network the workflow
+    trains from a config that leaves the model section to the schema (learnwin.models.train.Run
+    passes that section; docs/method.md §2)."""
+    import torch
+
+    from learnwin.models.cells import build_model
+
+    cfg = resolve({})
+    torch.manual_seed(0)
+    library = build_model(name, cfg["task"]["D"]).state_dict()
+    torch.manual_seed(0)
+    workflow = build_model(name, cfg["task"]["D"], **cfg["model"]).state_dict()
+    assert list(library) == list(workflow)
+    for key, value in workflow.items():
+        assert torch.equal(library[key], value), key
+
+
+def test_an_optimizer_without_a_rate_rule_is_refused_at_config_check(monkeypatch):
+    """A new optimizer is one registry entry (learnwin.infra.optimizers); one whose entry lacks the
+    envelope's rate rule (docs/method.md §4) would give a wrong Lambda, so the config check
+    refuses it by name before any job, and the envelope refuses it too; with the rule it trains,
+    its settings' defaults filled in and its torch class built from the entry."""
+    import torch
+
+    from learnwin.infra import optimizers
+    from learnwin.models.train import make_optimizer
+    from learnwin.probing.envelope import rate_matrix
+
+    monkeypatch.setattr(optimizers, "OPTIMIZERS", dict(optimizers.OPTIMIZERS))
+    settings = {"lr": {"type": "number", "exclusiveMinimum": 0, "default": 0.5},
+                "lr_decay": {"type": "number", "minimum": 0, "default": 0.25}}
+    optimizers.register_optimizer("adagrad", optimizers.OptimizerSpec("torch.optim:Adagrad", "Adagrad", None, settings))
+    cfg = copy.deepcopy(DEFAULT)
+    cfg["optimizers"] = ["adamw", "adagrad"]
+    with pytest.raises(ConfigError, match=r"optimizers: optimizer 'adagrad' has no rate rule \(OptimizerSpec.rate\)"):
+        resolve(copy.deepcopy(cfg))
+    param = torch.nn.Parameter(torch.ones(2, 2))
+    with pytest.raises(ValueError, match="optimizer 'adagrad' has no rate rule"):
+        rate_matrix(torch.nn.Linear(2, 2), ["weight"], "adagrad", {"state": {}}, {"lr": 0.5})
+    optimizers.OPTIMIZERS["adagrad"] = optimizers.OptimizerSpec("torch.optim:Adagrad", "Adagrad",
+                                                                optimizers.RateRule("sum"), settings)
+    resolved = resolve(cfg)
+    assert resolved["optim"]["adagrad"] == {"lr": 0.5, "lr_decay": 0.25}
+    opt = make_optimizer("adagrad", [param], {"lr": 0.1})
+    assert type(opt) is torch.optim.Adagrad and opt.param_groups[0]["lr"] == 0.1
+    assert opt.param_groups[0]["lr_decay"] == 0.25 and opt.param_groups[0]["foreach"] is True

@@ -14,6 +14,7 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from learnwin import plots  # noqa: E402
+from learnwin.infra.figures import FIGURES  # noqa: E402
 from learnwin.stats import (
     alpha,
     decay,
@@ -107,6 +108,6 @@ def test_degenerate_inputs_flow_through_statistics_and_plots(case, tmp_path):
         plots.plot_memory(env, _with_keys(pd.DataFrame({"lag": LAGS, "m_mem": f, "m_mem_abs": f})),
                           models=["gru"], optimizers=["adamw"], **out(13)),
     ]
-    assert len(figs) == len(plots.FIGURES)
+    assert len(figs) == len(FIGURES)
     for i in range(len(figs)):
         assert (tmp_path / f"{i}.png").stat().st_size > 1000 and (tmp_path / f"{i}.pdf").exists()

@@ -86,8 +86,13 @@ def test_patterns_match_what_they_should():
 # ---- config/README.md against the JSON schema ----
 
 def schema_defaults(node: dict | None = None, prefix: str = "") -> dict[str, object]:
-    """Dotted key -> schema default of every leaf key."""
-    node = node or yaml.safe_load(SCHEMA.read_text())
+    """Dotted key -> schema default of every leaf key; the ``optim`` section's from the optimizer
+    registry, which the config check validates it against (learnwin.infra.optimizers)."""
+    if node is None:
+        from learnwin.infra import optimizers
+
+        node = yaml.safe_load(SCHEMA.read_text())
+        node["properties"]["optim"] = optimizers.schema()
     out = {}
     for name, spec in node["properties"].items():
         if "properties" in spec:

@@ -17,7 +17,7 @@ from learnwin.models.ensemble import Ensemble
 
 GATED = ["const", "shared", "diag", "gru", "lstm"]
 TASK = dict(T=10, D=3, lags=[2], coefs=[1.0], noise_std=0.05, n_train=48, n_val=16, n_diag=8)
-MODEL = dict(hidden=6, layer_norm=True, const_s=0.3, gru_init_update=0.3, lstm_init_forget=0.5)
+MODEL = dict(hidden=6, layer_norm=True, const_s=0.3, gru_init_update=0.3, lstm_init_forget=0.5, gate_init="paper")
 TRAIN = dict(epochs=3, batch_size=16, grad_clip=0.5, r2_subset=32)
 OPTIM = {"adamw": {"lr": 0.02, "weight_decay": 1e-2}, "sgd_momentum": {"lr": 0.05, "momentum": 0.9}}
 SEEDS = [5, 6, 7]

@@ -18,7 +18,7 @@ F64 = torch.float64
 
 def _random_model(name, D=3, H=4, scale=0.4, layer_norm=True, seed=0):
     torch.manual_seed(seed)
-    m = build_model(name, D, H, layer_norm=layer_norm).double()
+    m = build_model(name, D, H, layer_norm=layer_norm, gate_init="paper").double()  # the init it was written for
     gen = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for n, p in m.named_parameters():

@@ -22,7 +22,7 @@ import yaml
 from workflow_helpers import copy_workflow, scheduled, snakemake
 
 from learnwin.infra import layout
-from learnwin.plots import FIGURES
+from learnwin.infra.figures import FIGURES
 
 FIGURE_RULES = {f"plot_{name}" for name in FIGURES}
 # Rules allowed to re-run when only the figures section changes: the figures, provenance

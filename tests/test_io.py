@@ -85,3 +85,25 @@ def test_corrupt_data_file_names_the_file(tmp_path):
     with pytest.raises(io.ArtifactError, match=rf"{path}: unreadable data file"):
         io.load_array(path)
     assert not os.path.exists(tmp_path / "other.npy")
+
+
+class _Touch:
+    """A pickled object whose unpickling creates ``marker``: what a crafted checkpoint could run."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.mkdir, (str(self.marker),))
+
+
+def test_crafted_checkpoint_is_refused_without_running_its_code(tmp_path):
+    """Checkpoints load with torch's safe loader (weights_only=True, docs/method.md §3): a pickle
+    that would run code is refused, naming the file, and its code never runs."""
+    import torch
+
+    path, marker = tmp_path / "best.pt", tmp_path / "ran"
+    torch.save({"model": {"w": torch.ones(3)}, "payload": _Touch(marker)}, path)
+    with pytest.raises(io.ArtifactError, match=rf"{path}: refused by the safe checkpoint loader"):
+        io.load_checkpoint(path)
+    assert not marker.exists()

@@ -13,6 +13,7 @@ import synthetic as S
 from matplotlib.image import imread
 
 from learnwin import plots
+from learnwin.infra.figures import FIGURES
 from learnwin.infra.io import read_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +76,7 @@ def drawn(tables, tmp_path_factory) -> dict:
     result = {}
     for name, kwargs in _calls(tables).items():
         png, pdf = out / f"{name}.png", out / f"{name}.pdf"
-        result[name] = (plots.FIGURES[name](**kwargs, png=png, pdf=pdf, dpi=100), png, pdf)
+        result[name] = (FIGURES[name].load()(**kwargs, png=png, pdf=pdf, dpi=100), png, pdf)
     return result
 
 
@@ -93,7 +94,7 @@ def _texts(fig) -> str:
     return "\n".join(parts)
 
 
-@pytest.mark.parametrize("name", list(plots.FIGURES))
+@pytest.mark.parametrize("name", list(FIGURES))
 def test_figure_files_are_real_images(drawn, name):
     _, png, pdf = drawn[name]
     image = imread(png)
@@ -109,8 +110,8 @@ def test_figure_registry_matches_rules():
                             text=True, timeout=300, check=True).stdout.split()
     # plot_recovery and plot_budget each draw their stage's figures (learnwin.plots.recovery, .budget)
     rules = {r.removeprefix("plot_") for r in listed if r.startswith("plot_")} - {"recovery", "budget"}
-    assert rules == set(plots.FIGURES)
-    for name in plots.FIGURES:
+    assert rules == set(FIGURES)
+    for name in FIGURES:
         assert (ROOT / f"workflow/report/{name}.rst").exists()
 
 
@@ -290,7 +291,7 @@ def test_figures_survive_missing_and_degenerate_inputs(tables, tmp_path, case):
         calls = _calls(_degenerate(tables), optimizers=["adamw"])
     for name, kwargs in calls.items():
         png = tmp_path / f"{name}.png"
-        fig = plots.FIGURES[name](**kwargs, png=png, pdf=tmp_path / f"{name}.pdf", dpi=50)
+        fig = FIGURES[name].load()(**kwargs, png=png, pdf=tmp_path / f"{name}.pdf", dpi=50)
         assert imread(png).shape[0] > 100
         if name == "decay_table":
             text = "\n".join(
@@ -352,3 +353,21 @@ def test_recovery_and_budget_windows_draw_the_primary_predictions(tmp_path):
     fig = plot_budget_window.__wrapped__(h_emp, pred.assign(primary=pred["predicted"] == 99.0))
     drawn = {round(float(y), 6) for ax in fig.axes for line in ax.get_lines() for y in line.get_ydata()}
     assert 99.0 in drawn and 7.0 not in drawn
+
+
+def test_a_figure_is_one_entry_of_the_figure_table(monkeypatch):
+    """A new figure is a drawing function and one FigureSpec entry (docs/architecture.md): the
+    entry names the function by import path, which it loads; the table refuses an entry whose
+    inputs name no known source or whose settings are unknown, naming the field."""
+    from learnwin.infra import figures
+
+    monkeypatch.setattr(figures, "FIGURES", dict(figures.FIGURES))
+    spec = figures.FigureSpec("learnwin.plots.envelope:plot_envelope", {"envelope": "run:envelope"}, "Envelope", "x")
+    figures.register_figure("envelope_again", spec)
+    assert figures.FIGURES["envelope_again"].load() is plots.plot_envelope
+    with pytest.raises(ValueError, match=r"FigureSpec.inputs \['table:envelope'\]: each a source kind:artifact"):
+        figures.FigureSpec("m:f", {"envelope": "table:envelope"}, "Envelope", "x")
+    with pytest.raises(ValueError, match=r"FigureSpec.settings \['dpi'\]; allowed: epoch, budgets, epochs"):
+        figures.FigureSpec("m:f", {"envelope": "run:envelope"}, "Envelope", "x", ("dpi",))
+    with pytest.raises(ValueError, match="figure 'envelope' is already registered"):
+        figures.register_figure("envelope", spec)

@@ -17,7 +17,7 @@ from learnwin.stats.decay import fit_envelopes
 
 TASK = dict(T=40, D=4, lags=[3, 6, 12], coefs=[0.6, 0.5, 0.4], noise_std=0.2,
             n_train=128, n_val=32, n_diag=64)
-MODEL = dict(hidden=12, layer_norm=True, const_s=0.1, gru_init_update=0.1, lstm_init_forget=0.5)
+MODEL = dict(hidden=12, layer_norm=True, const_s=0.1, gru_init_update=0.1, lstm_init_forget=0.5, gate_init="paper")
 LAGS = list(range(1, 31))
 
 

@@ -6,12 +6,13 @@ import pytest
 import torch
 
 from learnwin.infra import io
+from learnwin.infra.optimizers import OPTIMIZERS
 from learnwin.models import train
 from learnwin.models.cells import build_model
 from learnwin.models.data import load_split, write_splits
 
 TASK = dict(T=12, D=3, lags=[2], coefs=[1.0], noise_std=0.05, n_train=64, n_val=32, n_diag=8)
-MODEL = dict(hidden=8, layer_norm=True, const_s=0.3, gru_init_update=0.3, lstm_init_forget=0.5)
+MODEL = dict(hidden=8, layer_norm=True, const_s=0.3, gru_init_update=0.3, lstm_init_forget=0.5, gate_init="paper")
 TRAIN = dict(epochs=6, batch_size=16, grad_clip=1.0, r2_subset=32)
 
 
@@ -92,7 +93,7 @@ def test_divergence_names_the_run(data_dir, tmp_path):
     assert re.match(r"model=const optimizer=sgd seed=5: training loss became (nan|inf)", notes["diverged"])
 
 
-@pytest.mark.parametrize("name", train.OPTIMIZERS)
+@pytest.mark.parametrize("name", OPTIMIZERS)
 def test_optimizers(name):
     opt = train.make_optimizer(name, [torch.nn.Parameter(torch.zeros(2))],
                                {"lr": 0.1, "weight_decay": 0.0, "momentum": 0.9, "alpha": 0.99})
@@ -101,7 +102,7 @@ def test_optimizers(name):
         assert opt.param_groups[0]["momentum"] == 0.9
 
 
-@pytest.mark.parametrize("name", train.OPTIMIZERS)
+@pytest.mark.parametrize("name", OPTIMIZERS)
 def test_multi_tensor_update_gives_the_single_tensor_numbers(name):
     """make_optimizer's foreach update equals torch's one-parameter-at-a-time loop bit for bit,
     over 20 steps of an LSTM with LayerNorm (its 14 parameter tensors of four shapes)."""

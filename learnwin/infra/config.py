@@ -1,8 +1,9 @@
 """Cross-field config checks that a JSON schema cannot express.
 
 The schema (``workflow/schemas/config.schema.yaml``) checks keys, types, enums and ranges and
-fills in defaults; :func:`check` then checks the model names against the cell registry and how
-keys relate (docs/method.md §1, §2a, §3-§7). Both run when
+fills in defaults; :func:`check` then checks the model names against the cell registry, the
+optimizers and their ``optim`` sections against the optimizer registry (which fills their
+defaults, :mod:`learnwin.infra.optimizers`) and how keys relate (docs/method.md §1, §2a, §3-§7). Both run when
 the Snakefile is parsed, so a bad config fails before any job starts.
 """
 
@@ -12,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import yaml
 
-from learnwin.infra import registry
+from learnwin.infra import optimizers, registry
 
 #: Renamed keys still read under their old name: (section, old key, new key).
 RENAMED = (("snapshot", "windows", "times_per_lag"),)
@@ -60,7 +62,7 @@ def coerce_strings(config: dict, schema: str | Path) -> None:
     value has an allowed type. Other strings are left for the schema to reject with its usual
     message. Runs before validation.
     """
-    props = yaml.safe_load(Path(schema).read_text())["properties"]
+    props = {**yaml.safe_load(Path(schema).read_text())["properties"], "optim": optimizers.schema()}
     for key in list(config):
         if key in props:
             config[key] = _coerce(config[key], props[key])
@@ -130,9 +132,38 @@ def check_models(config: Mapping) -> None:
                           f"{', '.join(registry.BLOCKS)} (docs/method.md §2c)")
 
 
+def check_optimizers(config: dict) -> None:
+    """``optimizers`` and ``recovery.optimizer`` name registered optimizers whose entries have the
+    envelope's rate rule (docs/method.md §3-4), and the ``optim`` section holds their settings only,
+    within their schemas: validated against :func:`learnwin.infra.optimizers.schema`, which fills the
+    defaults of every registered optimizer here as the JSON schema fills the other sections'."""
+    for key, names in (("optimizers", config["optimizers"]), ("recovery.optimizer", [config["recovery"]["optimizer"]])):
+        unknown = [name for name in names if name not in optimizers.OPTIMIZERS]
+        if unknown:
+            raise ConfigError(f"{key} {unknown} are not registered optimizers; allowed: "
+                              f"{', '.join(optimizers.OPTIMIZERS)} (learnwin.infra.optimizers)")
+        for name in names:
+            try:
+                optimizers.rate_rule(name)
+            except ValueError as err:
+                raise ConfigError(f"{key}: {err}") from err
+    optim = config.setdefault("optim", {})
+    for name, spec in optimizers.OPTIMIZERS.items():
+        section = optim.setdefault(name, {})
+        if isinstance(section, dict):
+            for setting, node in spec.settings.items():
+                section.setdefault(setting, node["default"])
+    try:
+        jsonschema.validate(optim, optimizers.schema())
+    except jsonschema.ValidationError as err:
+        where = ".".join(["optim", *map(str, err.absolute_path)])
+        raise ConfigError(f"{where}: {err.message}") from err
+
+
 def check(config: Mapping) -> None:
     """Raise :class:`ConfigError` on the first cross-field violation."""
     check_models(config)
+    check_optimizers(config)
     task, train, snap = config["task"], config["train"], config["snapshot"]
     T = task["T"]
     if len(task["lags"]) != len(task["coefs"]):

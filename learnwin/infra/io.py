@@ -135,14 +135,24 @@ def save_checkpoint(state: Mapping, path: str | os.PathLike) -> None:
 
 
 def load_checkpoint(path: str | os.PathLike, map_location: str = "cpu") -> dict:
-    """Load a checkpoint, with an error naming the file when it is missing or corrupt."""
+    """Load a checkpoint with torch's safe loader (``weights_only=True``: tensors and plain
+    containers, no code run), with an error naming the file when it is missing, corrupt or holds
+    another type. Every checkpoint and resume state is tensors, numbers, strings and containers
+    of them (docs/method.md §3), so the loader needs no allow-list."""
+    import pickle
+
     import torch
 
     path = Path(path)
     if not path.exists():
         raise ArtifactError(f"{path}: missing checkpoint")
     try:
-        return torch.load(path, map_location=map_location, weights_only=False)
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise ArtifactError(
+            f"{path}: refused by the safe checkpoint loader, it holds a type that is not a tensor or "
+            f"a plain container ({exc}); a learnwin checkpoint never does: re-run training"
+        ) from exc
     except Exception as exc:  # torch raises several types for truncated zips
         raise ArtifactError(
             f"{path}: unreadable or truncated checkpoint ({exc}); delete it and re-run training"

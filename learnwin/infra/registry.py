@@ -99,15 +99,16 @@ def register(name: str, spec: CellSpec) -> None:
     and the claims read the registry. Registering a name again with an equal spec does nothing
     (a module imported twice); with another spec it raises.
     """
-    _enter(CELLS, "cell", name, spec, "register")
+    enter(CELLS, "cell", name, spec, "register", CellSpec)
 
 
-def _enter(table: dict, kind: str, name: str, spec, function: str) -> None:
-    """Put ``spec`` in ``table`` under ``name``, or raise naming what is wrong (:func:`register`)."""
-    if not isinstance(name, str) or not _NAME.fullmatch(name) or name == "published":
-        raise ValueError(f"{kind} name {name!r} must match {_NAME.pattern} and not be 'published' "
+def enter(table: dict, kind: str, name: str, spec, function: str, expected: type, pattern: re.Pattern = _NAME) -> None:
+    """Put ``spec``, an ``expected`` instance, in ``table`` under ``name`` (matching ``pattern``), or
+    raise naming what is wrong (:func:`register`, :func:`register_block`,
+    :func:`learnwin.infra.optimizers.register_optimizer`, :func:`learnwin.infra.figures.register_figure`)."""
+    if not isinstance(name, str) or not pattern.fullmatch(name) or name == "published":
+        raise ValueError(f"{kind} name {name!r} must match {pattern.pattern} and not be 'published' "
                          "(it names result folders and model.block)")
-    expected = CellSpec if kind == "cell" else BlockSpec
     if not isinstance(spec, expected):
         raise TypeError(f"{function}({name!r}, ...) takes a {expected.__name__}, not {type(spec).__name__}")
     if table.get(name, spec) != spec:
@@ -121,19 +122,21 @@ BLOCKS: dict[str, BlockSpec] = {}
 
 def register_block(name: str, spec: BlockSpec) -> None:
     """Add a block shape under ``name`` (a ``model.block`` value), as :func:`register` adds a cell."""
-    _enter(BLOCKS, "block", name, spec, "register_block")
+    enter(BLOCKS, "block", name, spec, "register_block", BlockSpec)
 
 
-#: Defaults of the model keys that shape the network (docs/method.md §2c), as the schema states
-#: them (workflow/schemas/config.schema.yaml; tests/test_config.py holds the two equal): one layer
-#: in the plain block, the bare cell. The workflow's config has them from the schema; :func:`shape`
-#: applies them to a section that lacks them (a direct call's).
-SHAPE = {"layers": 1, "block": "plain"}
+#: Defaults of every ``model`` key (docs/method.md §2, §2b, §2c), the library's only statement of
+#: them: the schema states the same (workflow/schemas/config.schema.yaml, which fills them in the
+#: workflow's config; tests/test_config.py holds the two equal), so
+#: :func:`learnwin.models.cells.build_model` called with the shape alone builds the network the
+#: workflow trains under the schema's defaults. The cells' constructors take them from there.
+MODEL = {"hidden": 32, "layer_norm": True, "const_s": 0.05, "state_size": 16, "gru_init_update": 0.05,
+         "lstm_init_forget": 0.5, "layers": 1, "block": "plain", "cells_module": None, "gate_init": "official"}
 
 
 def shape(model: Mapping) -> tuple[int, str]:
-    """(``model.layers``, ``model.block``) of a ``model`` section, :data:`SHAPE`'s where absent."""
-    return model.get("layers", SHAPE["layers"]), model.get("block", SHAPE["block"])
+    """(``model.layers``, ``model.block``) of a ``model`` section, :data:`MODEL`'s where absent."""
+    return model.get("layers", MODEL["layers"]), model.get("block", MODEL["block"])
 
 
 def block_name(model: Mapping, cell: CellSpec) -> str:

@@ -51,7 +51,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from learnwin.infra.registry import BLOCKS, CELLS, SHAPE, block_name, load_cells
+from learnwin.infra.registry import BLOCKS, CELLS, MODEL, block_name, load_cells
 from learnwin.models import bptt, fused
 from learnwin.models.stack import Stack
 from learnwin.models.trace import Trace
@@ -136,7 +136,7 @@ class GatedCell(nn.Module):
 
     transported_name = "hidden"
 
-    def __init__(self, input_size: int, hidden_size: int, layer_norm: bool = True):
+    def __init__(self, input_size: int, hidden_size: int, layer_norm: bool):
         super().__init__()
         self.input_size, self.hidden_size = input_size, hidden_size
         self.norm = nn.LayerNorm(hidden_size) if layer_norm else nn.Identity()
@@ -226,7 +226,7 @@ class GatedCell(nn.Module):
 class ConstGate(GatedCell):
     """h_t = (1 - s) h_{t-1} + s tanh(LN(W_x x_t + b_x + W_h h_{t-1})), s fixed (docs/method.md §2)."""
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
+    def __init__(self, input_size, hidden_size, layer_norm, *, const_s, **_):
         super().__init__(input_size, hidden_size, layer_norm)
         self.register_buffer("s", torch.tensor(float(const_s)))
         self.W_x = _orthogonal(hidden_size, input_size)
@@ -276,8 +276,8 @@ class ConstGate(GatedCell):
 class SharedGate(ConstGate):
     """ConstGate with one learned scalar gate per step, s_t = sigmoid(w_s.x_t + b_s + u_s.h)."""
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
-        super().__init__(input_size, hidden_size, layer_norm, const_s)
+    def __init__(self, input_size, hidden_size, layer_norm, *, const_s, **_):
+        super().__init__(input_size, hidden_size, layer_norm, const_s=const_s)
         # zero weights and bias logit(const_s) under both gate inits (the official code's
         # --orth_init skips this layer)
         self.w_s, self.b_s, self.u_s = _zeros(1, input_size), _full(_logit(const_s), 1), _zeros(1, hidden_size)
@@ -324,8 +324,8 @@ class SharedGate(ConstGate):
 class DiagGate(SharedGate):
     """One gate per unit: s_t = sigmoid(W_s x_t + b_s + U_s h_{t-1}) in R^H (docs/method.md §2)."""
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
-        ConstGate.__init__(self, input_size, hidden_size, layer_norm, const_s)
+    def __init__(self, input_size, hidden_size, layer_norm, *, const_s, **_):
+        ConstGate.__init__(self, input_size, hidden_size, layer_norm, const_s=const_s)
         H = hidden_size  # as SharedGate: the same zero/logit init under both gate inits
         self.W_s, self.b_s, self.U_s = _zeros(H, input_size), _full(_logit(const_s), H), _zeros(H, H)
 
@@ -345,8 +345,7 @@ class DiagGate(SharedGate):
 class GRU(GatedCell):
     """GRU cell with LN on the candidate; update gate z starts at gru_init_update (docs/method.md §2)."""
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, gru_init_update=0.05,
-                 gate_init="paper", **_):
+    def __init__(self, input_size, hidden_size, layer_norm, *, gru_init_update, gate_init, **_):
         super().__init__(input_size, hidden_size, layer_norm)
         H, D = hidden_size, input_size
         self.W_z, self.U_z, self.b_z = _gate_layer(H, D, H, gate_init, _logit(gru_init_update))
@@ -427,8 +426,7 @@ class LSTM(GatedCell):
 
     transported_name = "cell"
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, lstm_init_forget=0.5,
-                 gate_init="paper", **_):
+    def __init__(self, input_size, hidden_size, layer_norm, *, lstm_init_forget, gate_init, **_):
         super().__init__(input_size, hidden_size, layer_norm)
         H, D = hidden_size, input_size
         self.W_i, self.U_i, self.b_i = _gate_layer(H, D, H, gate_init, paper=_uniform)
@@ -522,19 +520,22 @@ class GatedRNN(nn.Module):
         return (hidden @ self.W_out.T + self.b_out).squeeze(-1)
 
 
-def build_model(cell: str, input_size: int, hidden: int, layer_norm: bool = True,
-                cells_module: str | None = None, layers: int = SHAPE["layers"], block: str = SHAPE["block"],
-                **gates) -> GatedRNN:
+def build_model(cell: str, input_size: int, hidden: int = MODEL["hidden"], **model) -> GatedRNN:
     """Build a :class:`GatedRNN` from the ``model`` config section and the cell name (a registered
-    one, after importing ``cells_module``: see :func:`learnwin.infra.registry.load_cells`); the
-    registry entry's class is imported here. ``layers`` cells in ``block`` (docs/method.md §2c) make
-    a :class:`learnwin.models.stack.Stack`; one layer in a block without an embedding
-    (``stacked``, ``plain``) is the bare cell, the same network as without the keys (their
-    defaults, :data:`learnwin.infra.registry.SHAPE`)."""
-    load_cells(cells_module)
+    one, after importing ``model.cells_module``: see :func:`learnwin.infra.registry.load_cells`); the
+    registry entry's class is imported here. A key the section lacks takes its default,
+    :data:`learnwin.infra.registry.MODEL` (the schema's, docs/method.md §2): the shape alone builds
+    the network the workflow trains. ``layers`` cells in ``block`` (docs/method.md §2c) make a
+    :class:`learnwin.models.stack.Stack`; one layer in a block without an embedding (``stacked``,
+    ``plain``) is the bare cell. The cell's constructor gets the other keys (``const_s``,
+    ``gate_init``, ...) as keywords."""
+    gates = {**MODEL, "hidden": hidden, **model}
+    layer_norm, layers, block = gates.pop("layer_norm"), gates.pop("layers"), gates.pop("block")
+    del gates["hidden"]
+    load_cells(gates.pop("cells_module"))
     if cell not in CELLS:
         raise ValueError(f"unknown model {cell!r}; allowed: {', '.join(CELLS)}")
-    if gates.get("gate_init", "paper") not in GATE_INITS:
+    if gates["gate_init"] not in GATE_INITS:
         raise ValueError(f"model.gate_init = {gates['gate_init']!r}; allowed: {', '.join(GATE_INITS)}")
     cls = CELLS[cell].load()
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):

@@ -111,7 +111,7 @@ class MinGRU(DiagonalLinear):
     nn.Linear's default init; b_z = logit(s), so a_t = 1 - s at zero input (docs/method.md §2b).
     """
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
+    def __init__(self, input_size, hidden_size, layer_norm, *, const_s, **_):
         super().__init__(input_size, hidden_size)
         H, D = hidden_size, input_size
         self.W_z, self.b_z = _linear(H, D), _full(_logit(const_s), H)
@@ -132,7 +132,7 @@ class MinLSTM(DiagonalLinear):
     b_f = logit(1 - s), b_i = logit(s): f' = 1 - s at zero input, the minGRU at init (§2b).
     """
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
+    def __init__(self, input_size, hidden_size, layer_norm, *, const_s, **_):
         super().__init__(input_size, hidden_size)
         H, D = hidden_size, input_size
         self.W_f, self.b_f = _linear(H, D), _full(_logit(1 - const_s), H)
@@ -159,7 +159,7 @@ class RGLRU(DiagonalLinear):
 
     c = 8.0
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
+    def __init__(self, input_size, hidden_size, layer_norm, *, const_s, **_):
         super().__init__(input_size, hidden_size)
         H, D = hidden_size, input_size
         self.W_u, self.b_u = _linear(H, D), _uniform(D ** -0.5, H)
@@ -224,7 +224,7 @@ class LRU(DiagonalLinear):
 
     complex_state = True
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, **_):
+    def __init__(self, input_size, hidden_size, layer_norm, *, const_s, **_):
         super().__init__(input_size, hidden_size)
         H, D = hidden_size, input_size
         radius = 1 - const_s
@@ -266,7 +266,7 @@ class S6(DiagonalLinear):
     state n by (1 - s)^n (docs/method.md §2b). Transported: the H N states, unit d owning its N.
     """
 
-    def __init__(self, input_size, hidden_size, layer_norm=True, const_s=0.05, state_size=16, **_):
+    def __init__(self, input_size, hidden_size, layer_norm, *, const_s, state_size, **_):
         super().__init__(input_size, hidden_size)
         H, D, N = hidden_size, input_size, int(state_size)
         R = math.ceil(H / 16)

@@ -189,7 +189,7 @@ class Stack(nn.Module):
     transported_name = "stack"
 
     def __init__(self, cell_class: type, input_size: int, hidden: int, layers: int, spec: BlockSpec,
-                 layer_norm: bool = True, **cell_kw):
+                 layer_norm: bool, **cell_kw):
         super().__init__()
         self.input_size, self.out_size = input_size, hidden
         self.embed = nn.Linear(input_size, hidden) if spec.embed else None

@@ -30,38 +30,28 @@ import pandas as pd
 import torch
 
 from learnwin.infra import io
+from learnwin.infra.optimizers import spec_of
 from learnwin.models.cells import build_model
 from learnwin.models.data import load_split
 
 log = logging.getLogger(__name__)
-
-OPTIMIZERS = ("adamw", "adam", "sgd", "sgd_momentum", "rmsprop")
-
 
 class DivergenceError(RuntimeError):
     """The training loss became NaN or infinite."""
 
 
 def make_optimizer(name: str, params, hparams: dict) -> torch.optim.Optimizer:
-    """The optimizers of docs/method.md §3 from their config section (lr, weight_decay, ...).
+    """The registered optimizer ``name`` (:data:`learnwin.infra.optimizers.OPTIMIZERS`, docs/method.md
+    §3) with its entry's settings from ``hparams`` (its config section), the entry's default where
+    absent; other keys are not its settings and are left out.
 
     All run their multi-tensor (foreach) update, also on CPU, where torch's default is one
     parameter at a time: the same numbers, bit for bit (tests/test_train.py), in a quarter of
     the time for the cells' 10-16 parameter tensors.
     """
-    lr, wd = hparams["lr"], hparams.get("weight_decay", 0.0)
-    common = dict(lr=lr, weight_decay=wd, foreach=True)
-    if name == "adamw":
-        return torch.optim.AdamW(params, **common)
-    if name == "adam":
-        return torch.optim.Adam(params, **common)
-    if name == "sgd":
-        return torch.optim.SGD(params, **common)
-    if name == "sgd_momentum":
-        return torch.optim.SGD(params, momentum=hparams.get("momentum", 0.9), **common)
-    if name == "rmsprop":
-        return torch.optim.RMSprop(params, alpha=hparams.get("alpha", 0.99), **common)
-    raise ValueError(f"unknown optimizer {name!r}; allowed: {', '.join(OPTIMIZERS)}")
+    spec = spec_of(name)
+    settings = {key: hparams.get(key, setting["default"]) for key, setting in spec.settings.items()}
+    return spec.load()(params, foreach=True, **settings)
 
 
 def r2_score(mse: float, y_var: float) -> float:

@@ -15,12 +15,11 @@ are drawn around: a panel with nothing to show says "no data".
 
 Modules: :mod:`.style` (colours, fonts, saving, shared helpers), :mod:`.envelope`,
 :mod:`.window`, :mod:`.training`, :mod:`.recovery` (the ground truth's two figures) and
-:mod:`.budget` (the window under a training budget: three figures).
+:mod:`.budget` (the window under a training budget: three figures). The table of the workflow's
+figures, name -> drawing function and inputs, is :data:`learnwin.infra.figures.FIGURES`.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import pandas as pd
 
@@ -44,26 +43,7 @@ from learnwin.plots.window import (
 )
 from learnwin.stats.decay import primary
 
-#: Figure name (the stem of its files, rule plot_<name>) -> drawing function.
-FIGURES: dict[str, Callable] = {
-    "H_N": plot_H_N,
-    "envelope": plot_envelope,
-    "envelope_decomposition": plot_envelope_decomposition,
-    "tau_spectra": plot_tau_spectra,
-    "N_hat_vs_f": plot_N_hat_vs_f,
-    "alpha": plot_alpha,
-    "eps_th": plot_eps_th,
-    "learning_curves": plot_learning_curves,
-    "master_law": plot_master_law,
-    "optimizers": plot_optimizers,
-    "decay_table": plot_decay_table,
-    "epochs": plot_epochs,
-    "exponents": plot_exponents,
-    "memory": plot_memory,
-}
-
 __all__ = [
-    "FIGURES",
     "MODEL_COLORS",
     "OPTIMIZER_STYLES",
     "plot_H_N",

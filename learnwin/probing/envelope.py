@@ -37,11 +37,11 @@ import pandas as pd
 import torch
 from torch import Tensor
 
+from learnwin.infra.optimizers import rate_rule
 from learnwin.models.trace import Trace
 
 LEAK_FLOOR = 1e-12
 _TINY = 1e-300
-ADAPTIVE = {"adam": "exp_avg_sq", "adamw": "exp_avg_sq", "rmsprop": "square_avg"}
 
 
 def rate_matrix(model: torch.nn.Module, recurrent: Sequence[str], optimizer: str,
@@ -49,9 +49,12 @@ def rate_matrix(model: torch.nn.Module, recurrent: Sequence[str], optimizer: str
     """Per-parameter rates lr / (sqrt(v_hat) + 1e-8) averaged over the recurrent matrices.
 
     ``recurrent`` names parameters of ``model`` (as in ``named_parameters``); returns an H x H
-    float64 matrix, or None when Lambda is the plain lr (SGD, or no optimizer state yet).
+    float64 matrix, or None when Lambda is the plain lr (SGD, or no optimizer state yet). The
+    optimizer's entry gives the rule (:func:`learnwin.infra.optimizers.rate_rule`: the state key
+    of v, Adam's bias correction); an optimizer without one is a :class:`ValueError`.
     """
-    key = ADAPTIVE.get(optimizer)
+    rule = rate_rule(optimizer)
+    key = rule.moment
     if key is None:
         return None
     names = [name for name, _ in model.named_parameters()]
@@ -63,7 +66,7 @@ def rate_matrix(model: torch.nn.Module, recurrent: Sequence[str], optimizer: str
         if not entry or key not in entry:
             return None
         v = entry[key].double()
-        if optimizer in ("adam", "adamw"):
+        if rule.bias_corrected:
             beta2 = optimizer_state["param_groups"][0]["betas"][1]
             v = v / (1 - beta2 ** float(entry["step"]))
         rates.append(lr / (v.sqrt() + 1e-8))

@@ -19,15 +19,13 @@ import numpy as np
 import pandas as pd
 
 from learnwin.infra.io import atomic_path
+from learnwin.infra.optimizers import OPTIMIZERS
 from learnwin.infra.registry import CELLS
 from learnwin.stats.claims import NO_EXPECTATION, NOISE_ANY, holds_words, number, to_markdown
 from learnwin.stats.claims import markdown as md_table
 from learnwin.stats.decay import PRIMARY
 
 TITLES = {"a": "Envelope class", "b": "Growth of H_N in N", "c": "Optimizer", "d": "Master law"}
-#: How a sentence names the optimizers of claim (c)'s rows ("adamw vs sgd_momentum").
-OPTIMIZER_WORDS = {"adamw": "AdamW", "adam": "Adam", "sgd": "plain SGD", "sgd_momentum": "SGD with momentum",
-                   "rmsprop": "RMSprop"}
 #: Columns of the HTML verdict table, in order.
 HTML_COLUMNS = ["claim", "check", "model", "optimizer", "noise", "transport", "functional", "expected",
                 "verdict", "k/n", "holds", "per-seed values"]
@@ -70,7 +68,7 @@ def title(claim: str, g: pd.DataFrame) -> str:
     against SGD with momentum)")."""
     if claim != "c" or g.empty:
         return TITLES[claim]
-    pairs = [" against ".join(OPTIMIZER_WORDS.get(o, o) for o in pair.split(" vs "))
+    pairs = [" against ".join((OPTIMIZERS[o].words if o in OPTIMIZERS else o) for o in pair.split(" vs "))
              for pair in pd.unique(g["optimizer"])]
     return f"{TITLES[claim]} ({'; '.join(pairs)})"
 

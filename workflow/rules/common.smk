@@ -1,6 +1,7 @@
 # Helpers shared by the stage files: cross-field config checks, wildcard constraints, the
-# paths (from learnwin.infra.layout), per-stage config scoping and the figure table. Defines no jobs.
+# paths (from learnwin.infra.layout), per-stage config scoping and the figures' inputs. Defines no jobs.
 import learnwin.infra.config as lwconfig
+import learnwin.infra.figures as lwfigures
 from learnwin.infra import layout, resources
 
 lwconfig.check(config)
@@ -104,89 +105,33 @@ def fig_runs(artifact):
 
 
 CURVES = runs(f"{RUN}/curve.parquet")
-# name: (inputs by artifact, params beyond the shared ones, report category, report label).
-# The figure behind each claim goes to the report's "Claims" category, beside the verdict table
-# (rule claims); the report lists categories alphabetically, so "Claims" comes first.
-FIGURES = {
-    "H_N": (
-        {"H_N_agg": STATS["H_N_agg"]},
-        {"epoch": FIG_EPOCH},
-        "Claims",
-        "b · H_N vs N (claim b)",
-    ),
-    "envelope": (
-        {"envelope": fig_runs("envelope"), "decay": FIG_DECAY},
-        {},
-        "Envelope",
-        "2 · envelope f(l)",
-    ),
-    "envelope_decomposition": (
-        {"envelope": fig_runs("envelope")},
-        {},
-        "Envelope",
-        "3 · f vs f_gates",
-    ),
-    "tau_spectra": ({"units": fig_runs("units")}, {}, "Envelope", "4 · tau_q spectra"),
-    "N_hat_vs_f": (
-        {"window": fig_runs("window"), "master": STATS["master"]},
-        {"epoch": FIG_EPOCH},
-        "Learnability window",
-        "5 · log N_hat vs -log f",
-    ),
-    "alpha": ({"alpha": fig_runs("alpha")}, {}, "Tail index", "6 · tail index alpha"),
-    "eps_th": (
-        {"window": fig_runs("window")},
-        {"budgets": config["figures"]["budgets"]},
-        "Learnability window",
-        "7 · f and eps_th",
-    ),
-    "learning_curves": (
-        {"curve": CURVES},
-        {},
-        "Data & training",
-        "8 · learning curves",
-    ),
-    "master_law": (
-        {"window": fig_runs("window"), "master": STATS["master"]},
-        {"epoch": FIG_EPOCH},
-        "Claims",
-        "d · master law (claim d)",
-    ),
-    "optimizers": (
-        {"envelope": fig_runs("envelope"), "units": fig_runs("units")},
-        {},
-        "Claims",
-        "c · optimizer comparison (claim c)",
-    ),
-    "decay_table": (
-        {"decay": FIG_DECAY},
-        {},
-        "Claims",
-        "a · decay-class table (claim a)",
-    ),
-    "epochs": (
-        {
-            "envelope": snapshots("envelope.parquet"),
-            "alpha": snapshots("alpha.parquet"),
-        },
-        {"epochs": SNAPSHOT_EPOCHS},
-        "Envelope",
-        "12 · envelope and tails over training",
-    ),
-    "exponents": (
-        {"exponents": STATS["exponents"]},
-        {"epoch": FIG_EPOCH},
-        "Learnability window",
-        "13 · exponents a and b",
-    ),
-    "memory": (
-        {"envelope": fig_runs("envelope"), "memory": fig_runs("memory")},
-        {},
-        "Envelope",
-        "14 · envelopes vs memory curve",
-    ),
+# The figure table is learnwin.infra.figures.FIGURES; here its sources and settings become this
+# run's paths and values (figures.smk makes one plot_<name> job of each entry).
+FIG_SOURCES = {
+    "run": fig_runs,
+    "epochs": lambda artifact: snapshots(f"{artifact}.parquet"),
+    "stat": lambda artifact: STATS[artifact],
+    "decay": lambda artifact: FIG_DECAY,
+    "curve": lambda artifact: CURVES,
 }
-FIGURE_TARGETS = expand(layout.FIGURE, name=FIGURES, ext=["png", "pdf"])
+FIG_SETTINGS = {
+    "epoch": FIG_EPOCH,
+    "budgets": config["figures"]["budgets"],
+    "epochs": SNAPSHOT_EPOCHS,
+}
+
+
+def figure_inputs(spec):
+    """A figure's inputs by argument: the files of each of its sources."""
+    return {
+        arg: FIG_SOURCES[kind](artifact)
+        for arg, (kind, _, artifact) in (
+            (arg, source.partition(":")) for arg, source in spec.inputs.items()
+        )
+    }
+
+
+FIGURE_TARGETS = expand(layout.FIGURE, name=lwfigures.FIGURES, ext=["png", "pdf"])
 
 
 def budget_runs(path):

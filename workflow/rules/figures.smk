@@ -1,6 +1,6 @@
-# Stage figures (docs/method.md §9): one local job per row of the FIGURES table (common.smk),
-# PNG + PDF. Every job reads stored Parquet artifacts only and runs the shared adapter
-# scripts/plot_figure.py, which calls learnwin.plots.FIGURES[<name>] with the row's inputs (read
+# Stage figures (docs/method.md §9): one local job per entry of the figure table
+# (learnwin.infra.figures.FIGURES), PNG + PDF. Every job reads stored Parquet artifacts only and runs
+# the shared adapter scripts/plot_figure.py, which calls the entry's function with its inputs (read
 # and stacked per artifact) and params. Params come from the figures config section (+ the
 # model/optimizer/epoch lists), so a figures-only change re-runs figure jobs and nothing upstream.
 
@@ -11,19 +11,19 @@ FIG_PARAMS = dict(
     transport=config["figures"]["transport"],
 )
 
-for fig, (fig_inputs, fig_params, fig_category, fig_label) in FIGURES.items():
+for fig, fig_spec in lwfigures.FIGURES.items():
 
     rule:
         name:
             f"plot_{fig}"
         input:
-            **fig_inputs,
+            **figure_inputs(fig_spec),
         output:
             png=report(
                 layout.figure(fig, "png"),
                 caption=f"../report/{fig}.rst",
-                category=fig_category,
-                labels={"figure": fig_label, "epoch": FIG_EPOCH},
+                category=fig_spec.category,
+                labels={"figure": fig_spec.label, "epoch": FIG_EPOCH},
             ),
             pdf=layout.figure(fig, "pdf"),
         log:
@@ -39,6 +39,6 @@ for fig, (fig_inputs, fig_params, fig_category, fig_label) in FIGURES.items():
             runtime=10,
         params:
             **FIG_PARAMS,
-            **fig_params,
+            **{key: FIG_SETTINGS[key] for key in fig_spec.settings},
         script:
             "../scripts/plot_figure.py"

@@ -1,4 +1,4 @@
-"""Adapter: every plot_<name> rule -> learnwin.plots.FIGURES[<name>] (docs/method.md §9).
+"""Adapter: every plot_<name> rule -> the drawing function of learnwin.infra.figures.FIGURES[<name>] (docs/method.md §9).
 
 Each named input is a list of Parquet files of one artifact (the name, except H_N_agg, which
 is an H_N table); they are read, stacked, restricted to the ``figures.transport`` rows
@@ -11,6 +11,7 @@ import pandas as pd
 
 from learnwin import plots
 from learnwin.infra import runtime
+from learnwin.infra.figures import FIGURES
 from learnwin.infra.io import read_table
 from learnwin.infra.registry import load_cells
 
@@ -28,7 +29,7 @@ for key, paths in snakemake.input.items():
     )
 params = dict(snakemake.params.items())
 tables = plots.one_transport(tables, params.pop("transport"))
-plots.FIGURES[name](
+FIGURES[name].load()(
     **tables, **params, png=snakemake.output.png, pdf=snakemake.output.pdf
 )
 log.info("figure %s: %s", name, {key: len(df) for key, df in tables.items()})
