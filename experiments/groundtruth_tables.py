@@ -14,8 +14,15 @@ exploration), optimizer ``--optimizer`` (default adamw), threshold ``--threshold
 on the truth (each seed's slope s of log N̂_emp on -log f, trained network, diagonal transport, d = s -
 kappa and its t-interval per model, the verdicts) and the fixed- against learned-gate growth of claim
 (b) (each seed's log-N slope b of H_emp, the model means and t-intervals, the group slopes, the
-ordering and its exact permutation p, Welch's one-sided tests of the six pairs with Holm's
-adjustment, the verdict), each seed's value printed.
+ordering and its exact permutation p, paired one-sided tests over seeds of the six pairs with
+Holm's adjustment, the verdict), each seed's value printed.
+
+``--growth``: the pre-registered growth-law run of docs/method.md §10c (config/recovery-growth.yaml)
+on a budget run's seed set: H_emp (the learned prefix) and H_max per budget, the growth law per
+model from each seed's Box-Cox exponent c, claim (d) per seed against the seed's own kappa with
+its censored and uncensored lags counted, the prediction's Kendall tau with its exact p, and the
+cost. ``--margin RESULTS_T64``: the margin check of §10c, the paired differences H_emp(T 64) -
+H_emp(T 128) per budget on the common lags 4..32 and on the full grids (the runs' scores only).
 
 The budget protocol's tables (learnwin.infra.layout.BUDGET): the confirmatory test (the
 pre-registered variant first, then the secondary ones, each with p_holm, its p Holm-adjusted within
@@ -27,8 +34,8 @@ N̂_emp against -log f beside kappa), and the cost per rule.
 
 The dataset protocol's, from the aggregate tables of learnwin.infra.layout.RECOVERY: the measured window H per
 (model, N) as mean ± sd over seeds with its censored count, at the primary threshold; the growth
-fits per (model, threshold) (H = a + b log N against H = a N^c, censoring-aware, Akaike weights,
-curvature in log N); each seed's log-N slope and the model means; the monotonicity and steps checks; the eps-free
+fits per (model, threshold) (each seed's Box-Cox exponent, its t-interval and verdict, and the
+pooled censoring-aware rates); each seed's log-N slope and the model means; the monotonicity and steps checks; the eps-free
 predicted growth against the measured one, the out-of-sample scores per prediction variant
 (networks, transport, noise), and the cost per rule from the benchmark TSVs.
 """
@@ -122,10 +129,11 @@ def cost(results: Path, cores: int = 2, rules=RULES, stems=None) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
-#: The growth table's printed columns: the laws, their weights and verdict, and the curvature's mean
-#: over seeds with its Student t-interval (learnwin.stats.growth).
-GROWTH_COLUMNS = ["model", "threshold", "n_points", "n_censored", "log_b", "power_c", "weight_log", "weight_power",
-                  "verdict", "curvature", "curvature_t_lo", "curvature_t_hi", "curvature_seeds", "n_convex"]
+#: The growth table's printed columns: the seeds' Box-Cox exponent c (mean, Student t-interval over
+#: seeds, verdict), the log-N slope b, the points behind them, and the pooled fits' rates
+#: (learnwin.stats.growth).
+GROWTH_COLUMNS = ["model", "threshold", "n_seeds", "c_mean", "c_t_lo", "c_t_hi", "verdict", "cut_off", "b_mean",
+                  "b_t_lo", "b_t_hi", "n_uncensored", "n_left", "n_censored", "log_b", "power_c"]
 
 
 def tables(results: str | Path, threshold: float) -> str:
@@ -135,8 +143,8 @@ def tables(results: str | Path, threshold: float) -> str:
     out = [f"## Ground truth of the window in {results}", "",
            f"### Measured H per (model, N), threshold {threshold} (mean ± sd over seeds)", "",
            markdown(window_means(window, threshold)), "",
-           "### Growth of H with N (censoring-aware fits, Akaike weights, curvature in log N: seed mean, "
-           "95 % Student t-interval over seeds)", "",
+           "### Growth of H with N (each seed's Box-Cox exponent c by the censored likelihood; seed mean, "
+           "95 % Student t-interval over seeds, verdict of docs/method.md §10c)", "",
            markdown(_rounded(growth[[c for c in GROWTH_COLUMNS if c in growth]])), "",
            "### Each seed's log-N slope b (censoring-aware fit of H = a + b log N), per model", "",
            markdown(slope_means(io.read_table(layout.under(results, layout.RECOVERY["slopes"]), "seed_growth"))), ""]
@@ -169,7 +177,7 @@ def budget_tables(results: str | Path, seed_set: str, threshold: float) -> str:
         return layout.under(results, layout.BUDGET[name].format(seed_set=seed_set))
 
     def read(name):
-        return io.read_table(path(name), "budget")
+        return io.read_table(path(name), layout.budget_schema(name))
 
     confirm = with_holm(read("confirm")).sort_values(["pre_registered", "threshold", "networks", "transport", "noise"],
                                                      ascending=[False, True, True, True, True])
@@ -183,8 +191,8 @@ def budget_tables(results: str | Path, seed_set: str, threshold: float) -> str:
         markdown(_rounded(confirm)), "",
         f"### H_emp(N), threshold {threshold} (mean ± sd over seeds)", "",
         markdown(budget_window_means(read("H_emp"), threshold)), "",
-        "### Claim (b): growth of H_emp with N (censoring-aware fits, Akaike weights, curvature in log N: "
-        "seed mean, 95 % Student t-interval over seeds)", "",
+        "### Claim (b): growth of H_emp with N (each seed's Box-Cox exponent c by the censored likelihood: "
+        "seed mean, 95 % Student t-interval over seeds, verdict of docs/method.md §10c)", "",
         markdown(_rounded(growth[[c for c in GROWTH_COLUMNS if c in growth]])), "",
         "### Claim (b): each seed's log-N slope b, per model, beside its group's slope (docs/method.md §10b)", "",
         markdown(slope_means(io.read_table(path("slopes"), "seed_growth"))), "",
@@ -246,7 +254,8 @@ def seed_level_tables(results: str | Path, seed_set: str = "exploration", thresh
     results = Path(results)
 
     def read(name):
-        table = io.read_table(layout.under(results, layout.BUDGET[name].format(seed_set=seed_set)), "budget")
+        table = io.read_table(layout.under(results, layout.BUDGET[name].format(seed_set=seed_set)),
+                              layout.budget_schema(name))
         table = table[table["optimizer"] == optimizer]
         if table.empty:
             raise SystemExit(f"{results}: no {optimizer} rows in the {seed_set} seed set's {name} table")
@@ -293,13 +302,166 @@ def seed_level_tables(results: str | Path, seed_set: str = "exploration", thresh
         markdown(_models(pd.DataFrame(b_rows))), "",
         f"Group slopes: fixed gates ({sm['fixed']}) {number(sm['slope_fixed'])}, learned gates ({sm['learned']}) "
         f"{number(sm['slope_learned'])}.", "",
-        "### Claim (b): Welch's one-sided t-tests of the (fixed, learned) pairs, Holm-adjusted over the pairs", "",
+        "### Claim (b): paired one-sided t-tests over seeds of the (fixed, learned) pairs, Holm-adjusted over "
+        "the pairs", "",
         markdown(_rounded(pairs)), "",
         f"(1) Ordering: {sm['ordering']} (exact permutation p over the {sm['n_assignments']} assignments: "
         f"{number(sm['p_perm_fixed_above'], 3)} fixed above, {number(sm['p_perm_learned_above'], 3)} learned above). "
         f"(2) Pairs at Holm-adjusted p < {seedlevel.P_PAIRS}: {sm['pairs_fixed_above']} of {sm['n_pairs']} fixed above, "
         f"{sm['pairs_learned_above']} of {sm['n_pairs']} learned above.", "",
         f"The lead (the fixed-gate cells gain more lags per e-fold of N than the learned-gate cells): **{sm['verdict']}**.", ""])
+
+
+def _budget_reader(results: Path, seed_set: str, optimizer: str, threshold: float):
+    """A reader of one budget aggregate table, at ``optimizer`` and ``threshold`` where it has them."""
+    def read(name):
+        table = io.read_table(layout.under(results, layout.BUDGET[name].format(seed_set=seed_set)),
+                              layout.budget_schema(name))
+        if "optimizer" in table:
+            table = table[table["optimizer"] == optimizer]
+        return table[np.isclose(table["threshold"], threshold)] if "threshold" in table else table
+    return read
+
+
+def _counts(g: pd.DataFrame, exact: str, left: str, right: str) -> str:
+    """"seed: uncensored/left/right" of each seed of one model."""
+    return ", ".join(f"{int(r.seed)}: {int(getattr(r, exact))}/{int(getattr(r, left))}/{int(getattr(r, right))}"
+                     for r in g.sort_values("seed").itertuples())
+
+
+def growth_law_rows(slopes: pd.DataFrame, shape: pd.DataFrame) -> pd.DataFrame:
+    """Per model: each seed's c, their mean and t-interval, the verdict of docs/method.md §10c
+    (marked where the window is cut off), the mean b with its t-interval, and the points per seed."""
+    s = shape.set_index("model")
+    rows = [{"model": m, "c per seed": _per_seed(g, "c"), "n": int(s.loc[m, "n_seeds"]),
+             "mean c": number(s.loc[m, "c_mean"]), "95 % t-interval of c": _interval(s.loc[m, "c_t_lo"], s.loc[m, "c_t_hi"]),
+             "verdict": s.loc[m, "verdict"] + (f" ({growth.CUT_OFF})" if s.loc[m, "cut_off"] else ""),
+             "mean b (lags per e-fold)": number(s.loc[m, "b_mean"]),
+             "95 % t-interval of b": _interval(s.loc[m, "b_t_lo"], s.loc[m, "b_t_hi"]),
+             "points per seed (uncensored/left/right)": _counts(g, "n_uncensored", "n_left", "n_censored")}
+            for m, g in slopes.groupby("model", sort=False)]
+    return _models(pd.DataFrame(rows))
+
+
+def growth_tables(results: str | Path, seed_set: str = "exploration", threshold: float = 0.2,
+                  optimizer: str = "adamw") -> str:
+    """The pre-registered growth-law run of docs/method.md §10c from a budget aggregate."""
+    results = Path(results)
+    read = _budget_reader(results, seed_set, optimizer, threshold)
+    window, lb, slopes = read("window"), read("learning_budget"), read("slopes")
+    seeds = sorted(set(window["seed"]))
+    shape = growth.shape_table(slopes)
+    lags = sorted(lb["lag"].unique())
+    # claim (d): each seed's censored slope against its own network's kappa
+    envelope = pd.concat([io.read_table(p, "envelope") for p in
+                          layout.glob(results, layout.BUDGET_SNAPSHOT["envelope"], optimizer=optimizer)],
+                         ignore_index=True)
+    s = budget.seed_slopes(lb, envelope[envelope["seed"].isin(seeds)])
+    s = s[(s["epoch"] == "trained") & (s["transport"] == "diagonal")]
+    alpha = read("network_alpha")
+    alpha = alpha[(alpha["epoch"] == "trained") & (alpha["transport"] == "diagonal") & (alpha["noise"] == "per_lag")]
+    s = s.merge(alpha[["model", "seed", "alpha"]], on=["model", "seed"], how="left")
+    s = s.assign(kappa=budget.kappa_of(s["alpha"]), d=lambda x: x["slope"] - x["kappa"])
+    d = seedlevel.kappa_test(s).set_index("model")
+    d_rows = [{"model": m, "s per seed": _per_seed(g, "slope"), "kappa per seed": _per_seed(g, "kappa"),
+               "d per seed": _per_seed(g, "d"), "n": int(d.loc[m, "n_seeds"]), "mean d": number(d.loc[m, "d_mean"]),
+               "95 % t-interval of d": _interval(d.loc[m, "d_lo"], d.loc[m, "d_hi"]),
+               "band ± kappa/2": f"± {number(d.loc[m, 'band'])}", "verdict": d.loc[m, "verdict"],
+               "lags per seed (uncensored/left/right)": _counts(g, "n_lags", "n_left", "n_right")}
+              for m, g in s.groupby("model", sort=False)]
+    confirm = read("confirm")
+    pre = confirm[(confirm["networks"] == "init") & (confirm["transport"] == "diagonal") & (confirm["noise"] == "per_lag")]
+    h_max = window.groupby(["model", "N"]).agg(mean=("H_max", "mean"), sd=("H_max", "std"), holes=("holes", "mean"))
+    head = f"seed set {seed_set} ({', '.join(map(str, seeds))}), {optimizer}, threshold {threshold:g}"
+    return "\n".join([
+        f"## The growth law in {results}, {head} (docs/method.md §10c)", "",
+        f"Lag grid {lags[0]}..{lags[-1]} ({len(lags)} lags); the window at every budget but the last, which only "
+        "confirms. Intervals: two-sided 95 % Student t-intervals over the seeds of a model (n - 1 degrees of freedom).",
+        "", "### H_emp(N): the learned prefix of the grid (mean ± sd over seeds, right-censored seeds)", "",
+        markdown(budget_window_means(read("H_emp"), threshold)), "",
+        "### H_max(N): the largest learned grid lag (secondary; mean ± sd over seeds, mean holes below it)", "",
+        markdown(_model_by_N_holes(h_max)), "",
+        "### Claim (b), the growth law: each seed's Box-Cox exponent c of H_emp(N) (c = 0: log N; c > 0: a power of "
+        "N), by the censored likelihood", "",
+        markdown(growth_law_rows(slopes, shape)), "",
+        "### Claim (d) on the truth: each seed's censored slope s of log N̂_emp(l) on -log f(l) (trained network, "
+        "diagonal transport) against its own kappa, d = s - kappa", "",
+        markdown(_models(pd.DataFrame(d_rows))), "",
+        f"Claim (d) on the truth: **{seedlevel.kappa_overall(d['verdict'])}**.", "",
+        "### The prediction from the init networks (diagonal transport, per_lag noise): mean Kendall tau-b within N, "
+        "exact relabelling p", "",
+        markdown(_rounded(pre[["threshold", "n_models", "n_blocks", "tau_mean", "p_perm", "n_perms"]])), "",
+        "### Cost (benchmark TSVs)", "",
+        markdown(cost(results, rules=BUDGET_RULES, stems={seed_set, *(f"seed{x}" for x in seeds)})), ""])
+
+
+def _model_by_N_holes(h_max: pd.DataFrame) -> pd.DataFrame:
+    """H_max mean ± sd per (model, N) with the mean holes below it."""
+    text = {key: f"{number(r['mean'], 1)} ± {number(r['sd'], 1)} ({number(r['holes'], 1)} holes)"
+            for key, r in h_max.iterrows()}
+    Ns = sorted({n for _, n in text})
+    models = [m for m in CELLS if any(k[0] == m for k in text)]
+    return pd.DataFrame([{"model": m, **{f"N = {n}": text.get((m, n), "–") for n in Ns}} for m in models])
+
+
+def run_windows(results: Path, threshold: float, max_lag: int | None = None) -> pd.DataFrame:
+    """H_emp per (model, seed, N) from a budget run's per-job scores (docs/method.md §10b), on its
+    grid lags up to ``max_lag``; the budgets are the control's."""
+    scores = pd.concat([io.read_table(p, "budget") for p in layout.glob(results, layout.BUDGET_RUN)],
+                       ignore_index=True)
+    if max_lag is not None:
+        scores = scores[scores["lag"] <= max_lag]
+    budgets = sorted(scores.loc[scores["target"] == "control", "N"].unique())
+    return budget.window_by_budget(budget.learning_budget(scores, [threshold], budgets), budgets)
+
+
+#: The margin check's common lags and its tolerance: one grid step (docs/method.md §10c).
+MARGIN_LAG, MARGIN_STEP = 32, 4
+
+
+def margin_tables(results_long: str | Path, results_short: str | Path, threshold: float = 0.2) -> str:
+    """The margin check of docs/method.md §10c: per model and budget N up to the short run's last
+    reported one, the paired difference D = H_emp(short) - H_emp(long) over seeds with its
+    t-interval, on the common lags up to 32 (D_32) and on each run's full grid (D_full), and the
+    rule's two verdicts at the largest such N."""
+    long_, short = Path(results_long), Path(results_short)
+    keys = ["model", "seed", "N"]
+    parts = {}
+    for name, cut in (("D_32", MARGIN_LAG), ("D_full", None)):
+        a = run_windows(short, threshold, cut).set_index(keys)["H_emp"]
+        b = run_windows(long_, threshold, cut).set_index(keys)["H_emp"]
+        parts[name] = (a - b).dropna().rename(name)
+        parts[f"short_{name}"] = a
+    d = pd.concat([parts["D_32"], parts["D_full"]], axis=1).reset_index()
+    n_top = d["N"].max()
+    rows, verdict = [], {}
+    for (m, N), g in d.groupby(["model", "N"], sort=True):
+        row = {"model": m, "N": int(N)}
+        for name in ("D_32", "D_full"):
+            mean, lo, hi, n = t_interval(g[name])
+            row[f"mean {name}"] = number(mean, 1)
+            row[f"95 % t-interval of {name}"] = _interval(lo, hi, 1)
+            if N == n_top:
+                verdict[(m, name)] = (lo, hi)
+        rows.append(row)
+    short_full = parts["short_D_full"].reset_index()
+    passes_32 = {m: (lo <= 0 <= hi) or (-MARGIN_STEP <= lo and hi <= MARGIN_STEP)
+                 for (m, name), (lo, hi) in verdict.items() if name == "D_32"}
+    past = short_full[short_full["N"] == n_top].groupby("model")["H_emp"].max() > MARGIN_LAG
+    shown = {m: verdict[(m, "D_full")][0] > MARGIN_STEP for m in past.index if past[m]}
+    lines = [f"## The margin check of docs/method.md §10c: {short} (T 64) against {long_} (T 128), "
+             f"threshold {threshold:g}", "",
+             "D = H_emp(T 64) - H_emp(T 128) per seed, paired; D_32 on the common lags up to 32, D_full on each run's "
+             "whole grid. Intervals: two-sided 95 % Student t-intervals over the seeds.", "",
+             markdown(_models(pd.DataFrame(rows))), "",
+             f"At N = {int(n_top)}: the margin T/2 is **{'supported' if all(passes_32.values()) else 'not supported'}** "
+             f"(D_32's interval covers 0 or lies within ±{MARGIN_STEP} lags: "
+             f"{', '.join(f'{m} {chr(10003) if ok else chr(10007)}' for m, ok in passes_32.items())}); "
+             "the boundary effect is shown for "
+             f"{', '.join(m for m, ok in shown.items() if ok) or 'no model'} "
+             f"(D_full's interval above {MARGIN_STEP} lags, of the models whose T 64 window passes {MARGIN_LAG}: "
+             f"{', '.join(shown) or 'none'}).", ""]
+    return "\n".join(lines)
 
 
 def main(argv=None):
@@ -312,9 +474,17 @@ def main(argv=None):
     ap.add_argument("--seed-level", action="store_true",
                     help="the pre-registered seed-level tests of docs/method.md §10b on the --budget seed set "
                          "(default exploration)")
-    ap.add_argument("--optimizer", default="adamw", help="the optimizer of the --seed-level tests")
+    ap.add_argument("--optimizer", default="adamw", help="the optimizer of the --seed-level and --growth tables")
+    ap.add_argument("--growth", action="store_true",
+                    help="the pre-registered growth-law run of docs/method.md §10c on the --budget seed set")
+    ap.add_argument("--margin", metavar="RESULTS_T64",
+                    help="the margin check of docs/method.md §10c against this T 64 run's results folder")
     args = ap.parse_args(argv)
-    if args.seed_level:
+    if args.margin:
+        print(margin_tables(args.results, args.margin, args.threshold))
+    elif args.growth:
+        print(growth_tables(args.results, args.budget or "exploration", args.threshold, args.optimizer))
+    elif args.seed_level:
         print(seed_level_tables(args.results, args.budget or "exploration", args.threshold, args.optimizer))
     elif args.budget:
         print(budget_tables(args.results, args.budget, args.threshold))

@@ -89,7 +89,8 @@ def slope_test(results: Path, model: str = "lru", threshold: float = 0.2) -> pd.
     """Per transport: the trained network's slope of log N̂_emp on -log f per seed and over seeds
     (``learning_slope`` of the exploration seed set, its seeds by :func:`seed_slopes`), kappa, and
     whether each criterion of §2c holds."""
-    tables = {name: io.read_table(layout.under(results, layout.BUDGET[name], seed_set="exploration"), "budget")
+    tables = {name: io.read_table(layout.under(results, layout.BUDGET[name], seed_set="exploration"),
+                                  layout.budget_schema(name))
               for name in ("learning_budget", "learning_slope")}
     envelope = pd.concat([io.read_table(p, "envelope") for p in
                           layout.glob(results, layout.BUDGET_SNAPSHOT["envelope"], model=model)], ignore_index=True)

@@ -45,7 +45,7 @@ def budget_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tables(budget_run) -> dict[str, pd.DataFrame]:
     return {name: read_table(budget_run / path.format(seed_set="exploration"),
-                             "seed_growth" if name in layout.SEED_GROWTH else "budget")
+                             layout.budget_schema(name))
             for name, path in layout.BUDGET.items()}
 
 

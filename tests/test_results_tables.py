@@ -333,7 +333,7 @@ def _budget_run(tmp_path, slopes, alpha=1.97):
     lb, env = pd.concat(lb, ignore_index=True), pd.concat(env, ignore_index=True)
     kappa = env[["model", "optimizer", "epoch", "transport"]].drop_duplicates().assign(alpha=alpha)
     for name, table in (("learning_budget", lb), ("learning_slope", budget.learning_slope(lb, env, kappa))):
-        io.write_table(table, layout.under(res, layout.BUDGET[name], seed_set="exploration"), "budget")
+        io.write_table(table, layout.under(res, layout.BUDGET[name], seed_set="exploration"), layout.budget_schema(name))
     return res
 
 

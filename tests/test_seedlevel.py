@@ -182,7 +182,7 @@ def _results(tmp_path: Path, s_of: dict[str, float], b_of: dict[str, float]) -> 
                         for m, a in ALPHA.items() for e in ("init", "trained") for t in ("diagonal", "exact")
                         for noise in ("per_lag", "pooled")])
     for name, table in (("learning_budget", pd.concat(lb)), ("window", pd.concat(window)), ("network_H_N", net)):
-        io.write_table(table, layout.under(res, layout.BUDGET[name], seed_set="exploration"), "budget")
+        io.write_table(table, layout.under(res, layout.BUDGET[name], seed_set="exploration"), layout.budget_schema(name))
     return res
 
 

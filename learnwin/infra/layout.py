@@ -61,6 +61,12 @@ BUDGET = {name: f"{ROOT}/recovery/budget/{{seed_set}}/{name}.parquet"
 #: The tables of RECOVERY and BUDGET written under schema ``seed_growth`` (each seed's log-N slope,
 #: the seed-level group comparison; docs/method.md §10b), the others under ``recovery`` / ``budget``.
 SEED_GROWTH = ("slopes", "groups")
+
+
+def budget_schema(name: str) -> str:
+    """The schema of BUDGET table ``name``: ``seed_growth`` (:data:`SEED_GROWTH`), ``budget`` (the
+    trainings' scores, as BUDGET_RUN's) or ``budget_tables`` (the aggregate's other tables)."""
+    return "seed_growth" if name in SEED_GROWTH else "budget" if name == "scores" else "budget_tables"
 #: Stems of its figures (:func:`figure`), suffixed ``_{seed_set}``.
 BUDGET_FIGURES = ("budget_surface", "budget_window", "budget_N_hat")
 LOGS = f"{ROOT}/logs"

@@ -44,4 +44,4 @@ tables = dict(scores=scores, learning_budget=learning_budget, window=window, H_e
               network_decay=network_decay, growth_prediction=growth_pred, prediction=levels,
               prediction_scores=pred_scores, confirm=confirm)
 for name, table in tables.items():
-    io.write_table(table, out[name], "seed_growth" if name in layout.SEED_GROWTH else "budget")
+    io.write_table(table, out[name], layout.budget_schema(name))
