@@ -2,6 +2,7 @@
 no file points at the team's external spec or at tracker items, and config/README.md documents
 every schema key with the schema's default."""
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -192,7 +193,6 @@ LINKED_PAGES = ("README.md", "docs/*.md", "experiments/README.md", "config/READM
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 #: A section named in prose: ``docs/results.md, "Across machines"`` (the quote starts a heading of the page).
 SECTION_REF = re.compile(r"((?:docs/)?[\w-]+\.md),?\s+\"([^\"]+)\"")
-FINDINGS = "<!-- findings -->"
 
 
 def anchor(heading: str) -> str:
@@ -284,104 +284,62 @@ def claims_tables(lines: list[str]) -> list[list[list[str]]]:
 
 
 def test_results_page_opens_on_the_claims_table_and_the_findings():
-    first_screen = RESULTS.read_text().splitlines()[:40]
-    assert len(claims_tables(first_screen)) == 1, "docs/results.md must open on the claims table"
-    assert "## Findings" in first_screen
+    first_screen = RESULTS.read_text().splitlines()[:60]
+    assert answer_table.BEGIN in "\n".join(first_screen[:20]), "docs/results.md must open on the answer table"
+    assert len(claims_tables(first_screen)) == 1, "the default run's claims table follows it"
+    assert "## Findings" in "\n".join(RESULTS.read_text().splitlines()[:90])
     # the check can fail: the table pushed below the first screen, a cell without a verdict
-    assert claims_tables(([""] * 30 + first_screen)[:40]) == []
+    assert claims_tables(([""] * 50 + first_screen)[:60]) == []
     assert claims_tables([line.replace("3/3 ✓", "holds") for line in first_screen]) == []
 
 
-def findings_block(text: str) -> list[str]:
-    """The README's lines after the findings marker, up to the first blank line."""
-    after = text.split(FINDINGS, 1)[1].lstrip("\n").split("\n\n", 1)[0]
-    return after.splitlines()
+# ---- one source for the answer: the README's and results.md's table is experiments/answer_table.py's ----
+
+spec = importlib.util.spec_from_file_location("answer_table", ROOT / "experiments" / "answer_table.py")
+answer_table = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(answer_table)
 
 
-# ---- one source for the findings: the README's lines checked against docs/results.md ----
-
-NUMBER = re.compile(r"\d+(?:\.\d+)?(?:/\d+)?")
-UNITS = ("per doubling", "per e-fold")
-#: What docs/results.md qualifies, which a README finding that speaks of it must carry too, by the
-#: finding's opening words: exceptions, qualifications and ranges (each also in the linked sections).
-MUST_CARRY = {
-    "**(a) does not hold": ("except", "2/3", "3/3", "diagonal-entries"),
-    "**(b) does not hold": ("for every model under per_lag noise with either transport", "under pooled noise"),
-    "**Where the transport is exact": ("0.54-1.69",),
-}
+def answer_disagreements(page: str) -> list[str]:
+    """The rows of ``page``'s answer table that are not the generated ones (from the committed
+    pages the answer names), each as "page row != generated row"."""
+    want = answer_table.markdown_table(answer_table.rows()).splitlines()
+    have = answer_table.block(page).splitlines()
+    out = [f"{h} != {w}" for h, w in zip(have, want) if h != w]
+    return out + ([f"{len(have)} lines, {len(want)} generated"] if len(have) != len(want) else [])
 
 
-def section_text(text: str, frag: str) -> str:
-    """The section of a markdown page whose heading's anchor is ``frag``, its subsections included."""
-    heads = list(re.finditer(r"^(#+) (.+?)\s*$", text, re.M))
-    for i, m in enumerate(heads):
-        if anchor(m[2]) == frag:
-            end = next((h.start() for h in heads[i + 1:] if len(h[1]) <= len(m[1])), len(text))
-            return text[m.start():end]
-    raise AssertionError(f"docs/results.md has no heading #{frag}")
+@pytest.mark.parametrize("page", [README, RESULTS], ids=["README", "results.md"])
+def test_the_answer_table_is_the_generated_one(page):
+    assert answer_disagreements(page.read_text()) == []
 
 
-def _plain(text: str) -> str:
-    """Prose without link targets, code spans and section numbers (§10b), whose digits are no findings."""
-    return re.sub(r"\]\([^)]*\)|`[^`]*`|§\w+", " ", text)
-
-
-def finding_disagreements(readme: str, results: str) -> list[str]:
-    """Where a README finding differs from docs/results.md: a number absent from the sections it
-    links, a unit (per doubling, per e-fold) they do not use, a claim's exceptions (its "except"
-    and k/n counts in results.md's Findings) or a qualification of :data:`MUST_CARRY` left out."""
-    findings = section_text(results, "findings")
-    out = []
-    for line in findings_block(readme):
-        linked = "\n".join(section_text(results, f) for f in re.findall(r"\]\(docs/results\.md#([\w-]+)\)", line))
-        head = line[:60]
-        for n in sorted(set(NUMBER.findall(_plain(line))) - set(NUMBER.findall(_plain(linked)))):
-            out.append(f"{head}: {n} is in none of its linked sections")
-        out += [f"{head}: '{u}' where results.md does not say it" for u in UNITS if u in line and u not in linked]
-        for claim in re.findall(r"\*\*\(([a-d])\)", line):
-            bullet = re.search(rf"^- \*\*\({claim}\).*$", findings, re.M)
-            assert bullet, f"docs/results.md's Findings have no bullet for claim ({claim})"
-            wanted = re.findall(r"\d+/\d+", bullet[0]) + (["except"] if "except" in bullet[0] else [])
-            out += [f"{head}: claim ({claim})'s '{w}' of results.md left out" for w in dict.fromkeys(wanted)
-                    if w not in line]
-        for start, items in MUST_CARRY.items():
-            if line.startswith(f"- {start}"):
-                out += [f"{head}: '{item}' of results.md left out" for item in items if item not in line]
-                out += [f"MUST_CARRY's '{item}' is not in results.md's linked sections" for item in items
-                        if item not in linked]
-    return out
-
-
-def test_readme_findings_agree_with_the_results_page():
-    assert finding_disagreements(README.read_text(), RESULTS.read_text()) == []
-
-
-@pytest.mark.parametrize("old, new, why", [
-    (", except the AdamW LSTM under the diagonal transport (2/3) and, under the exact transport's diagonal-entries "
-     "functional, the AdamW ConstGate (2/3), SharedGate (3/3) and LSTM (2/3)",
-     ", under both transports and every functional of the exact one", "left out"),
-    ("for every model under per_lag noise with either transport; under pooled noise the power law wins only for the "
-     "AdamW DiagGate and SharedGate with the diagonal transport", "for every model", "left out"),
-    ("more lags per e-fold of N", "more lags per doubling", "per doubling"),
-    ("0.54-1.69", "0.54", "left out"),
-    ("tau-b 0.33, exact p = 0.125", "tau-b 0.33, exact p = 0.135", "0.135 is in none"),
+@pytest.mark.parametrize("old, new", [
+    ("GRU power (c 0.44 [0.33, 0.55]); LSTM undecided (c -0.24 [-0.50, 0.02])",
+     "GRU power (c -0.24 [-0.50, 0.02]); LSTM undecided (c 0.44 [0.33, 0.55])"),  # two cells' numbers swapped
+    ("10 of 10 rows", "8 of 10 rows"),  # a count changed
+    ("fails on the truth", "holds on the truth"),  # a verdict flipped
+    ("does not order the cells", "orders the cells"),  # "not supported" into "supported"
+    (" (0 of 10 under per_lag noise and the diagonal transport)", ""),  # an exception dropped
+    ("; ConstGate, SharedGate, DiagGate cut off at the last grid lag, T/2", ""),  # a qualification dropped
 ])
-def test_readme_findings_check_fails_on_each_disagreement(old, new, why):
-    """The disagreements a review found in the README (the exceptions of (a), (b)'s pooled-noise
-    qualification, "per doubling" for results.md's per e-fold, the LSTM stack's exact slope 1.69)
-    and a changed number, each planted alone in today's README."""
+def test_the_answer_check_fails_on_each_plant(old, new):
+    """The plants a review found in the README's findings (two models' numbers swapped, a count
+    moved, a verdict flipped, "not supported" into "supported", an exception dropped), each planted
+    alone in today's README."""
     readme = README.read_text()
-    assert old in readme
-    found = finding_disagreements(readme.replace(old, new, 1), RESULTS.read_text())
-    assert found and all(why in f for f in found), found
+    assert old in answer_table.block(readme)
+    assert answer_disagreements(readme.replace(old, new, 1))
 
 
-def test_readme_states_the_findings_with_a_link_each():
-    lines = findings_block(README.read_text())
-    targets = {anchor(h) for h in headings(RESULTS)}
-    assert 1 <= len(lines) <= 5, f"{len(lines)} lines of findings"
-    for line in lines:
-        links = re.findall(r"\]\(docs/results\.md#([\w-]+)\)", line)
-        assert links and set(links) <= targets, f"finding without a link to a section of docs/results.md: {line}"
-    first = README.read_text().index(FINDINGS)
-    assert first < README.read_text().index("## What it computes"), "the findings come under the two commands"
+def test_readme_opens_with_the_answer_in_few_words():
+    """Two commands first, the four claims, the answer table and its picture before the first
+    section, in at most 250 words of prose (code blocks and table rows not counted)."""
+    text = README.read_text()
+    opening = text.split("\n## ", 1)[0]
+    assert opening.index("python3 -m venv") < opening.index("**(a)**") < opening.index(answer_table.BEGIN)
+    assert all(f"**({c})**" in opening for c in "abcd") and "![" in opening
+    assert (ROOT / re.search(r"!\[[^\]]*\]\(([^)]+)\)", opening)[1]).is_file()
+    prose = re.sub(r"```.*?```", " ", opening, flags=re.S)
+    prose = "\n".join(line for line in prose.splitlines() if not line.startswith(("|", "<!--", "!", "#")))
+    assert len(re.findall(r"\S+", prose)) <= 250

@@ -32,4 +32,5 @@ def test_readme_library_example():
     taus = units.groupby("unit").tau.first().to_numpy()
     assert all(math.isclose(t, -1 / math.log(ai), rel_tol=1e-4) for t, ai in zip(taus, a))
     assert env["f"].is_monotonic_decreasing and len(scope["psi"]) == 32 * 13
-    assert "lag" in out.getvalue()
+    shown = re.search(r"It prints .*?\n\n```\n(.*?)```", text, re.S).group(1)
+    assert out.getvalue() == shown  # the output the README shows

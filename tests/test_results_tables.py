@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import synthetic as syn
-from doc_tables import table_after
 from scipy import stats
 from synthetic_claims import VAL_R2, expected_claims, write_claim_run, write_claims
 
 from learnwin.infra import io, layout
 from learnwin.models.data import LEARNS_R2
+from learnwin.report.formatting import table_after
 from learnwin.stats import budget
 from learnwin.stats.claims import decay_length
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from doc_tables import table_after
 from scipy import stats
 
 from learnwin.infra import io, layout
+from learnwin.report.formatting import table_after
 from learnwin.stats import seedlevel as sl
 
 GROUPS = {"const": "logarithmic", "shared": "logarithmic", "diag": "power", "gru": "power", "lstm": "power",

@@ -173,8 +173,10 @@ def seed_slopes(learning_budget: pd.DataFrame, envelope: pd.DataFrame) -> pd.Dat
         d = d.assign(x=-np.log(d["f"].to_numpy(float)), y=np.log(d["N_hat"].to_numpy(float)))
     d = d[np.isfinite(d["x"]) & np.isfinite(d["y"])]
     keys = [*KEYS, "epoch", "transport", "threshold"]
-    rows = [dict(zip(keys, key), **_censored_slope(g)) for key, g in d.groupby(keys, sort=True)]
-    return pd.DataFrame(rows, columns=[*keys, "slope", "n_lags", "n_left", "n_right"])
+    groups = list(d.groupby(keys, sort=True))
+    out = pd.DataFrame([key for key, _ in groups], columns=keys).astype(d[keys].dtypes.to_dict())
+    fits = pd.DataFrame([_censored_slope(g) for _, g in groups], columns=["slope", "n_lags", "n_left", "n_right"])
+    return pd.concat([out, fits], axis=1)
 
 
 def _censored_slope(g: pd.DataFrame) -> dict:
