@@ -308,43 +308,39 @@ def _backward(ctx, loop, *grads: Tensor | None) -> tuple:
     return (*rec.project_grads(ctx.needs_input_grad, da, ctx.x, w_in), *rec.normal(*out), None)
 
 
+def _backward_of(loop):
+    """A fused Function's backward through ``loop``."""
+    return staticmethod(once_differentiable(lambda ctx, *grads: _backward(ctx, loop, *grads)))
+
+
 class FusedGateScan(torch.autograd.Function):
     """bptt.GateScan through :func:`gate_forward` and :func:`gate_backward`."""
+
+    backward = _backward_of(gate_backward)
 
     @staticmethod
     def forward(ctx, x, w_in, b_in, u, s, ln_w, ln_b, eps):
         return _forward(ctx, gate_forward, x, w_in, b_in, (u, s, ln_w, ln_b), eps)[0]
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_h):
-        return _backward(ctx, gate_backward, grad_h)
-
 
 class FusedGRUScan(torch.autograd.Function):
     """bptt.GRUScan through :func:`gru_forward` and :func:`gru_backward`."""
+
+    backward = _backward_of(gru_backward)
 
     @staticmethod
     def forward(ctx, x, w_in, b_in, u_zr, u_h, ln_w, ln_b, eps):
         return _forward(ctx, gru_forward, x, w_in, b_in, (u_zr, u_h, ln_w, ln_b), eps)[0]
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_h):
-        return _backward(ctx, gru_backward, grad_h)
-
 
 class FusedLSTMScan(torch.autograd.Function):
-    """bptt.LSTMScan through :func:`lstm_forward` and :func:`lstm_backward`."""
+    """bptt.LSTMScan through :func:`lstm_forward` and :func:`lstm_backward`; outputs h and c."""
+
+    backward = _backward_of(lstm_backward)
 
     @staticmethod
     def forward(ctx, x, w_in, b_in, u, ln_w, ln_b, eps):
         return _forward(ctx, lstm_forward, x, w_in, b_in, (u, ln_w, ln_b), eps, states=2)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_h, grad_c):
-        return _backward(ctx, lstm_backward, grad_h, grad_c)
 
 
 def _visible(*states: Tensor) -> tuple:

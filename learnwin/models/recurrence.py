@@ -200,8 +200,7 @@ class GRUStep(NamedTuple):
 
     @staticmethod
     def of(zr: Tensor, ah: Tensor, q: Tensor, g: Tensor, h: Tensor) -> GRUStep:
-        H = g.shape[-1]
-        return GRUStep(zr, zr[..., :H], zr[..., H:], ah, q, g, h)
+        return GRUStep(zr, *zr.split(g.shape[-1], -1), ah, q, g, h)
 
 
 class GRUFactors(NamedTuple):
