@@ -79,7 +79,7 @@ def test_fused_step_without_layer_norm(name):
 @pytest.mark.skipif(not any(map(shutil.which, ("g++", "c++", "clang++"))),
                     reason="torch.compile's CPU kernels need a C++ compiler; none on PATH")
 def test_compiled_step_equals_fast_path():
-    """The step functions under torch.compile (inductor's CPU kernels), on one small case: the LSTM,
+    """The kernels under torch.compile (inductor's CPU kernels), on one small case: the LSTM,
     the family with the most fused work per step."""
     T, B, D, H = SIZES["ragged"]
     model = _model("lstm", H, D, torch.float32)
@@ -90,7 +90,7 @@ def test_compiled_step_equals_fast_path():
 
 @pytest.mark.parametrize("name", GATED)
 def test_every_step_function_traces_whole(name, monkeypatch):
-    """Each family's step functions trace as one graph each (fullgraph: no graph break, which would
+    """Each family's kernels trace as one graph each (fullgraph: no graph break, which would
     fail the compilation on CUDA too), through dynamo and AOT autograd without kernel code
     (``aot_eager``), float64, equal to the fast path to 1e-10."""
     steps = {s: torch.compile(s, fullgraph=True, dynamic=False, backend="aot_eager") for s in fused.STEPS.values()}

@@ -4,9 +4,10 @@ launched once.
 
 Three parts, each switchable (:class:`Mode`, :func:`use`), chosen per device by :data:`DEFAULT`:
 
-* step functions (``*_forward_step``, ``*_backward_step``): one time step of a cell family as pure
-  tensor code. ``torch.compile`` (fullgraph, static shapes) fuses the elementwise work of a step,
-  LayerNorm included, into a few kernels beside its matmuls. Each step function is compiled once
+* kernels (``*_forward_kernel``, ``*_backward_kernel``): one time step of a cell family, the
+  hand-written step of :mod:`learnwin.models.recurrence` on fresh tensors (its factors computed
+  per step). ``torch.compile`` (fullgraph, static shapes) fuses the elementwise work of a step,
+  LayerNorm included, into a few kernels beside its matmuls. Each kernel is compiled once
   per shape, never the unrolled loop (a loop of T ~ 1500 steps takes hours to compile).
 * loops (``*_forward``, ``*_backward``): the forward and backward loops over time, and the
   per-sequence sums after the backward one (recurrent matrices, LayerNorm affine).
@@ -32,10 +33,11 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from learnwin.models import bptt
+from learnwin.models import recurrence as rec
 
 
 class Mode(NamedTuple):
-    """How the fused path runs: step functions compiled or eager; loops replayed from CUDA graphs."""
+    """How the fused path runs: kernels compiled or eager; loops replayed from CUDA graphs."""
 
     compile: bool = True
     graph: bool = True
@@ -78,77 +80,52 @@ def pick(function: type, x: Tensor) -> type:
     return function if fused is None or mode_for(x.device) is None else fused
 
 
-# -- step functions: one time step, pure tensor code ------------------------------------------------
+# -- kernels: one time step on fresh tensors, the unit compiled ----------------------------------------
 
-def gate_forward_step(xp, h, uT, s, ln_w, ln_b, eps):
-    """ConstGate/SharedGate/DiagGate step (bptt.GateScan): h_t, LN input, gate (None: fixed s), g, LN stats."""
+def gate_forward_kernel(w: rec.GateWeights, xp, h):
+    """:func:`recurrence.gate_forward_step` on fresh tensors: h_t, the pre-activation, g, LN stats."""
+    out = rec.GateStep.of(torch.empty_like(xp), torch.empty_like(h), torch.empty_like(h))
+    mean, rstd = rec.gate_forward_step(w, xp, h, out)
+    return out.h, out.pre, out.g, mean, rstd
+
+
+def gate_backward_kernel(w: rec.GateWeights, dh, gh_prev, h_prev, pre, g, mean, rstd):
+    """:func:`recurrence.gate_backward_step` on fresh tensors: d pre-activation, d LN output, d h_{t-1}."""
+    step, out = rec.GateStep.of(pre, g, None), rec.GateGrads(torch.empty_like(g), torch.empty_like(pre))
+    dh = rec.gate_backward_step(w, rec.gate_factors(w.s, step.gate, h_prev, g), dh, gh_prev, step.a, mean, rstd, out)
+    return out.da, out.dy, dh
+
+
+def gru_forward_kernel(w: rec.GRUWeights, xp, h):
+    """:func:`recurrence.gru_forward_step` on fresh tensors: h_t, gates, LN input, r h_{t-1}, g, LN stats."""
     H = h.shape[-1]
-    pre = torch.addmm(xp, h, uT)
-    a = pre[:, :H]
-    gate = torch.sigmoid(pre[:, H:]) if pre.shape[-1] > H else None
-    n, mean, rstd = bptt._ln_forward(a, bptt._ln_args(ln_w, ln_b, eps))
-    g = torch.tanh(n)
-    return torch.lerp(h, g, s if gate is None else gate), a, gate, g, mean, rstd
+    out = rec.GRUStep.of(h.new_empty(h.shape[0], 2 * H), *(torch.empty_like(h) for _ in range(4)))
+    mean, rstd = rec.gru_forward_step(w, xp[:, :2 * H], xp[:, 2 * H:], h, out)
+    return out.h, out.zr, out.ah, out.q, out.g, mean, rstd
 
 
-def gate_backward_step(dh, gh_prev, h_prev, a, gate, g, mean, rstd, u, s, ln_w, ln_b, eps):
-    """d pre-activation, d LN output and d h_{t-1} of a GateScan step from d h_t (``dh``)."""
-    ln = bptt._ln_args(ln_w, ln_b, eps)
-    sg = s if gate is None else gate
-    dy = dh * (sg * (1 - g * g))
-    da = bptt._ln_input_grad(dy, a, mean, rstd, ln) if ln else dy
-    if gate is not None:  # the shared gate's gradient sums over units
-        ds = dh * ((g - h_prev) * sg * (1 - sg))
-        da = torch.cat([da, ds.sum(-1, keepdim=True) if gate.shape[-1] == 1 else ds], -1)
-    return da, dy, torch.addmm(torch.addcmul(gh_prev, dh, 1 - sg), da, u)
+def gru_backward_kernel(w: rec.GRUWeights, dh, gh_prev, h_prev, zr, ah, g, mean, rstd):
+    """:func:`recurrence.gru_backward_step` on fresh tensors: d gate and candidate pre-activations,
+    d LN output, d h_{t-1}."""
+    out = rec.GRUGrads(torch.empty_like(g), torch.empty_like(zr))
+    dah, dh = rec.gru_backward_step(w, rec.gru_factors(zr, h_prev, g), dh, gh_prev, ah, mean, rstd, out)
+    return out.dzr, dah, out.dy, dh
 
 
-def gru_forward_step(xp, h, uzrT, uhT, ln_w, ln_b, eps):
-    """GRU step (bptt.GRUScan): h_t, gates (z, r), LN input, r h_{t-1}, g, LN stats."""
-    H = h.shape[-1]
-    zr = torch.sigmoid(torch.addmm(xp[:, :2 * H], h, uzrT))
-    q = zr[:, H:] * h
-    ah = torch.addmm(xp[:, 2 * H:], q, uhT)
-    n, mean, rstd = bptt._ln_forward(ah, bptt._ln_args(ln_w, ln_b, eps))
-    g = torch.tanh(n)
-    return torch.lerp(h, g, zr[:, :H]), zr, ah, q, g, mean, rstd
+def lstm_forward_kernel(w: rec.LSTMWeights, xp, h, c):
+    """:func:`recurrence.lstm_forward_step` on fresh tensors: h_t, c_t, pre-activation, g, tanh c_t, LN stats."""
+    out = rec.LSTMStep.of(torch.empty_like(xp), *(torch.empty_like(h) for _ in range(4)))
+    mean, rstd = rec.lstm_forward_step(w, xp, h, c, out)
+    return out.h, out.c, out.pre, out.g, out.tc, mean, rstd
 
 
-def gru_backward_step(dh, gh_prev, h_prev, zr, ah, g, mean, rstd, u_zr, u_h, ln_w, ln_b, eps):
-    """d (z, r) pre-activation, d candidate pre-activation, d LN output and d h_{t-1} of a GRU step."""
-    H = dh.shape[-1]
-    ln = bptt._ln_args(ln_w, ln_b, eps)
-    z, r = zr[:, :H], zr[:, H:]
-    dy = dh * (z * (1 - g * g))
-    dah = bptt._ln_input_grad(dy, ah, mean, rstd, ln) if ln else dy
-    dq = dah @ u_h
-    dzr = torch.cat([dh, dq], -1) * (torch.cat([g - h_prev, h_prev], -1) * zr * (1 - zr))
-    return dzr, dah, dy, torch.addmm(torch.addcmul(gh_prev, dh, 1 - z).addcmul_(dq, r), dzr, u_zr)
-
-
-def lstm_forward_step(xp, h, c, uT, ln_w, ln_b, eps):
-    """LSTM step (bptt.LSTMScan): h_t, c_t, gates (i, f, o), LN input, g, tanh c_t, LN stats."""
-    H = h.shape[-1]
-    pre = torch.addmm(xp, h, uT)
-    ifo, ag = torch.sigmoid(pre[:, :3 * H]), pre[:, 3 * H:]
-    n, mean, rstd = bptt._ln_forward(ag, bptt._ln_args(ln_w, ln_b, eps))
-    g = torch.tanh(n)
-    c = torch.addcmul(ifo[:, H:2 * H] * c, ifo[:, :H], g)
-    tc = torch.tanh(c)
-    return ifo[:, 2 * H:] * tc, c, ifo, ag, g, tc, mean, rstd
-
-
-def lstm_backward_step(dh, dc, gh_prev, gc, c_prev, ifo, ag, g, tc, mean, rstd, u, ln_w, ln_b, eps):
-    """d pre-activation, d LN output, d c_{t-1} and d h_{t-1} of an LSTM step from d h_t and the
-    carried d c_t (``gc``: the loss's own gradient of c_t)."""
-    H = dh.shape[-1]
-    ln = bptt._ln_args(ln_w, ln_b, eps)
-    i, f, o = ifo[:, :H], ifo[:, H:2 * H], ifo[:, 2 * H:]
-    dc = torch.addcmul(dc + gc, dh, o * (1 - tc * tc))
-    dy = dc * (i * (1 - g * g))
-    dx = bptt._ln_input_grad(dy, ag, mean, rstd, ln) if ln else dy
-    da = torch.cat([dc * (g * i * (1 - i)), dc * (c_prev * f * (1 - f)), dh * (tc * o * (1 - o)), dx], -1)
-    return da, dy, dc * f, torch.addmm(gh_prev, da, u)
+def lstm_backward_kernel(w: rec.LSTMWeights, dh, dc, gh_prev, gc, c_prev, pre, g, tc, mean, rstd):
+    """:func:`recurrence.lstm_backward_step` on fresh tensors: d pre-activation, d LN output,
+    d c_{t-1}, d h_{t-1}."""
+    step, out = rec.LSTMStep.of(pre, g, tc, None, None), rec.LSTMGrads(torch.empty_like(g), torch.empty_like(pre))
+    dc, dh = rec.lstm_backward_step(w, rec.lstm_factors(pre, c_prev, g, tc), dh, dc, gh_prev, gc, step.ag, mean,
+                                    rstd, out)
+    return out.da, out.dy, dc, dh
 
 
 # -- loops over time -------------------------------------------------------------------------------
@@ -157,62 +134,64 @@ def _stack(steps: list) -> Tensor | None:
     return None if steps[0] is None else torch.stack(steps)
 
 
-def _scan(step, xproj: Tensor, H: int, fixed: tuple, states: int = 1) -> tuple:
-    """The forward ``step`` over time from zero states, ``step(xp_t, *states, *fixed) -> (*states,
-    *kept)``: each state stacked (T + 1, B, H), the zero initial state first, then each kept output
+def _scan(step, w, xproj: Tensor, H: int, states: int = 1) -> tuple:
+    """The forward ``step`` over time from zero states, ``step(w, xp_t, *states) -> (*states, *kept)``:
+    each state stacked (T + 1, B, H), the zero initial state first, then each kept output
     stacked (None stays None)."""
     carry = (xproj.new_zeros(xproj.shape[1], H),) * states
     path, kept = [carry], []
     for xp in xproj.unbind(0):
-        out = step(xp, *carry, *fixed)
+        out = step(w, xp, *carry)
         carry = out[:states]
         path.append(carry), kept.append(out[states:])
     return (*(torch.stack(v) for v in zip(*path)), *(_stack(list(v)) for v in zip(*kept)))
 
 
-def gate_forward(step, xproj, uT, s, ln_w, ln_b, eps):
-    return _scan(step, xproj, uT.shape[0], (uT, s, ln_w, ln_b, eps))
+def gate_forward(step, xproj, u, s, ln_w, ln_b, eps):
+    w = rec.GateWeights(u, s, rec.norm(ln_w, ln_b, eps), u.T.contiguous())
+    return _scan(step, w, xproj, u.shape[1])
 
 
-def gate_backward(step, grad_h, u, s, ln_w, ln_b, eps, hs, a, gate, g, mean, rstd):
-    T = a.shape[0]
+def gate_backward(step, grad_h, u, s, ln_w, ln_b, eps, hs, pre, g, mean, rstd):
+    w, T = rec.GateWeights(u, s, rec.norm(ln_w, ln_b, eps)), pre.shape[0]
     dh, das, dys = grad_h[-1], [None] * T, [None] * T
     for t in range(T - 1, -1, -1):
-        das[t], dys[t], dh = step(dh, grad_h[max(t - 1, 0)], hs[t], a[t], None if gate is None else gate[t],
-                                  g[t], _at(mean, t), _at(rstd, t), u, s, ln_w, ln_b, eps)
+        das[t], dys[t], dh = step(w, dh, grad_h[max(t - 1, 0)], hs[t], pre[t], g[t], _at(mean, t), _at(rstd, t))
     da, dy = torch.stack(das), torch.stack(dys)
-    gw, gb = bptt._ln_param_grads(dy, a, *_steps(mean, rstd), bptt._ln_args(ln_w, ln_b, eps))
-    return da, bptt._outer(da, hs[:-1]), None, gw, gb  # None: s, a fixed leak or not an input
+    gw, gb = rec.ln_param_grads(dy, pre[..., :u.shape[1]], *_steps(mean, rstd), w.norm)
+    return da, rec.outer(da, hs[:-1]), None, gw, gb  # None: s, a fixed leak or not an input
 
 
-def gru_forward(step, xproj, uzrT, uhT, ln_w, ln_b, eps):
-    return _scan(step, xproj, uhT.shape[0], (uzrT, uhT, ln_w, ln_b, eps))
+def gru_forward(step, xproj, u_zr, u_h, ln_w, ln_b, eps):
+    w = rec.GRUWeights(u_zr, u_h, rec.norm(ln_w, ln_b, eps), u_zr.T.contiguous(), u_h.T.contiguous())
+    return _scan(step, w, xproj, u_h.shape[0])
 
 
 def gru_backward(step, grad_h, u_zr, u_h, ln_w, ln_b, eps, hs, zr, ah, q, g, mean, rstd):
-    T = zr.shape[0]
+    w, T = rec.GRUWeights(u_zr, u_h, rec.norm(ln_w, ln_b, eps)), zr.shape[0]
     dh, dzrs, dahs, dys = grad_h[-1], [None] * T, [None] * T, [None] * T
     for t in range(T - 1, -1, -1):
-        dzrs[t], dahs[t], dys[t], dh = step(dh, grad_h[max(t - 1, 0)], hs[t], zr[t], ah[t], g[t], _at(mean, t),
-                                            _at(rstd, t), u_zr, u_h, ln_w, ln_b, eps)
+        dzrs[t], dahs[t], dys[t], dh = step(w, dh, grad_h[max(t - 1, 0)], hs[t], zr[t], ah[t], g[t], _at(mean, t),
+                                            _at(rstd, t))
     dzr, dah, dy = torch.stack(dzrs), torch.stack(dahs), torch.stack(dys)
-    return (torch.cat([dzr, dah], -1), bptt._outer(dzr, hs[:-1]), bptt._outer(dah, q),
-            *bptt._ln_param_grads(dy, ah, *_steps(mean, rstd), bptt._ln_args(ln_w, ln_b, eps)))
+    return (torch.cat([dzr, dah], -1), rec.outer(dzr, hs[:-1]), rec.outer(dah, q),
+            *rec.ln_param_grads(dy, ah, *_steps(mean, rstd), w.norm))
 
 
-def lstm_forward(step, xproj, uT, ln_w, ln_b, eps):
-    return _scan(step, xproj, uT.shape[0], (uT, ln_w, ln_b, eps), states=2)
+def lstm_forward(step, xproj, u, ln_w, ln_b, eps):
+    w = rec.LSTMWeights(u, rec.norm(ln_w, ln_b, eps), u.T.contiguous())
+    return _scan(step, w, xproj, u.shape[1], states=2)
 
 
-def lstm_backward(step, grad_h, grad_c, u, ln_w, ln_b, eps, hs, cs, ifo, ag, g, tc, mean, rstd):
-    T = ifo.shape[0]
+def lstm_backward(step, grad_h, grad_c, u, ln_w, ln_b, eps, hs, cs, pre, g, tc, mean, rstd):
+    w, T = rec.LSTMWeights(u, rec.norm(ln_w, ln_b, eps)), pre.shape[0]
     dh, dc, das, dys = grad_h[-1], torch.zeros_like(grad_c[0]), [None] * T, [None] * T
     for t in range(T - 1, -1, -1):
-        das[t], dys[t], dc, dh = step(dh, dc, grad_h[max(t - 1, 0)], grad_c[t], cs[t], ifo[t], ag[t], g[t], tc[t],
-                                      _at(mean, t), _at(rstd, t), u, ln_w, ln_b, eps)
+        das[t], dys[t], dc, dh = step(w, dh, dc, grad_h[max(t - 1, 0)], grad_c[t], cs[t], pre[t], g[t], tc[t],
+                                      _at(mean, t), _at(rstd, t))
     da, dy = torch.stack(das), torch.stack(dys)
-    return (da, bptt._outer(da, hs[:-1]),
-            *bptt._ln_param_grads(dy, ag, *_steps(mean, rstd), bptt._ln_args(ln_w, ln_b, eps)))
+    return (da, rec.outer(da, hs[:-1]),
+            *rec.ln_param_grads(dy, pre[..., 3 * u.shape[1]:], *_steps(mean, rstd), w.norm))
 
 
 def _at(v: Tensor | None, t: int) -> Tensor | None:
@@ -220,20 +199,20 @@ def _at(v: Tensor | None, t: int) -> Tensor | None:
 
 
 def _steps(*vs: Tensor | None) -> tuple:
-    """Stacked per-step tensors as sequences over steps (what bptt._ln_param_grads stacks)."""
+    """Stacked per-step tensors as sequences over steps (what recurrence.ln_param_grads stacks)."""
     return tuple(None if v is None else v.unbind(0) for v in vs)
 
 
 # -- compiled steps and graphed loops --------------------------------------------------------------
 
 RECOMPILE_LIMIT = 64
-"""Compilations per step function (one per shape, dtype and gate variant; dynamo's default is 8)."""
+"""Compilations per kernel (one per shape, dtype and gate variant; dynamo's default is 8)."""
 
 _compiled: dict = {}
 
 
 def compiled(step):
-    """``step`` under torch.compile (fullgraph, static shapes), one wrapper per step function."""
+    """``step`` under torch.compile (fullgraph, static shapes), one wrapper per kernel."""
     if step not in _compiled:
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
         _compiled[step] = torch.compile(step, fullgraph=True, dynamic=False)
@@ -292,7 +271,7 @@ _graphed: dict = {}
 
 
 def run(loop, mode: Mode | None, *args):
-    """``loop(step, *args)`` with its step function (:data:`STEPS`) in ``mode`` (None: eager, no graph)."""
+    """``loop(step, *args)`` with its kernel (:data:`STEPS`) in ``mode`` (None: eager, no graph)."""
     mode = mode or Mode(compile=False, graph=False)
     step = compiled(STEPS[loop]) if mode.compile else STEPS[loop]
     if not mode.graph:
@@ -304,54 +283,69 @@ def run(loop, mode: Mode | None, *args):
 
 # -- the Functions: bptt's interface -----------------------------------------------------------------
 
-def _forward(ctx, loop, x, w_in, b_in, mats: tuple, rest: tuple, states: int = 1) -> tuple:
-    """A fused Function's forward: the input projection (bptt._project), ``loop`` over time on the
-    transposed recurrent matrices ``mats`` and ``rest`` (the other inputs, eps last), in the mode of
-    x's device (kept for the backward); returns the ``states`` first outputs of the loop, (B, T, H)."""
+def _forward(ctx, loop, x, w_in, b_in, params: tuple, eps, states: int = 1) -> tuple:
+    """A fused Function's forward: the input projection (recurrence.project), ``loop`` over time on
+    the other inputs ``params`` and ``eps``, in the mode of x's device (kept for the backward);
+    returns the ``states`` first outputs of the loop, (B, T, H)."""
     ctx.set_materialize_grads(False)
     ctx.mode = mode_for(x.device)
     with torch.inference_mode():
-        ctx.x, xproj = bptt._project(x, w_in, b_in)
-        out = run(loop, ctx.mode, xproj, *(m.T.contiguous() for m in mats), *rest)
-    ctx.states, ctx.buffers, ctx.eps = out[:states], out[states:], rest[-1]
-    ctx.save_for_backward(w_in, *mats, *rest[:-1])
+        ctx.x, xproj = rec.project(x, w_in, b_in)
+        out = run(loop, ctx.mode, xproj, *params, eps)
+    ctx.states, ctx.buffers, ctx.eps = out[:states], out[states:], eps
+    ctx.save_for_backward(w_in, *params)
     return _visible(*(v[1:] for v in ctx.states))
 
 
-def _backward(ctx, loop, *grads: Tensor) -> tuple:
+def _backward(ctx, loop, *grads: Tensor | None) -> tuple:
     """A fused Function's backward: ``loop`` on the outputs' time-major gradients ``grads``, the
-    saved inputs, eps, states and buffers; the input projection's gradients (bptt._project_grads)."""
+    saved inputs, eps, states and buffers; the input projection's gradients (recurrence.project_grads)."""
+    like = ctx.states[0][1:]
     w_in, *params = ctx.saved_tensors
     with torch.inference_mode():
-        da, *out = run(loop, ctx.mode, *grads, *params, ctx.eps, *ctx.states, *ctx.buffers)
-    return (*bptt._project_grads(ctx.needs_input_grad, da, ctx.x, w_in), *bptt._normal(*out), None)
+        da, *out = run(loop, ctx.mode, *(_time_major(g, like) for g in grads), *params, ctx.eps, *ctx.states,
+                       *ctx.buffers)
+    return (*rec.project_grads(ctx.needs_input_grad, da, ctx.x, w_in), *rec.normal(*out), None)
 
 
-def _function(name: str, forward_loop, backward_loop, mats: int, states: int = 1) -> type:
-    """A fused Function with bptt's arguments: x, w_in, b_in, ``mats`` recurrent matrices, the rest
-    (eps last); ``states`` outputs (B, T, H)."""
-
-    def forward(ctx, x, w_in, b_in, *rest):
-        out = _forward(ctx, forward_loop, x, w_in, b_in, rest[:mats], rest[mats:], states)
-        return out if states > 1 else out[0]
-
-    def backward(ctx, *grads):
-        like = ctx.states[0][1:]
-        return _backward(ctx, backward_loop, *(_time_major(g, like) for g in grads))
-
-    doc = f"bptt.{name} through :func:`{forward_loop.__name__}` and :func:`{backward_loop.__name__}`."
-    return type("Fused" + name, (torch.autograd.Function,),
-                {"__doc__": doc, "forward": staticmethod(forward), "backward": staticmethod(once_differentiable(backward))})
+def _backward_of(loop):
+    """A fused Function's backward through ``loop``."""
+    return staticmethod(once_differentiable(lambda ctx, *grads: _backward(ctx, loop, *grads)))
 
 
-FusedGateScan = _function("GateScan", gate_forward, gate_backward, mats=1)
-FusedGRUScan = _function("GRUScan", gru_forward, gru_backward, mats=2)
-FusedLSTMScan = _function("LSTMScan", lstm_forward, lstm_backward, mats=1, states=2)
+class FusedGateScan(torch.autograd.Function):
+    """bptt.GateScan through :func:`gate_forward` and :func:`gate_backward`."""
+
+    backward = _backward_of(gate_backward)
+
+    @staticmethod
+    def forward(ctx, x, w_in, b_in, u, s, ln_w, ln_b, eps):
+        return _forward(ctx, gate_forward, x, w_in, b_in, (u, s, ln_w, ln_b), eps)[0]
+
+
+class FusedGRUScan(torch.autograd.Function):
+    """bptt.GRUScan through :func:`gru_forward` and :func:`gru_backward`."""
+
+    backward = _backward_of(gru_backward)
+
+    @staticmethod
+    def forward(ctx, x, w_in, b_in, u_zr, u_h, ln_w, ln_b, eps):
+        return _forward(ctx, gru_forward, x, w_in, b_in, (u_zr, u_h, ln_w, ln_b), eps)[0]
+
+
+class FusedLSTMScan(torch.autograd.Function):
+    """bptt.LSTMScan through :func:`lstm_forward` and :func:`lstm_backward`; outputs h and c."""
+
+    backward = _backward_of(lstm_backward)
+
+    @staticmethod
+    def forward(ctx, x, w_in, b_in, u, ln_w, ln_b, eps):
+        return _forward(ctx, lstm_forward, x, w_in, b_in, (u, ln_w, ln_b), eps, states=2)
 
 
 def _visible(*states: Tensor) -> tuple:
     """Time-major inference-mode states as the Function's outputs, (B, T, H), ordinary tensors."""
-    return tuple(v.transpose(0, 1) for v in bptt._normal(*states))
+    return tuple(v.transpose(0, 1) for v in rec.normal(*states))
 
 
 def _time_major(grad: Tensor | None, like: Tensor) -> Tensor:
@@ -359,9 +353,9 @@ def _time_major(grad: Tensor | None, like: Tensor) -> Tensor:
     return torch.zeros_like(like) if grad is None else grad.transpose(0, 1).contiguous()
 
 
-STEPS = {gate_forward: gate_forward_step, gate_backward: gate_backward_step, gru_forward: gru_forward_step,
-         gru_backward: gru_backward_step, lstm_forward: lstm_forward_step, lstm_backward: lstm_backward_step}
-"""Each loop's step function."""
+STEPS = {gate_forward: gate_forward_kernel, gate_backward: gate_backward_kernel, gru_forward: gru_forward_kernel,
+         gru_backward: gru_backward_kernel, lstm_forward: lstm_forward_kernel, lstm_backward: lstm_backward_kernel}
+"""Each loop's kernel."""
 
 FUSED = {bptt.GateScan: FusedGateScan, bptt.GRUScan: FusedGRUScan, bptt.LSTMScan: FusedLSTMScan}
 """bptt's Functions and their fused twins (:func:`pick`)."""
