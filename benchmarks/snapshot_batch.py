@@ -21,7 +21,7 @@ import yaml
 
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
-from learnwin.models.data import make_split
+from learnwin.tasks.synthetic import make_split
 from learnwin.models.train import checkpoint, checkpoint_meta, make_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]

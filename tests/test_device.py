@@ -19,7 +19,7 @@ import torch
 from pretend_cuda import DeviceMismatch, pretend_cuda
 
 from learnwin.infra import io
-from learnwin.models.data import write_splits
+from learnwin.tasks.splits import write_splits
 from learnwin.models.ensemble import train_runs
 from learnwin.models.train import train_run
 from learnwin.probing.lyapunov import lyapunov_checkpoint

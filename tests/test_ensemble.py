@@ -12,7 +12,7 @@ from learnwin.infra import io
 from learnwin.infra.registry import MODELS
 from learnwin.models import ensemble, train
 from learnwin.models.cells import build_model
-from learnwin.models.data import write_splits
+from learnwin.tasks.splits import write_splits
 from learnwin.models.ensemble import Ensemble
 
 GATED = ["const", "shared", "diag", "gru", "lstm"]

@@ -14,7 +14,7 @@ from scipy import stats
 from synthetic_claims import VAL_R2, expected_claims, write_claim_run, write_claims
 
 from learnwin.infra import io, layout
-from learnwin.models.data import LEARNS_R2
+from learnwin.tasks.synthetic import LEARNS_R2
 from learnwin.stats import budget
 from learnwin.stats.claims import decay_length
 

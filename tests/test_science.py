@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from learnwin.infra import io
-from learnwin.models.data import write_splits
+from learnwin.tasks.splits import write_splits
 from learnwin.models.train import train_run
 from learnwin.probing.snapshot import snapshot_checkpoint
 from learnwin.stats.decay import fit_envelopes
