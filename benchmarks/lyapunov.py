@@ -18,11 +18,11 @@ import yaml
 
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
-from learnwin.tasks.synthetic import make_split
 from learnwin.probing.detect import random_directions
 from learnwin.probing.exact_transport import jacobians
 from learnwin.probing.lyapunov import qr_exponents
 from learnwin.probing.snapshot import probe
+from learnwin.tasks.synthetic import make_split
 
 
 def main() -> None:

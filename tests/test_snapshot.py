@@ -13,11 +13,11 @@ import torch
 
 from learnwin.infra import io
 from learnwin.models.cells import build_model
-from learnwin.tasks.splits import write_splits
 from learnwin.models.state import output_error
 from learnwin.probing.detect import EXP_FLOOR, exp_flushed, psi_diagonal, random_directions, tangents
 from learnwin.probing.envelope import DiagonalTransport, base_rate, receiving_times
 from learnwin.probing.snapshot import probe, snapshot_checkpoint
+from learnwin.tasks.splits import write_splits
 
 F64 = torch.float64
 
