@@ -156,7 +156,7 @@ def main():
     trace = model.cell.trace(x)
     lam = base_rate(trace.presynaptic, None, lr)
     v = tangents(model.cell, x, dirs)[0].double()
-    delta = output_error(y_hat, y, model.W_out.detach()).double()
+    delta = output_error(y_hat - y, model.W_out.detach()).double()
 
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t_vec, (f_vec, psi_vec) = _timed(vectorised, trace, lam, delta, v, lags, times_per_lag, lr)

@@ -18,12 +18,11 @@ import yaml
 
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
-from learnwin.models.data import make_split
-from learnwin.models.state import full_state
 from learnwin.probing.detect import random_directions
 from learnwin.probing.exact_transport import jacobians
 from learnwin.probing.lyapunov import qr_exponents
 from learnwin.probing.snapshot import probe
+from learnwin.tasks.synthetic import make_split
 
 
 def main() -> None:
@@ -61,7 +60,7 @@ def main() -> None:
         for i in range(0, n_seq, bs):
             x = x_all[i:min(i + bs, n_seq)]
             with torch.no_grad():
-                jac.append(jacobians(model.cell, x, full_state(model.cell)(*model.cell(x))))
+                jac.append(jacobians(model.cell, x, model.cell.full_state(*model.cell(x))))
         t2 = time.perf_counter()
         lam = [qr_exponents(J[:, k] for k in range(1, J.shape[1])) for J in jac]
         t3 = time.perf_counter()

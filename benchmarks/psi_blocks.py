@@ -23,7 +23,7 @@ import torch
 from envelope import psi_chunk  # benchmarks/envelope.py
 
 from learnwin.models.cells import build_model
-from learnwin.models.state import full_state, output_error, transported_tangent
+from learnwin.models.state import output_error
 from learnwin.probing.detect import exp_flushed, psi_diagonal, random_directions, tangents
 from learnwin.probing.envelope import DiagonalTransport, base_rate, lag_chunks, receiving_times, take_times
 
@@ -58,11 +58,11 @@ def run(model_name: str, T: int, B: int, H: int, D: int = 8):
         trace = cell.trace(x)
     dirs = {n.removeprefix("cell."): d.mean(0, keepdim=True)
             for n, d in random_directions(model, 8, 0).items() if n.startswith("cell.")}
-    v = transported_tangent(cell, tangents(cell, x, dirs, full_state(cell))[0])
+    v = cell.transported(tangents(cell, x, dirs, cell.full_state)[0])
     transport = DiagonalTransport(trace, 1, torch.float32)
     v = v.to(transport.dtype if v.is_complex() else torch.float32)
     lam = base_rate(trace.presynaptic, None, 1e-3, H).float()
-    delta = output_error(y_hat, y, model.W_out.detach()).float()
+    delta = output_error(y_hat - y, model.W_out.detach()).float()
     P = v.shape[-1]
     whole, t_whole = _timed(lambda: before(transport, lam, delta, v))
     blocks, t_blocks = _timed(lambda: psi_diagonal(transport, lam, delta, v))

@@ -21,8 +21,8 @@ import yaml
 
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
-from learnwin.models.data import make_split
 from learnwin.models.train import checkpoint, checkpoint_meta, make_optimizer
+from learnwin.tasks.synthetic import make_split
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -60,7 +60,7 @@ def main():
     cfg = yaml.safe_load(config.read_text())
     models = args.models.split(",") if args.models else cfg["models"]
     sys.path.insert(0, str(args.after))
-    from learnwin.models.data import write_splits
+    from learnwin.tasks.splits import write_splits
 
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data"

@@ -37,11 +37,11 @@ import yaml
 
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
-from learnwin.models.data import make_split, task_vector
 from learnwin.probing import snapshot
 from learnwin.probing.detect import random_directions
 from learnwin.probing.memory import MemoryAccumulator, input_sensitivity
 from learnwin.probing.snapshot import probe
+from learnwin.tasks.synthetic import make_split, task_vector
 
 
 def load_before(rev: str):

@@ -22,7 +22,7 @@ import yaml
 
 from learnwin.models import train
 from learnwin.models.cells import build_model
-from learnwin.models.data import load_split, write_splits
+from learnwin.tasks.splits import load_split, write_splits
 
 ROOT = Path(__file__).resolve().parents[1]
 

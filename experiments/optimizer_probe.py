@@ -19,7 +19,7 @@ import yaml
 
 from learnwin.infra import layout
 from learnwin.models import train
-from learnwin.models.data import write_splits
+from learnwin.tasks.splits import write_splits
 
 ROOT = Path(__file__).resolve().parents[1]
 

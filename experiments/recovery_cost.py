@@ -79,8 +79,8 @@ def measure(cfg: dict) -> None:
     import torch
 
     from learnwin.infra import runtime
-    from learnwin.models.data import make_split
     from learnwin.recovery.groundtruth_job import train
+    from learnwin.tasks.synthetic import make_split
 
     runtime.set_torch_threads(1)
     runtime.deterministic()

@@ -28,9 +28,9 @@ import pandas as pd
 
 from learnwin.infra import io, layout
 from learnwin.infra.registry import CELLS, block_name
-from learnwin.models.data import LEARNS_R2
 from learnwin.stats.budget import seed_slopes
 from learnwin.stats.claims import markdown, mean_sd
+from learnwin.tasks.synthetic import LEARNS_R2
 
 
 def best_r2(results: Path) -> pd.DataFrame:

@@ -11,7 +11,7 @@ Why this and not the alternatives. The bits of the smoke run differ between CPUs
 float32 operation whose kernel the CPU selects (MKL, OpenBLAS and torch's vectorised kernels
 dispatch on the instruction set; torch's randn and every matmul of the untrained network are
 among them), so "the untrained stages bit for bit" holds for the random inputs and targets only
-(the targets are exactly rounded sums, learnwin.models.data.components; runs made before that, as
+(the targets are exactly rounded sums, learnwin.tasks.synthetic.components; runs made before that, as
 ../shared/runs' is, rounded them by BLAS, so only the inputs are compared bit for bit), the epoch-0
 snapshots a forward pass. The workflow has no float64
 path to compare within a tolerance. What is left to compare is what the numbers are: for every

@@ -11,12 +11,12 @@ import pytest
 import torch
 from scipy import stats
 
-from learnwin.models.data import make_split
 from learnwin.models.train import DivergenceError, train_step
 from learnwin.recovery import budget_job
 from learnwin.recovery.budget_job import budget_trainings, online
-from learnwin.recovery.task import held_out_scores, init_seed, initial, job_data, lag_targets
+from learnwin.recovery.task import held_out_scores, init_seed, initial, job_data
 from learnwin.stats.budget import first_pair, learning_budget, window_by_budget
+from learnwin.tasks.synthetic import lag_targets, make_split
 
 TASK = dict(T=16, D=2, noise_std=0.2)
 MODEL = dict(hidden=4, layer_norm=True, const_s=0.2, gru_init_update=0.2, lstm_init_forget=0.8, gate_init="official")

@@ -263,7 +263,7 @@ def test_toy_cell_through_the_public_interface(fresh_registry):
     torch.testing.assert_close(tr.leak[0, 0], torch.linspace(0.5, 0.9, 5, dtype=torch.float64))
     xp = torch.nn.functional.linear(x, cell.W_x, cell.b_x)
     for k in range(1, 7):
-        J = et.autograd_jacobian(et.step_map(cell), xp[:, k], tr.presynaptic[:, k])
+        J = et.autograd_jacobian(cell.state_step, xp[:, k], tr.presynaptic[:, k])
         diag = torch.diagonal(J, dim1=-2, dim2=-1)
         torch.testing.assert_close(diag, tr.leak[:, k] + tr.correction[:, k], rtol=0, atol=1e-12)
         off = J - torch.diag_embed(diag)

@@ -3,14 +3,13 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from learnwin.models.data import (
+from learnwin.tasks.splits import load_split, write_splits
+from learnwin.tasks.synthetic import (
     LEARNS_R2,
     components,
-    load_split,
     make_split,
     task_vector,
     variance_shares,
-    write_splits,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,4 +96,4 @@ def test_learning_threshold_exceeds_what_one_task_lag_carries():
         assert variance_shares(task).max() < LEARNS_R2, name
     assert round(variance_shares(default).max(), 2) == 0.45
     method = (ROOT / "docs" / "method.md").read_text()
-    assert f"is at least {LEARNS_R2} (`learnwin.models.data.LEARNS_R2`)" in method.replace("\n", " ")
+    assert f"is at least {LEARNS_R2} (`learnwin.tasks.synthetic.LEARNS_R2`)" in method.replace("\n", " ")

@@ -19,7 +19,6 @@ import torch
 from pretend_cuda import DeviceMismatch, pretend_cuda
 
 from learnwin.infra import io
-from learnwin.models.data import write_splits
 from learnwin.models.ensemble import train_runs
 from learnwin.models.train import train_run
 from learnwin.probing.lyapunov import lyapunov_checkpoint
@@ -28,6 +27,7 @@ from learnwin.probing.snapshot import snapshot_checkpoint
 from learnwin.recovery.budget_job import budget_networks, budget_trainings
 from learnwin.recovery.groundtruth_job import groundtruth_job, groundtruth_networks
 from learnwin.recovery.task import groundtruth_snapshots
+from learnwin.tasks.splits import write_splits
 
 DEVICE = "meta"  # the pretend CUDA device of tests/pretend_cuda.py
 TASK = dict(T=10, D=2, lags=[2, 4], coefs=[0.6, 0.4], noise_std=0.2, n_train=16, n_val=8, n_diag=8)

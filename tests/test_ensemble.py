@@ -12,8 +12,8 @@ from learnwin.infra import io
 from learnwin.infra.registry import MODELS
 from learnwin.models import ensemble, train
 from learnwin.models.cells import build_model
-from learnwin.models.data import write_splits
 from learnwin.models.ensemble import Ensemble
+from learnwin.tasks.splits import write_splits
 
 GATED = ["const", "shared", "diag", "gru", "lstm"]
 TASK = dict(T=10, D=3, lags=[2], coefs=[1.0], noise_std=0.05, n_train=48, n_val=16, n_diag=8)

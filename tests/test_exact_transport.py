@@ -9,14 +9,13 @@ import torch
 import torch.nn.functional as F
 from torch.func import jacrev
 
-from learnwin.models import state as st
 from learnwin.models.cells import build_model
-from learnwin.models.data import targets
 from learnwin.models.state import output_error
 from learnwin.probing import exact_transport as et
 from learnwin.probing.detect import random_directions, tangents
 from learnwin.probing.envelope import DiagonalTransport, base_rate, receiving_times
 from learnwin.probing.snapshot import probe
+from learnwin.tasks.synthetic import targets
 
 F64 = torch.float64
 D, H, T = 3, 4, 9
@@ -38,13 +37,13 @@ def _trained(name, steps=5, seed=0):
 
 def _brute_force_M(cell, x):
     """M[b, t, k] = d z_t / d z_k (S H x S H) as products of jacrev one-step Jacobians."""
-    z = st.full_state(cell)(*cell(x)).detach()
+    z = cell.full_state(*cell(x)).detach()
     z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
     xp = F.linear(x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0)).detach()
     n = z.shape[-1]
     M = torch.zeros(x.shape[0], T, T, n, n, dtype=F64)
     for b in range(x.shape[0]):
-        J = [jacrev(lambda zz, b=b, k=k: st.cell_step(cell, xp[b:b + 1, k], zz[None])[1][0])(z_prev[b, k]).detach()
+        J = [jacrev(lambda zz, b=b, k=k: cell.cell_step(xp[b:b + 1, k], zz[None])[1][0])(z_prev[b, k]).detach()
              for k in range(T)]
         for t in range(T):
             prod = torch.eye(n, dtype=F64)
@@ -55,7 +54,7 @@ def _brute_force_M(cell, x):
 
 
 def _J(cell, x):
-    return et.step_jacobians(cell, x, st.full_state(cell)(*cell(x)))
+    return et.step_jacobians(cell, x, cell.full_state(*cell(x)))
 
 
 def _sweep(cell, x, src):
@@ -80,15 +79,15 @@ def test_closed_form_step_jacobians_equal_autograd(name, layer_norm):
         for p in cell.parameters():
             p.add_(0.3 * torch.randn_like(p))
     x = torch.randn(3, T, D, dtype=F64)
-    z = st.full_state(cell)(*cell(x)).detach()
+    z = cell.full_state(*cell(x)).detach()
     xp = F.linear(x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0)).detach()
     closed = et.jacobians(cell, x, z)
     for b in range(3):
         for k in (1, 4, T - 1):
-            ref = jacrev(lambda zz, b=b, k=k: st.cell_step(cell, xp[b:b + 1, k], zz[None])[1][0])(z[b, k - 1])
+            ref = jacrev(lambda zz, b=b, k=k: cell.cell_step(xp[b:b + 1, k], zz[None])[1][0])(z[b, k - 1])
             torch.testing.assert_close(closed[b, k], ref, rtol=0, atol=1e-10)
     assert closed[:, 1:].abs().max() > 0.1
-    batched = et.autograd_jacobian(et.step_map(cell), xp[:, 4], z[:, 3])
+    batched = et.autograd_jacobian(cell.state_step, xp[:, 4], z[:, 3])
     torch.testing.assert_close(closed[:, 4], batched, rtol=0, atol=1e-10)
 
 
@@ -100,7 +99,7 @@ def test_left_product_equals_the_dense_row_product(name):
     torch.manual_seed(5)
     cell = build_model(name, D, H, gate_init="official").double().cell
     x = torch.randn(3, T, D, dtype=F64)
-    z = st.full_state(cell)(*cell(x)).detach()
+    z = cell.full_state(*cell(x)).detach()
     dense = et.jacobians(cell, x, z)
     k = 4
     stack, spare = torch.randn(2, 3, T, 2, z.shape[-1], dtype=F64)
@@ -119,11 +118,11 @@ def test_left_product_equals_the_dense_row_product(name):
 def test_step_reproduces_the_forward_pass(name):
     cell = _trained(name)[0].cell
     x = torch.randn(2, T, D, dtype=F64)
-    z = st.full_state(cell)(*cell(x))
+    z = cell.full_state(*cell(x))
     xp = F.linear(x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0))
     state = torch.zeros(2, z.shape[-1], dtype=F64)
     for t in range(T):
-        state = st.cell_step(cell, xp[:, t], state)[1]
+        state = cell.cell_step(xp[:, t], state)[1]
         torch.testing.assert_close(state, z[:, t], rtol=0, atol=1e-14)
 
 
@@ -134,7 +133,7 @@ def test_adjoints_equal_brute_force_jacobian_products(name):
     cell = model.cell
     x = torch.randn(2, T, D, dtype=F64)
     M = _brute_force_M(cell, x)
-    S = st.state_blocks(cell)
+    S = cell.state_blocks
     delta = torch.randn(2, T, H, dtype=F64)
     a = _sweep(cell, x, et._h_block(delta, S)[:, :, None])[:, :, :, 0]
     expected = torch.einsum("btkij,bti->btkj", M, et._h_block(delta, S))
@@ -158,7 +157,7 @@ def test_adjoints_equal_brute_force_jacobian_products(name):
 
 def _exact_envelope(cell, x, lam, delta, times_per_lag=0):
     acc = et.ExactAccumulator(list(range(1, T)), T, H, times_per_lag=times_per_lag)
-    et.add_batch(acc, cell, x, st.full_state(cell)(*cell(x)), lam, delta, None, x.shape[0])
+    et.add_batch(acc, cell, x, cell.full_state(*cell(x)), lam, delta, None, x.shape[0])
     return acc.tables()
 
 
@@ -170,7 +169,7 @@ def test_secondary_functionals_on_the_subsampled_receiving_times_equal_brute_for
     x = torch.randn(3, T, D, dtype=F64)
     lam = 0.01 + 0.01 * torch.rand(3, T, H, dtype=F64)
     env, _ = _exact_envelope(cell, x, lam, torch.randn(3, T, H, dtype=F64), times_per_lag=3)
-    S = st.state_blocks(cell)
+    S = cell.state_blocks
     M = _brute_force_M(cell, x)[..., :H, (S - 1) * H:S * H]
     lags = torch.arange(1, T)
     t, k, mask = receiving_times(lags, T, 3)
@@ -257,15 +256,15 @@ def test_psi_and_S_against_a_naive_loop(name):
     x = torch.randn(2, T, D, dtype=F64)
     y = torch.randn(2, T, dtype=F64)
     y_hat = model(x).detach()
-    S = st.state_blocks(cell)
+    S = cell.state_blocks
     rates = torch.rand(H, H, dtype=F64) * 0.01
     hidden = cell(x)[0].detach()
     lam = base_rate(F.pad(hidden, (0, 0, 1, 0))[:, :-1], rates, 0.01)
     dirs = {n.removeprefix("cell."): d.double() for n, d in random_directions(model, 3, 0).items()
             if n.startswith("cell.")}
     mean_dir = {n: d.mean(0, keepdim=True) for n, d in dirs.items()}
-    v = tangents(cell, x, mean_dir, st.full_state(cell))[0]
-    delta = output_error(y_hat, y, model.W_out.detach())
+    v = tangents(cell, x, mean_dir, cell.full_state)[0]
+    delta = output_error(y_hat - y, model.W_out.detach())
     M = _brute_force_M(cell, x)
     naive = torch.zeros(2, T, dtype=F64)
     for b in range(2):
@@ -277,10 +276,10 @@ def test_psi_and_S_against_a_naive_loop(name):
             naive[b, lag] = torch.stack(vals).mean()
     psi = et.psi_exact(_J(cell, x), delta, lam, v)
     torch.testing.assert_close(psi, naive, rtol=1e-10, atol=1e-14)
-    z = st.full_state(cell)(*cell(x))
+    z = cell.full_state(*cell(x))
     xp = F.linear(x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0))
     z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
-    J_old = torch.stack([et.autograd_jacobian(et.step_map(cell), xp[:, k], z_prev[:, k]) for k in range(T)], 1)
+    J_old = torch.stack([et.autograd_jacobian(cell.state_step, xp[:, k], z_prev[:, k]) for k in range(T)], 1)
     torch.testing.assert_close(psi, et.psi_exact(et.DenseJacobians(J_old), delta, lam, v), rtol=1e-10, atol=1e-14)
     assert naive.abs().min() > 0
     lags = [1, 3, 5]

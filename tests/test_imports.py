@@ -16,10 +16,13 @@ from learnwin.infra import resources
 
 INFRA = ROOT / "learnwin" / "infra"
 #: The stages above infra: it may import none of them.
-ABOVE_INFRA = ("learnwin.models", "learnwin.probing")
+ABOVE_INFRA = ("learnwin.models", "learnwin.probing", "learnwin.tasks")
 #: What the statistics may not import: they stand beside models, on infra alone (and no torch).
 BESIDE_STATS = ("learnwin.models", "learnwin.probing", "learnwin.recovery", "learnwin.report", "learnwin.plots",
-                "torch")
+                "learnwin.tasks", "torch")
+#: What the tasks may not import: they stand on infra alone, below the models (and no torch).
+ABOVE_TASKS = ("learnwin.models", "learnwin.probing", "learnwin.recovery", "learnwin.report", "learnwin.plots",
+               "learnwin.stats", "torch")
 
 
 def imported_names(source: str, package: str) -> list[tuple[int, str]]:
@@ -49,11 +52,24 @@ def reaching_up(folder: Path, package: str, forbidden: tuple[str, ...] = ABOVE_I
             if any(name == stage or name.startswith(stage + ".") for stage in forbidden)]
 
 
-def stack_tests(folder: Path) -> list[str]:
-    """``path:line`` of every call of ``stacked(...)`` (as a name or an attribute) in a module under ``folder``."""
-    return [f"{path.name}:{node.lineno}" for path in sorted(folder.glob("*.py"))
-            for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) == "stacked"]
+#: What a test of a cell's kind reads: the retired ``transported_name`` and its values, and the
+#: retired predicates on it.
+KIND_WORDS = {"transported_name", "stacked", "linear_state"}
+STATE_NAMES = {"hidden", "cell", "state", "stack"}
+
+
+def kind_tests(paths) -> list[str]:
+    """``path:line`` of every test of a cell's kind in the modules ``paths``: a name, attribute or
+    string of :data:`KIND_WORDS`, or a comparison with a string of :data:`STATE_NAMES`."""
+    found = []
+    for path in sorted(paths):
+        for node in ast.walk(ast.parse(path.read_text())):
+            word = getattr(node, "id", getattr(node, "attr", getattr(node, "value", None)))
+            compared = isinstance(node, ast.Compare) and any(
+                isinstance(c, ast.Constant) and c.value in STATE_NAMES for c in [node.left, *node.comparators])
+            if (isinstance(word, str) and word in KIND_WORDS) or compared:
+                found.append(f"{path.name}:{node.lineno}")
+    return found
 
 
 def test_infra_imports_no_higher_stage():
@@ -91,16 +107,25 @@ def test_stats_import_only_infra():
     assert reaching_up(stats, "learnwin.stats", BESIDE_STATS) == []
 
 
-def test_probing_asks_the_model_instead_of_testing_for_a_stack():
-    """No probe calls ``stacked(``: what differs in a stack is a question of learnwin.models.state."""
-    probing = ROOT / "learnwin" / "probing"
-    assert len(list(probing.glob("*.py"))) >= 6
-    assert stack_tests(probing) == []
+def test_tasks_import_only_infra():
+    """The tasks stand below the models on infra alone (docs/architecture.md): the data job and the
+    config check draw and check a task without torch."""
+    tasks = ROOT / "learnwin" / "tasks"
+    assert len(list(tasks.glob("*.py"))) >= 3
+    assert reaching_up(tasks, "learnwin.tasks", ABOVE_TASKS) == []
+
+
+def test_probing_and_the_state_ask_the_cell_instead_of_testing_its_kind():
+    """No probe and nothing of learnwin.models.state tests a cell's kind (docs/method.md §2a): the
+    layout of z is each cell class's own methods."""
+    probing = list((ROOT / "learnwin" / "probing").glob("*.py"))
+    assert len(probing) >= 6
+    assert kind_tests([*probing, ROOT / "learnwin" / "models" / "state.py"]) == []
 
 
 def test_the_layer_checks_find_a_planted_fault(tmp_path):
-    """A planted torch import in a copy of stats and a planted ``stacked(`` test in a copy of
-    probing are found; a name that only contains the word is not."""
+    """A planted torch import in a copy of stats and planted tests of a cell's kind in copies of
+    probing and of the state module are found; a name that only contains the word is not."""
     stats = shutil.copytree(ROOT / "learnwin" / "stats", tmp_path / "stats", ignore=shutil.ignore_patterns("__pycache__"))
     (stats / "window.py").write_text((stats / "window.py").read_text() + "\n\ndef f():\n    import torch\n")
     line = len((stats / "window.py").read_text().splitlines())
@@ -109,7 +134,11 @@ def test_the_layer_checks_find_a_planted_fault(tmp_path):
                               ignore=shutil.ignore_patterns("__pycache__"))
     source = (probing / "lyapunov.py").read_text()
     (probing / "lyapunov.py").write_text(source + "\n\ndef g(cell):\n    return unstacked(cell) or state.stacked(cell)\n")
-    assert stack_tests(probing) == [f"lyapunov.py:{len(source.splitlines()) + 4}"]
+    assert kind_tests(probing.glob("*.py")) == [f"lyapunov.py:{len(source.splitlines()) + 4}"]
+    state = tmp_path / "state.py"
+    source = (ROOT / "learnwin" / "models" / "state.py").read_text()
+    state.write_text(source + "\n\ndef width(cell):\n    return 2 if cell.kind == 'cell' else 1\n")
+    assert kind_tests([state]) == [f"state.py:{len(source.splitlines()) + 4}"]
 
 
 def _without_torch(tmp_path: Path, *paths: Path) -> dict:

@@ -205,13 +205,12 @@ def test_receive_is_the_readout_derivative(name):
 
 def test_lyapunov_spectrum_of_the_lru_is_its_log_moduli():
     """Constant block-diagonal rotation-scalings: exponents ln|lambda_q|, each twice (Re, Im)."""
-    from learnwin.models.state import state_size
     from learnwin.probing.lyapunov import sequence_spectrum
 
     cell = _trained("lru").cell
     x = torch.randn(2, 30, D, dtype=F64)
     spec = sequence_spectrum(cell, x)
-    assert spec.shape == (2, state_size(cell)) == (2, 2 * H)
+    assert spec.shape == (2, cell.state_width) == (2, 2 * H)
     expected = torch.log(cell.eigenvalues().abs()).detach().repeat_interleave(2).sort(descending=True).values
     torch.testing.assert_close(spec, expected.expand_as(spec), rtol=0, atol=1e-10)
 

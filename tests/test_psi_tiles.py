@@ -13,7 +13,7 @@ import pytest
 import torch
 from test_snapshot import _probe, _setup, naive_psi
 
-from learnwin.models.state import full_state, output_error, transported_tangent
+from learnwin.models.state import output_error
 from learnwin.probing import snapshot
 from learnwin.probing.detect import DIRECT_T, lag_block, psi_diagonal, tangents
 from learnwin.probing.envelope import DiagonalTransport, base_rate
@@ -24,8 +24,8 @@ def _inputs(name, T, B=3, dtype=torch.float64, order=1):
     cell = model.cell
     trace = cell.trace(x)
     lam = base_rate(trace.presynaptic, rates if name in ("gru", "lstm") else None, 1e-3, cell.hidden_size)
-    delta = output_error(y_hat, y, model.W_out.detach())
-    v = transported_tangent(cell, tangents(cell, x, dirs, full_state(cell)))
+    delta = output_error(y_hat - y, model.W_out.detach())
+    v = cell.transported(tangents(cell, x, dirs, cell.full_state))
     transport = DiagonalTransport(trace, order, dtype)
     work = dtype if not v.is_complex() else transport.dtype
     return transport, lam.to(dtype), delta.to(dtype), v.to(work)
@@ -107,7 +107,7 @@ def test_constgate_without_recurrence_closed_form_at_long_lags():
         y_hat = model(x)
     cell = model.cell
     trace = cell.trace(x)
-    delta = output_error(y_hat, y, model.W_out.detach())
+    delta = output_error(y_hat - y, model.W_out.detach())
     v = tangents(cell, x, dirs).mean(0)
     lam = base_rate(trace.presynaptic, None, lr, cell.hidden_size)
     got = psi_diagonal(DiagonalTransport(trace, 1, torch.float64), lam, delta, v).numpy()

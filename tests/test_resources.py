@@ -11,7 +11,6 @@ import yaml
 from learnwin.infra import layout, resources
 from learnwin.infra.registry import CELLS
 from learnwin.models.cells import build_model
-from learnwin.models.state import state_size
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -125,12 +124,12 @@ def test_the_fitted_law_is_filled_in_and_grows_with_the_work(name):
 @pytest.mark.parametrize("hidden, state_size_n", [(5, 3), (8, 16)])
 def test_registry_state_width_is_the_built_cells(fresh_registry, hidden, state_size_n):
     """The state width the resources read from the registry's metadata, without building a
-    model, is the built cell's full state (learnwin.models.state.state_size) for every
+    model, is the built cell's full state (its ``state_width``) for every
     registered cell, the user's toy (the default one component per unit) included."""
     fresh_registry.load_cells("toy_cell")
     model_cfg = dict(hidden=hidden, state_size=state_size_n)
     widths = {m: spec.state_width(model_cfg) for m, spec in fresh_registry.CELLS.items()}
-    assert widths == {m: state_size(build_model(m, 3, **model_cfg).cell) for m in fresh_registry.CELLS}
+    assert widths == {m: build_model(m, 3, **model_cfg).cell.state_width for m in fresh_registry.CELLS}
     assert (widths["lstm"], widths["lru"], widths["s6"], widths["toy"]) == (2 * hidden, 2 * hidden,
                                                                             hidden * state_size_n, hidden)
 

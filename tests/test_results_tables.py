@@ -13,10 +13,10 @@ from scipy import stats
 from synthetic_claims import VAL_R2, expected_claims, write_claim_run, write_claims
 
 from learnwin.infra import io, layout
-from learnwin.models.data import LEARNS_R2
 from learnwin.report.formatting import table_after
 from learnwin.stats import budget
 from learnwin.stats.claims import decay_length
+from learnwin.tasks.synthetic import LEARNS_R2
 
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 

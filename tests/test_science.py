@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from learnwin.infra import io
-from learnwin.models.data import write_splits
 from learnwin.models.train import train_run
 from learnwin.probing.snapshot import snapshot_checkpoint
 from learnwin.stats.decay import fit_envelopes
+from learnwin.tasks.splits import write_splits
 
 TASK = dict(T=40, D=4, lags=[3, 6, 12], coefs=[0.6, 0.5, 0.4], noise_std=0.2,
             n_train=128, n_val=32, n_diag=64)

@@ -13,11 +13,11 @@ import torch
 
 from learnwin.infra import io
 from learnwin.models.cells import build_model
-from learnwin.models.data import write_splits
-from learnwin.models.state import full_state, output_error, transported_tangent
+from learnwin.models.state import output_error
 from learnwin.probing.detect import EXP_FLOOR, exp_flushed, psi_diagonal, random_directions, tangents
 from learnwin.probing.envelope import DiagonalTransport, base_rate, receiving_times
 from learnwin.probing.snapshot import probe, snapshot_checkpoint
+from learnwin.tasks.splits import write_splits
 
 F64 = torch.float64
 
@@ -48,7 +48,7 @@ def naive_psi(model, x, y, y_hat, dirs, rates, lags, times_per_lag=0):
     h2 = trace.presynaptic ** 2
     lam = torch.where(h2.sum(-1, keepdim=True) > 0, h2 @ rates.T / h2.sum(-1, keepdim=True),
                       rates.mean(1))  # Rayleigh quotient at h_{k-1}
-    delta = output_error(y_hat, y, model.W_out.detach())
+    delta = output_error(y_hat - y, model.W_out.detach())
     v = tangents(cell, x, dirs)  # (K, B, T, H), every direction
     T = x.shape[1]
     t_all, _, mask = receiving_times(torch.as_tensor(lags), T, times_per_lag)
@@ -115,7 +115,7 @@ def test_constgate_without_recurrence_closed_form():
             if n.startswith("cell.")}
     _, _, psi, total = probe(model.cell, model.W_out.detach(), [(x, y, y_hat)], lags, lr=lr, times_per_lag=2,
                              directions=dirs)
-    delta = output_error(y_hat, y, model.W_out.detach()).numpy()
+    delta = output_error(y_hat - y, model.W_out.detach()).numpy()
     v = tangents(model.cell, x, dirs).mean(0).numpy()
     gram = np.einsum("bth,bkh->btk", delta, v)  # delta_t . v_k
     # psi_n(l) = lr (1 - s)^l mean_t delta_t . v_{t-l}: the l-th lower diagonal of the Gram matrix
@@ -185,8 +185,8 @@ def test_sequence_blocks_change_no_value_of_psi(name, keep):
     trace = cell.trace(x)
     rates = rates if name == "gru" else None  # the LRU's pre-synaptic vector is x_t
     lam = base_rate(trace.presynaptic, rates, 1e-3, cell.hidden_size)
-    delta = output_error(y_hat, y, model.W_out.detach())
-    v = transported_tangent(cell, tangents(cell, x, dirs, full_state(cell)))
+    delta = output_error(y_hat - y, model.W_out.detach())
+    v = cell.transported(tangents(cell, x, dirs, cell.full_state))
     v = v if keep else v.mean(0)
     transport = DiagonalTransport(trace, 1, F64)
     P, K = v.shape[-1], (v.shape[0] if keep else 1)

@@ -16,7 +16,6 @@ import torch.nn.functional as F
 from torch.func import jacrev
 
 from learnwin.infra.registry import BLOCKS, MODELS, load_cells
-from learnwin.models import state as st
 from learnwin.models.cells import GatedRNN, build_model
 from learnwin.models.stack import Stack
 from learnwin.probing import exact_transport as et
@@ -114,7 +113,7 @@ def test_fast_reference_and_state_step_paths_agree(cell, block, layers, toy):
         z_loop = _loop(stack, x)
         out, hidden = stack.output(x, z_loop)
         y_loop = (out @ model.W_out.T + model.b_out).squeeze(-1)
-    assert len(hidden) == layers and z_loop.shape[-1] == st.state_size(stack)
+    assert len(hidden) == layers and z_loop.shape[-1] == stack.state_width
     y_fast, y_ref = model(x), model(x, reference=True)
     _close(y_fast.detach(), y_loop)
     _close(y_ref.detach(), y_loop)
@@ -213,7 +212,7 @@ def test_zero_inter_layer_weights_make_two_independent_layers():
     for i, (cell, u) in enumerate(zip(cells, inputs)):
         assert hasattr(cell, "step_jacobian")
         with torch.no_grad():
-            zi = st.full_state(cell)(*cell(u))
+            zi = cell.full_state(*cell(u))
         _close(zi, z[..., i * H:(i + 1) * H], atol=1e-12)
         _close(J[..., i * H:(i + 1) * H, i * H:(i + 1) * H], et.jacobians(cell, u, zi))
         spectra.append(sequence_spectrum(cell, u))

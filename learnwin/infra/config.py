@@ -2,6 +2,7 @@
 
 The schema (``workflow/schemas/config.schema.yaml``) checks keys, types, enums and ranges and
 fills in defaults; :func:`check` then checks the model names against the cell registry, the
+task against the task table (:mod:`learnwin.infra.tasks`), the
 optimizers and their ``optim`` sections against the optimizer registry (which fills their
 defaults, :mod:`learnwin.infra.optimizers`) and how keys relate (docs/method.md §1, §2a, §3-§7). Both run when
 the Snakefile is parsed, so a bad config fails before any job starts.
@@ -16,7 +17,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from learnwin.infra import optimizers, registry
+from learnwin.infra import optimizers, registry, tasks
 
 #: Renamed keys still read under their old name: (section, old key, new key).
 RENAMED = (("snapshot", "windows", "times_per_lag"),)
@@ -164,6 +165,10 @@ def check(config: Mapping) -> None:
     """Raise :class:`ConfigError` on the first cross-field violation."""
     check_models(config)
     check_optimizers(config)
+    try:
+        tasks.spec_of(config["task"])
+    except ValueError as err:
+        raise ConfigError(str(err)) from err
     task, train, snap = config["task"], config["train"], config["snapshot"]
     T = task["T"]
     if len(task["lags"]) != len(task["coefs"]):

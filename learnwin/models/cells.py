@@ -3,7 +3,8 @@
 Interface (docs/method.md §2a; a user's cell that implements it can be trained, probed and
 transported exactly, and registered to run through the workflow):
 
-* ``hidden_size`` (int), ``input_size`` (int) and ``transported_name`` ("hidden" or "cell");
+* ``hidden_size`` (int), ``input_size`` (int) and ``state_blocks`` (1, or 2 where the full state
+  is (h, c): a cell transported along its cell state);
 * training: ``forward(x, reference=False) -> (hidden, transported)``: states for inputs ``x`` of
   shape (B, T, D), each (B, T, H). ``transported`` is the state along which gradients are
   transported: the hidden state, or the cell state for the LSTM. :class:`GatedCell` provides it
@@ -19,7 +20,9 @@ transported exactly, and registered to run through the workflow):
   state tuple with ``state[0]`` = h_t; ``hidden``; ``transported``; with ``trace``, the
   :class:`Trace` fields of the step) and ``state_of(hidden, transported)``, the step state of a
   full state (the initial state is that of zeros); optionally ``step_jacobian(xp, z_prev)``, the
-  one-step Jacobian of the full state in closed form (else autograd of ``step``).
+  one-step Jacobian of the full state in closed form (else autograd of ``step``);
+* the layout of the full state z a probe asks of it (:mod:`learnwin.models.state`), which
+  :class:`GatedCell` provides from the above.
 
 Registry: the cells are registered in :mod:`learnwin.infra.registry` by their import path, with the
 metadata the workflow reads without importing torch; :func:`build_model` loads the class.
@@ -54,6 +57,7 @@ from torch import Tensor, nn
 from learnwin.infra.registry import BLOCKS, CELLS, MODEL, block_name, load_cells
 from learnwin.models import bptt, fused
 from learnwin.models.stack import Stack
+from learnwin.models.state import CellState
 from learnwin.models.trace import Trace
 
 
@@ -126,15 +130,13 @@ class StepOut(NamedTuple):
     candidate: Tensor | None = None
 
 
-class GatedCell(nn.Module):
+class GatedCell(CellState, nn.Module):
     """Common scan: precomputed input projections, one fused recurrent matmul per step.
 
     A subclass implements the interface of the module docstring: ``input_weights``,
     ``input_biases``, ``recurrent``, ``step``, ``recurrent_weights`` and, where its state is more
-    than h, ``state_of``; optionally ``fast_forward`` (the training path).
+    than h, ``state_of`` and ``state_blocks``; optionally ``fast_forward`` (the training path).
     """
-
-    transported_name = "hidden"
 
     def __init__(self, input_size: int, hidden_size: int, layer_norm: bool):
         super().__init__()
@@ -170,6 +172,35 @@ class GatedCell(nn.Module):
         """Training path of :meth:`forward` (grad mode on): a cell with a hand-written BPTT or a
         parallel scan overrides it; by default, the step-by-step autograd scan."""
         return self.forward(x, reference=True)
+
+    # -- the full state z = h or (h, c) (docs/method.md §4b; learnwin.models.state) --------------
+    @property
+    def state_width(self) -> int:
+        """n = S H."""
+        return self.state_blocks * self.hidden_size
+
+    def full_state(self, hidden: Tensor, transported: Tensor) -> Tensor:
+        """z from the outputs of :meth:`forward`: h, or (h, c)."""
+        return hidden if self.state_blocks == 1 else torch.cat([hidden, transported], -1)
+
+    def transported(self, v: Tensor) -> Tensor:
+        """The transported state's part (..., H) of full-state values (..., S H): its last block."""
+        return v[..., -self.hidden_size:]
+
+    def step_input(self, x: Tensor) -> Tensor:
+        """The fused input projection xp = x W_in^T + b_in that :meth:`cell_step` takes."""
+        return F.linear(x, torch.cat(self.input_weights(), 0), torch.cat(self.input_biases(), 0))
+
+    def cell_step(self, xp: Tensor, z: Tensor) -> tuple[Tensor, Tensor]:
+        """(hidden_t, z_t) from the projected input ``xp`` and z_{t-1}, through :meth:`step`."""
+        H = self.hidden_size
+        h = z[..., :H]
+        out = self.step(xp, h @ self.recurrent().T, self.state_of(h, z[..., (self.state_blocks - 1) * H:]), False)
+        return out.hidden, self.full_state(out.hidden, out.transported)
+
+    def hidden_of(self, xp: Tensor, z: Tensor) -> Tensor:
+        """hidden_t of z_t: h_t, its first block."""
+        return z[..., :self.hidden_size]
 
     def _norm_jacobian(self, pre: Tensor, W: Tensor, alpha: Tensor) -> Tensor:
         """diag(alpha) (d norm(pre) / d pre) @ W, (B, H, m), for pre, alpha (B, H), W (H, m) or (B, H, m).
@@ -424,7 +455,7 @@ class LSTM(GatedCell):
     Gradients are transported along the cell state c (docs/method.md §4, LSTM row).
     """
 
-    transported_name = "cell"
+    state_blocks = 2  # z = (h, c)
 
     def __init__(self, input_size, hidden_size, layer_norm, *, lstm_init_forget, gate_init, **_):
         super().__init__(input_size, hidden_size, layer_norm)

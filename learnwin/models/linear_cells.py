@@ -5,7 +5,7 @@ Jacobian of the transported state is exactly diag(a_t): the diagonal transport o
 has no approximation (``Trace.correction`` = 0). Interface as :mod:`learnwin.models.cells`:
 ``forward(x) -> (hidden, transported)``, ``trace(x) -> Trace``, ``recurrent_weights()``, plus
 
-* ``transported_name = "state"``: the transported state (B, T, P) is the whole recurrent state,
+* the transported state (B, T, P) is the whole recurrent state,
   and ``hidden`` (B, T, H) is a readout of it (``readout``); P = H ``components``, unit q owning
   components q*M..q*M+M-1 (M = 1, or the S6 state size N); complex for the LRU;
 * ``coefficients(x) -> (a, b)`` over the whole sequence, ``_step(x_t, h_prev) -> h_t`` (the exact
@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from learnwin.models.scan import linear_scan
+from learnwin.models.state import CellState, complex_view, real_view
 from learnwin.models.trace import Trace
 
 
@@ -52,10 +53,10 @@ def _full(value: float, *shape: int) -> nn.Parameter:
     return nn.Parameter(torch.full(shape, float(value)))
 
 
-class DiagonalLinear(nn.Module):
+class DiagonalLinear(CellState, nn.Module):
     """Common pass of the diagonal linear recurrences (docs/method.md §2b)."""
 
-    transported_name = "state"
+    per_unit_state = True  # z is the real view of the state, unit q's components together
     components = 1  # transported components per hidden unit
     complex_state = False
 
@@ -95,6 +96,33 @@ class DiagonalLinear(nn.Module):
         else:
             state = linear_scan(a, b)
         return self.readout(state, x), state
+
+    # -- the full state z = the real view of the state (docs/method.md §2b; learnwin.models.state)
+    @property
+    def state_width(self) -> int:
+        """n: the real components of the transported state, H ``components`` (Re and Im if complex)."""
+        return self.hidden_size * self.components * (2 if self.complex_state else 1)
+
+    def full_state(self, hidden: Tensor, transported: Tensor) -> Tensor:
+        """z from the outputs of :meth:`forward`: the real view of the transported state."""
+        return real_view(transported)
+
+    def transported(self, v: Tensor) -> Tensor:
+        """The transported state's values (..., P) from full-state values (..., n)."""
+        return complex_view(v) if self.complex_state else v
+
+    def step_input(self, x: Tensor) -> Tensor:
+        """x itself: :meth:`cell_step` takes the raw input."""
+        return x
+
+    def cell_step(self, xp: Tensor, z: Tensor) -> tuple[Tensor, Tensor]:
+        """(hidden_t, z_t) from x_t and z_{t-1}, through :meth:`_step` and :meth:`readout`."""
+        s = self._step(xp, self.transported(z))
+        return self.readout(s, xp), real_view(s)
+
+    def hidden_of(self, xp: Tensor, z: Tensor) -> Tensor:
+        """hidden_t of z_t: the readout of the state."""
+        return self.readout(self.transported(z), xp)
 
     @torch.no_grad()
     def trace(self, x: Tensor) -> Trace:

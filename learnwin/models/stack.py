@@ -23,14 +23,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from learnwin.infra.blocks import BlockSpec
-from learnwin.models.state import (
-    cell_hidden,
-    cell_step,
-    full_state,
-    input_projection,
-    state_size,
-    transported_tangent,
-)
 from learnwin.models.trace import Trace
 
 _ACT = {"gelu": F.gelu, "silu": F.silu, None: lambda v: v}
@@ -95,7 +87,7 @@ class Block(nn.Module):
             self.mlp_norm = _norm(spec.norm, width)
             self.mlp_in = nn.Linear(width, inner * (2 if spec.mlp == "geglu" else 1))
             self.mlp_out = nn.Linear(inner, width)
-        self.cell_width = state_size(cell)  # the cell's own full state, first in the layer's z
+        self.cell_width = cell.state_width  # the cell's own full state, first in the layer's z
         self.width = spec.layer_state(self.cell_width, W)
 
     # -- pointwise parts -------------------------------------------------------------------
@@ -153,7 +145,7 @@ class Block(nn.Module):
         else:
             part = None
             hidden, moved = self.cell(c, reference=reference)
-        z = full_state(self.cell)(hidden, moved)
+        z = self.cell.full_state(hidden, moved)
         if window is not None:
             z = torch.cat([z, window.flatten(-2)], -1)
         return self.mix_out(u, a, hidden), z, part
@@ -166,7 +158,7 @@ class Block(nn.Module):
         if self.spec.conv:
             window = torch.cat([self.window_of(z)[..., 1:, :], c[..., None, :]], -2)
             c = self.cell_input(window)
-        hidden, zc = cell_step(self.cell, input_projection(self.cell, c), zc)
+        hidden, zc = self.cell.cell_step(self.cell.step_input(c), zc)
         z = zc if window is None else torch.cat([zc, window.flatten(-2)], -1)
         return self.mix_out(u, a, hidden), z
 
@@ -175,7 +167,7 @@ class Block(nn.Module):
         a, c = self.mix_in(u)
         if self.spec.conv:
             c = self.cell_input(self.window_of(z))
-        hidden = cell_hidden(self.cell, input_projection(self.cell, c), z[..., :self.cell_width])
+        hidden = self.cell.hidden_of(self.cell.step_input(c), z[..., :self.cell_width])
         return self.mix_out(u, a, hidden), hidden
 
 
@@ -185,8 +177,6 @@ class Stack(nn.Module):
     ``out_size`` is the stream width H the readout reads; ``hidden_size`` = L W counts the units
     the probes measure, layer-major; ``state_width`` is n, the side of the one-step Jacobian.
     """
-
-    transported_name = "stack"
 
     def __init__(self, cell_class: type, input_size: int, hidden: int, layers: int, spec: BlockSpec,
                  layer_norm: bool, **cell_kw):
@@ -238,6 +228,14 @@ class Stack(nn.Module):
         return StackTrace(hidden, z, cat("leak"), cat("correction"), cat("receive"),
                           candidate, parts=tuple(parts))
 
+    def full_state(self, hidden: Tensor, z: Tensor) -> Tensor:
+        """z from the outputs of :meth:`forward`: z itself."""
+        return z
+
+    def step_input(self, x: Tensor) -> Tensor:
+        """x itself: :meth:`state_step` takes the raw x_t and embeds it."""
+        return x
+
     def state_step(self, x: Tensor, z: Tensor) -> Tensor:
         """z_t from x_t (R, D) and z_{t-1} (R, n): one step of every layer, bottom to top."""
         u = self._embedded(x)
@@ -273,7 +271,7 @@ class Stack(nn.Module):
     def transported(self, z: Tensor) -> Tensor:
         """The transported components (..., P) of full-state-shaped values, layer-major (complex for
         a complex cell): what the diagonal transport moves (docs/method.md §2c)."""
-        return torch.cat([transported_tangent(block.cell, z[..., sl][..., :block.cell_width])
+        return torch.cat([block.cell.transported(z[..., sl][..., :block.cell_width])
                           for block, sl in self._slices()], -1)
 
     def rate_groups(self) -> list[list[str]]:

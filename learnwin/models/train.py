@@ -32,7 +32,7 @@ import torch
 from learnwin.infra import io
 from learnwin.infra.optimizers import spec_of
 from learnwin.models.cells import build_model
-from learnwin.models.data import load_split
+from learnwin.tasks.splits import load_split
 
 log = logging.getLogger(__name__)
 

@@ -55,16 +55,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from learnwin.models.state import (
-    copied_rows,
-    input_projection,
-    layer_states,
-    linear_state,
-    real_view,
-    state_blocks,
-    step_input,
-    step_map,
-)
+from learnwin.models.state import real_view
 from learnwin.probing.envelope import receiving_times, unit_timescales
 
 _TINY = 1e-300
@@ -172,20 +163,20 @@ def dense_jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> DenseJacobia
 
     ``z`` (B, T, n) is the full state of the forward pass (from the trace). The cell's
     closed-form ``step_jacobian(xp, z_prev)`` when it has one, else :func:`autograd_jacobian` of
-    its :func:`learnwin.models.state.step_map` (a stack's includes every cross-layer path within the
-    step, §2c; the rows its step copies, :func:`learnwin.models.state.copied_rows`, are not differentiated).
+    its ``state_step`` (learnwin.models.state; a stack's includes every cross-layer path within the
+    step, §2c; the rows its step copies, its ``copied()``, are not differentiated).
     """
     B, T, n = z.shape
     with torch.no_grad():
-        xp = step_input(cell, x)
+        xp = cell.step_input(x)
         z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
         args = (xp.reshape(B * T, -1), z_prev.reshape(B * T, n))
         step = getattr(cell, "step_jacobian", None)
         if step is not None:
             return DenseJacobians(step(*args).reshape(B, T, n, n))
-        copied = copied_rows(cell)
+        copied = cell.copied()
         rows = torch.cat([torch.arange(start, start + length) for start, length in _kept(copied, n)])
-        J = autograd_jacobian(step_map(cell), *args, rows.to(z.device))
+        J = autograd_jacobian(cell.state_step, *args, rows.to(z.device))
     return DenseJacobians(J.reshape(B, T, len(rows), n), copied)
 
 
@@ -239,7 +230,7 @@ def step_jacobians(cell: torch.nn.Module, x: Tensor, z: Tensor) -> StepJacobians
         return dense_jacobians(cell, x, z)
     B, T, n = z.shape
     with torch.no_grad():
-        xp = input_projection(cell, x)
+        xp = cell.step_input(x)
         z_prev = F.pad(z, (0, 0, 1, 0))[:, :-1]
         C, p, e, f, W = blocks(xp.reshape(B * T, -1), z_prev.reshape(B * T, n))
     H = n // 2
@@ -288,8 +279,7 @@ class StateLayout:
 
     def __init__(self, cell: torch.nn.Module, n: int, receive: Tensor | None = None):
         H = cell.hidden_size
-        self.H, self.linear = H, linear_state(cell)
-        self.S = state_blocks(cell)
+        self.H, self.linear, self.S = H, cell.per_unit_state, cell.state_blocks
         self.m = n // H if self.linear else 1
         self.receive = receive
 
@@ -366,7 +356,7 @@ def layout_of(cell: torch.nn.Module, n: int, receive: Tensor | None = None) -> S
     """The layout of a full state of ``n`` components from its layers
     (:func:`learnwin.models.state.layer_states`): the :class:`StateLayout` of one layer's cell
     without a window after it, else a :class:`StackLayout` (docs/method.md §2c)."""
-    layers = layer_states(cell)
+    layers = cell.layer_states()
     inner, _, window = layers[0]
     if len(layers) == 1 and not window:
         return StateLayout(inner, n, receive)

@@ -43,9 +43,8 @@ from torch import Tensor
 from learnwin.infra import io
 from learnwin.infra.config import EXACT_JACOBIAN_BYTES
 from learnwin.models.cells import checkpoint_model
-from learnwin.models.data import load_split
-from learnwin.models.state import copied_rows, full_state, layer_order, state_size
 from learnwin.probing.exact_transport import dense_jacobians
+from learnwin.tasks.splits import load_split
 
 _TINY = 1e-300
 
@@ -73,9 +72,9 @@ def sequence_spectrum(cell: torch.nn.Module, x: Tensor) -> Tensor:
     """Per-sequence Lyapunov exponents (B, S H), float64, largest first, of sequences x (B, T, D)
     (docs/method.md §4c): the QR sweep over their exact one-step Jacobians J_k, k = 1..T-1."""
     with torch.no_grad():
-        J = dense_jacobians(cell, x, full_state(cell)(*cell(x)))  # J_k (B, S H, S H) by step
+        J = dense_jacobians(cell, x, cell.full_state(*cell(x)))  # J_k (B, S H, S H) by step
         # a stack's layers top to bottom: J block upper-triangular (docs/method.md §2c)
-        order = layer_order(cell)
+        order = cell.top_down()
         if order is not None:
             order = order.to(x.device)
         steps = (J.step(k) if order is None else J.step(k)[:, order][:, :, order] for k in range(1, x.shape[1]))
@@ -100,13 +99,13 @@ def lyapunov_checkpoint(*, checkpoint: str | Path, data_dir: str | Path, sequenc
     state = io.load_checkpoint(checkpoint, map_location=device)
     model = checkpoint_model(state, device)
     H = model.cell.hidden_size
-    n = state_size(model.cell)
+    n = model.cell.state_width
     if state.get("diverged"):
         table = spectrum_table(np.full(n, np.nan), H)
     else:
         x_all = load_split(data_dir, "diag")[0][:sequences]
         total = torch.zeros(n, dtype=torch.float64)
-        copied = sum(length for *_, length in copied_rows(model.cell))
+        copied = sum(length for *_, length in model.cell.copied())
         per_sequence = x_all.shape[1] * (n - copied) * n * 4  # its stored float32 Jacobian rows
         batch_size = min(batch_size, max(1, EXACT_JACOBIAN_BYTES // per_sequence))
         for i in range(0, x_all.shape[0], batch_size):

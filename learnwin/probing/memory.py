@@ -22,8 +22,8 @@ from torch import Tensor
 from learnwin.infra import io
 from learnwin.infra.resources import MEMORY_CURVE_BYTES, memory_curve_bytes
 from learnwin.models.cells import GatedRNN, checkpoint_model
-from learnwin.models.data import load_split
 from learnwin.probing.envelope import receiving_times
+from learnwin.tasks.splits import load_split
 
 
 def input_sensitivity(model: GatedRNN, x: Tensor, u: Tensor) -> Tensor:

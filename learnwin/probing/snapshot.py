@@ -20,8 +20,6 @@ from torch import Tensor
 from learnwin.infra import io, registry
 from learnwin.infra.config import TRANSPORTS, transports_of
 from learnwin.models.cells import checkpoint_model
-from learnwin.models.data import load_split
-from learnwin.models.state import full_state, output_sources, rate_groups, transported_tangent
 from learnwin.probing.detect import psi_diagonal, psi_frame, random_directions, tangents
 from learnwin.probing.envelope import (
     DiagonalTransport,
@@ -35,6 +33,7 @@ from learnwin.probing.envelope import (
     unit_magnitude,
 )
 from learnwin.probing.exact_transport import ExactAccumulator, add_batch
+from learnwin.tasks.splits import load_split
 
 
 def probe(
@@ -79,10 +78,10 @@ def probe(
         B, T, H = lam.shape
         work = torch.float64 if x.dtype == torch.float64 else torch.float32  # float64 models: tests
         budget = chunk_budget(x.device)
-        delta, src = output_sources(cell, x, trace.transported, y_hat, y, w_out)  # the readout's error
+        delta, src = cell.output_sources(x, trace.transported, y_hat - y, w_out)  # the readout's error
         v = None
         if directions is not None:  # tangents of the full state; the transported state is its last block
-            v = tangents(cell, x, directions, full_state(cell))
+            v = tangents(cell, x, directions, cell.full_state)
             v = v if keep_directions else v[0]
         psi = {}
         if "diagonal" in names:
@@ -96,13 +95,13 @@ def probe(
                 g0, g = (unit_magnitude(gamma, H) for gamma in transport_d.gamma(t, k, mask))
                 diag.add(idx, g0, g, take_times(lam.to(work), k), mask, order)
             if v is not None:
-                v_moved = transported_tangent(cell, v)
+                v_moved = cell.transported(v)
                 v_moved = v_moved.to(transport_d.dtype if v_moved.is_complex() else work)
                 psi["diagonal"] = psi_diagonal(transport_d, lam.to(work), delta.to(work), v_moved, budget)
         if "exact" in names:
             if exact is None:
                 exact = ExactAccumulator(lags, T, H, times_per_lag, device=x.device)
-            z = full_state(cell)(trace.hidden, trace.transported)
+            z = cell.full_state(trace.hidden, trace.transported)
             n_matrix = min(B, max(0, exact_sequences - offset))
             psi_x = add_batch(exact, cell, x, z, lam.to(x.dtype), delta.to(x.dtype),
                               None if v is None else v.to(x.dtype), n_matrix, trace.receive, src)
@@ -205,7 +204,7 @@ def rates_of(model: torch.nn.Module, optimizer: str, optimizer_state: dict, hpar
     recurrent weights (:func:`learnwin.models.state.rate_groups`, docs/method.md §2c); None where
     Lambda is the plain lr."""
     rates = [rate_matrix(model, [f"cell.{n}" for n in group], optimizer, optimizer_state, hparams)
-             for group in rate_groups(model.cell)]
+             for group in model.cell.rate_groups()]
     if any(r is None for r in rates):
         return None
     return rates

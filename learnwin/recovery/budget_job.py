@@ -4,7 +4,7 @@ runs the control and the lags of one (model, seed). The estimators are :mod:`lea
 * **Online.** Step k trains on sequences kB .. (k+1)B - 1 of the seed's train stream, once each, in
   order, at a constant learning rate (:func:`online`): the network after k steps is the network
   trained with budget N = kB. The stream of N_max starts with the stream of any smaller N
-  (:func:`learnwin.models.data.make_split` draws sequence by sequence).
+  (:func:`learnwin.tasks.synthetic.make_split` draws sequence by sequence).
 * **Paired.** The control and every lag start from the init of (model, seed) (``init_seed``).
 * **Scores.** After the step that completes each budget, r and its null on the held-out sequences
   (``held_out_scores``, as in §10); scoring uses no random state and the network goes back to
@@ -48,11 +48,11 @@ from learnwin.recovery.task import (
     init_seed,
     initial,
     job_data,
-    lag_targets,
     scores_of,
 )
 from learnwin.stats.budget import budget_grid, first_pair
 from learnwin.stats.groundtruth import margin
+from learnwin.tasks.synthetic import lag_targets
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,9 @@ import pandas as pd
 import torch
 
 from learnwin.models.train import checkpoint, checkpoint_meta, train_epoch
-from learnwin.recovery.task import check_recorded, held_out_scores, init_seed, initial, job_data, lag_targets
+from learnwin.recovery.task import check_recorded, held_out_scores, init_seed, initial, job_data
 from learnwin.stats.groundtruth import bisect_window, margin
+from learnwin.tasks.synthetic import lag_targets
 
 ARMS = ("main", "full_grid", "double_steps")
 

@@ -1,11 +1,8 @@
-"""The single-lag task both ground-truth protocols train on (docs/method.md §10, §10b), and the
-networks they rebuild: a seed's data, the targets of one lag, the paired init of a (model, seed),
-the held-out score of a trained network, the check that a rebuilt network is the one scored, and
-the snapshots of the rebuilt networks for the prediction (:mod:`learnwin.stats.prediction`).
-
-Task (docs/method.md §1 with one lag): y_t = c (u . x_{t-l}) 1[t >= l] + eps_t. Training sets
-are prefixes of the seed's train stream; the scores are taken on the first ``n_test`` sequences
-of the diag stream, never trained on.
+"""The networks both ground-truth protocols train and rebuild (docs/method.md §10, §10b) on the
+synthetic task's single-lag stream (:mod:`learnwin.tasks.synthetic`): a seed's data on the
+device, the paired init of a (model, seed), the held-out score of a trained network, the check
+that a rebuilt network is the one scored, and the snapshots of the rebuilt networks for the
+prediction (:mod:`learnwin.stats.prediction`).
 """
 
 from __future__ import annotations
@@ -19,10 +16,10 @@ import torch
 
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
-from learnwin.models.data import components, make_split, task_vector
 from learnwin.models.train import make_optimizer
 from learnwin.probing.snapshot import snapshot_state
 from learnwin.stats.groundtruth import lag_scores
+from learnwin.tasks.synthetic import make_split, stream
 
 
 def init_seed(seed: int, model: str) -> int:
@@ -31,23 +28,11 @@ def init_seed(seed: int, model: str) -> int:
 
 
 def job_data(seed: int, task: Mapping, gt: Mapping, n_max: int, device: str = "cpu") -> dict:
-    """The data of a seed's trainings: the first ``n_max`` sequences of the train stream with
-    noise-only targets (x_all, y0_all) and their components comp_train = u . x_t, and the first
-    ``gt["n_test"]`` of the diag stream (x_test on ``device``, comp_test)."""
-    T, D, noise = task["T"], task["D"], task["noise_std"]
-    u = task_vector(seed, D)
-    x_all, y0_all = make_split(seed, "train", n_max, T, D, [], [], noise)
-    x_test, _ = make_split(seed, "diag", gt["n_test"], T, D, [], [], noise)
-    return dict(x_all=x_all, y0_all=y0_all, comp_train=components(x_all, u), comp_test=components(x_test, u),
-                x_test=torch.from_numpy(x_test).to(device))
-
-
-def lag_targets(y0: np.ndarray, comp: np.ndarray, lag: int, coef: float) -> np.ndarray:
-    """Targets of the single-lag task: noise ``y0`` (n, T) plus c u . x_{t-l} for t >= l, from the
-    components ``comp`` (n, T) = u . x_t."""
-    y = y0.copy()
-    y[:, lag:] += coef * comp[:, :-lag]
-    return y
+    """The single-lag stream of a seed's trainings (:func:`learnwin.tasks.synthetic.stream`, its
+    first ``gt["n_test"]`` diag sequences held out), x_test on ``device``."""
+    data = stream(seed, task, n_max, gt["n_test"])
+    data["x_test"] = torch.from_numpy(data["x_test"]).to(device)
+    return data
 
 
 def initial(model: str, optimizer: str, input_size: int, *, init: int, model_config: Mapping,

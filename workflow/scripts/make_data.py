@@ -1,8 +1,8 @@
-"""Adapter: stage data -> learnwin.models.data.write_splits."""
+"""Adapter: stage data -> learnwin.tasks.splits.write_splits."""
 from pathlib import Path
 
 from learnwin.infra import runtime
-from learnwin.models.data import write_splits
+from learnwin.tasks.splits import write_splits
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 seed = int(snakemake.wildcards.seed)

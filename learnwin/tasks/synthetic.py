@@ -1,22 +1,23 @@
-"""Synthetic multi-lag delayed regression task (docs/method.md §1).
+"""The synthetic multi-lag delayed regression task, ``task.kind: synthetic`` (docs/method.md §1),
+and its single-lag stream, on which both ground-truth protocols train (§10, §10b).
 
 y_t = sum_k c_k (u . x_{t-l_k}) 1[t >= l_k] + eps_t with x_t ~ N(0, I_D) and a unit vector u
 drawn once per seed. Each split (train, val, diag) has its own seeded stream derived from
 (seed, split), and each sequence is drawn whole (inputs and noise together), so the first n
 sequences of a split are the same whatever its size: changing n_train changes neither val nor
 diag, nor the first sequences of train.
+
+Single-lag stream (docs/method.md §1 with one lag, §10b): y_t = c (u . x_{t-l}) 1[t >= l] + eps_t.
+Training sets are prefixes of the seed's train stream; the scores are taken on the first
+``n_test`` sequences of the diag stream, never trained on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from learnwin.infra import io
-
-SPLITS = ("train", "val", "diag")
 _STREAM = {"u": 0, "train": 1, "val": 2, "diag": 3}
 
 
@@ -73,23 +74,31 @@ def make_split(
     return np.ascontiguousarray(x), y.astype(np.float32)
 
 
-def write_splits(seed: int, task: dict, out_dir: str | Path) -> None:
-    """Write ``{split}_x.npy``, ``{split}_y.npy`` for every split and ``task.json``."""
-    out_dir = Path(out_dir)
-    sizes = {"train": task["n_train"], "val": task["n_val"], "diag": task["n_diag"]}
-    for split in SPLITS:
-        x, y = make_split(
-            seed, split, sizes[split], task["T"], task["D"], task["lags"], task["coefs"],
-            task["noise_std"],
-        )
-        io.save_array(x, out_dir / f"{split}_x.npy")
-        io.save_array(y, out_dir / f"{split}_y.npy")
-    io.write_json({"seed": seed, "task": dict(task), "u": task_vector(seed, task["D"]).tolist()},
-                  out_dir / "task.json")
+def draw(seed: int, task: Mapping, split: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``n`` sequences of a split under the ``task`` section (the task table's ``draw``)."""
+    return make_split(seed, split, n, task["T"], task["D"], task["lags"], task["coefs"], task["noise_std"])
 
 
-def load_split(data_dir: str | Path, split: str, mmap: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Inputs and targets of one split (memory-mapped by default)."""
-    data_dir = Path(data_dir)
-    return (io.load_array(data_dir / f"{split}_x.npy", mmap),
-            io.load_array(data_dir / f"{split}_y.npy", mmap))
+def direction(seed: int, task: Mapping) -> np.ndarray:
+    """The seed's unit vector u (the task table's ``direction``)."""
+    return task_vector(seed, task["D"])
+
+
+def stream(seed: int, task: Mapping, n_max: int, n_test: int) -> dict:
+    """The single-lag stream of a seed's trainings: the first ``n_max`` sequences of the train
+    stream with noise-only targets (x_all, y0_all) and their components comp_train = u . x_t, and
+    the first ``n_test`` of the diag stream (x_test, comp_test)."""
+    T, D, noise = task["T"], task["D"], task["noise_std"]
+    u = task_vector(seed, D)
+    x_all, y0_all = make_split(seed, "train", n_max, T, D, [], [], noise)
+    x_test, _ = make_split(seed, "diag", n_test, T, D, [], [], noise)
+    return dict(x_all=x_all, y0_all=y0_all, comp_train=components(x_all, u), comp_test=components(x_test, u),
+                x_test=x_test)
+
+
+def lag_targets(y0: np.ndarray, comp: np.ndarray, lag: int, coef: float) -> np.ndarray:
+    """Targets of the single-lag task: noise ``y0`` (n, T) plus c u . x_{t-l} for t >= l, from the
+    components ``comp`` (n, T) = u . x_t."""
+    y = y0.copy()
+    y[:, lag:] += coef * comp[:, :-lag]
+    return y
