@@ -20,6 +20,7 @@ from torch import Tensor
 from learnwin.infra import io, registry
 from learnwin.infra.config import TRANSPORTS, transports_of
 from learnwin.models.cells import checkpoint_model
+from learnwin.models.state import layout_of
 from learnwin.probing.detect import psi_diagonal, psi_frame, random_directions, tangents
 from learnwin.probing.envelope import (
     DiagonalTransport,
@@ -72,16 +73,17 @@ def probe(
     exact = None
     rows = {n: ([], []) for n in names}  # transport -> (psi rows, total rows)
     offset = 0
+    layout = layout_of(cell)
     for x, y, y_hat in batches:
         trace = cell.trace(x)
         lam = trace_rate(trace, rates, lr, cell.hidden_size)
         B, T, H = lam.shape
         work = torch.float64 if x.dtype == torch.float64 else torch.float32  # float64 models: tests
         budget = chunk_budget(x.device)
-        delta, src = cell.output_sources(x, trace.transported, y_hat - y, w_out)  # the readout's error
+        delta, src = layout.output_sources(x, trace.transported, y_hat - y, w_out)  # the readout's error
         v = None
         if directions is not None:  # tangents of the full state; the transported state is its last block
-            v = tangents(cell, x, directions, cell.full_state)
+            v = tangents(cell, x, directions, layout.full_state)
             v = v if keep_directions else v[0]
         psi = {}
         if "diagonal" in names:
@@ -95,13 +97,13 @@ def probe(
                 g0, g = (unit_magnitude(gamma, H) for gamma in transport_d.gamma(t, k, mask))
                 diag.add(idx, g0, g, take_times(lam.to(work), k), mask, order)
             if v is not None:
-                v_moved = cell.transported(v)
+                v_moved = layout.transported(v)
                 v_moved = v_moved.to(transport_d.dtype if v_moved.is_complex() else work)
                 psi["diagonal"] = psi_diagonal(transport_d, lam.to(work), delta.to(work), v_moved, budget)
         if "exact" in names:
             if exact is None:
                 exact = ExactAccumulator(lags, T, H, times_per_lag, device=x.device)
-            z = cell.full_state(trace.hidden, trace.transported)
+            z = layout.full_state(trace.hidden, trace.transported)
             n_matrix = min(B, max(0, exact_sequences - offset))
             psi_x = add_batch(exact, cell, x, z, lam.to(x.dtype), delta.to(x.dtype),
                               None if v is None else v.to(x.dtype), n_matrix, trace.receive, src)
