@@ -232,14 +232,16 @@ def null_surface(r: np.ndarray, ctrl: np.ndarray, null: float, lags, budgets) ->
                         pd.DataFrame(dict(common, target="control", r=ctrl.ravel()))], ignore_index=True)
     lb = learning_budget(scores, [0.0], budgets)
     learned = budgets[None, :] >= lb["N_hat_grid"].to_numpy()[:, None]
-    return learned, window_by_budget(lb, budgets).groupby("N")["H_emp"].apply(lambda h: int((h > 0).sum()))
+    window = window_by_budget(lb, budgets).groupby("N")
+    return learned, window["H_emp"].apply(lambda h: int((h > 0).sum())), window["H_max"].apply(lambda h: int((h > 0).sum()))
 
 
 def test_null_scores_false_positive_rate():
     """Scores drawn from the permutation null (Gaussian, sd s; null = its 0.99 quantile), threshold
     0, 32 lags, 11 doublings. Without a control the margin is positive at rate 1 - 0.99 per (lag, N);
     a lag is learned at N_k (a pair starting by then) and H_emp(N_k) > 0 at the rates that iid
-    Bernoulli(0.01) trials give, within binomial 99.9 % intervals. The control only lowers every rate."""
+    Bernoulli(0.01) trials give, within binomial 99.9 % intervals (H_emp > 0 at the first lag's rate,
+    H_max > 0 at the rate of any of the 32). The control only lowers every rate."""
     rng, groups, q, s = np.random.default_rng(11), 2000, 0.99, 0.03
     lags, budgets = np.arange(1, 64, 2), 64 * 2 ** np.arange(11)
     null = s * stats.norm.ppf(q)
@@ -247,18 +249,20 @@ def test_null_scores_false_positive_rate():
     ctrl = s * rng.standard_normal(r.shape)
     ci = stats.binomtest(int((r > null).sum()), r.size).proportion_ci(0.999)
     assert ci.low <= 1 - q <= ci.high
-    learned, window = null_surface(r, np.zeros_like(r), null, lags, budgets)
-    for k in (0, 5, 10):  # learned at N_k: a pair among the first min(k + 2, 11) budgets
-        p_lag = pair_probability(1 - q, min(k + 2, budgets.size))
+    learned, window, window_max = null_surface(r, np.zeros_like(r), null, lags, budgets)
+    for k in (0, 5, 9):  # learned at N_k: a pair among the first k + 2 budgets (the last, N_10, only confirms)
+        p_lag = pair_probability(1 - q, k + 2)
         assert p_lag < 1 - q
         ci = stats.binomtest(int(learned[:, k].sum()), learned.shape[0]).proportion_ci(0.999)
         assert ci.low <= p_lag <= ci.high
         ci = stats.binomtest(int(window.iloc[k]), groups).proportion_ci(0.999)
-        assert ci.low <= 1 - (1 - p_lag) ** lags.size <= ci.high
+        assert ci.low <= p_lag <= ci.high  # H_emp > 0: the first grid lag learned
+        ci = stats.binomtest(int(window_max.iloc[k]), groups).proportion_ci(0.999)
+        assert ci.low <= 1 - (1 - p_lag) ** lags.size <= ci.high  # H_max > 0: any of the 32
     assert stats.binomtest(int((r > np.abs(ctrl) + null).sum()), r.size).proportion_ci(0.999).high < 1 - q
-    learned_ctrl, window_ctrl = null_surface(r, ctrl, null, lags, budgets)
-    assert not (learned_ctrl & ~learned).any() and (window_ctrl <= window).all()
-    assert learned_ctrl.mean() < learned.mean() and window_ctrl.iloc[-1] < window.iloc[-1]
+    learned_ctrl, window_ctrl, window_max_ctrl = null_surface(r, ctrl, null, lags, budgets)
+    assert not (learned_ctrl & ~learned).any() and (window_max_ctrl <= window_max).all()
+    assert learned_ctrl.mean() < learned.mean() and window_max_ctrl.iloc[-1] < window_max.iloc[-1]
 
 
 @pytest.mark.parametrize("learned, frontier_stop, run_lags", [
@@ -282,7 +286,9 @@ def test_frontier_runs_frontier_stop_lags_beyond_the_learned(monkeypatch, learne
     lb = learning_budget(table, THRESHOLDS, BUDGETS)
     assert lb.groupby("lag")["run"].first().to_dict() == {lag: lag in run_lags for lag in LAGS}
     window = window_by_budget(lb, BUDGETS)
-    assert (window["H_emp"] == max(learned)).all() and (window["lags_run"] == len(run_lags)).all()
+    prefix = max(lag for lag in LAGS if all(g in learned for g in LAGS if g <= lag))
+    assert (window["H_emp"] == prefix).all() and (window["H_max"] == max(learned)).all()
+    assert (window["lags_run"] == len(run_lags)).all()
     assert (window["holes"] == len([lag for lag in LAGS if lag < max(learned) and lag not in learned])).all()
 
 

@@ -23,7 +23,7 @@ def _zero_recurrence(model, *names):
 def test_const_gate_without_recurrence_gives_the_log_leak(layer_norm):
     """W_h = 0: J_k = (1 - s) I exactly, so every exponent is log(1 - s), tau = -1/log(1 - s)."""
     torch.manual_seed(0)
-    model = _zero_recurrence(build_model("const", 3, 5, layer_norm, const_s=0.2), "W_h")
+    model = _zero_recurrence(build_model("const", 3, 5, layer_norm=layer_norm, const_s=0.2), "W_h")
     s = float(model.cell.s)  # 0.2 rounded to float32 when built
     lam = sequence_spectrum(model.cell, torch.randn(4, 12, 3, dtype=torch.float64))
     torch.testing.assert_close(lam, torch.full((4, 5), math.log(1 - s), dtype=torch.float64), rtol=0, atol=1e-10)
