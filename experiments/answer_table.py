@@ -6,9 +6,9 @@ the README's opening and docs/results.md's first screen.
     python experiments/answer_table.py --write    # write it between the markers of both pages
 
 Sources: the "Claims at a glance" table of the default run of every machine in :data:`DEFAULT_RUNS`
-(``python experiments/results_tables.py results/`` after ``snakemake --cores 2``), and the
+(``python experiments/results_tables.py RESULTS`` after ``snakemake --cores 2``), and the
 pre-registered growth-law run (docs/results-growth.md, ``python experiments/groundtruth_tables.py
-results/ --growth``). A default-run count is given as k of n rows that hold (docs/method.md §8b: a
+RESULTS --growth``). A default-run count is given as k of n rows that hold (docs/method.md §8b: a
 row holds when more than half of its seeds agree), as a range where the machines differ. The verdict
 words (docs/method.md §8b, "Verdict words"): **holds** when every row holds on every machine,
 **does not hold** when at most a quarter do on every machine, **holds in part** otherwise; on the

@@ -30,9 +30,11 @@ from learnwin.report.findings import claims_at_a_glance
 from learnwin.report.formatting import SCALE_NAME
 from learnwin.report.summary import budgets
 from learnwin.stats.claims import (
+    WITHIN_BAND,
     at_epoch,
     decay_length,
     markdown,
+    master_label,
     mean_sd,
     number,
 )
@@ -109,12 +111,13 @@ def window_table(H_agg: pd.DataFrame) -> pd.DataFrame:
 
 
 def master_table(master: pd.DataFrame) -> pd.DataFrame:
-    """Master-law slope (mean ± sd over seeds), seeds whose CI covers 1, and every seed's CI."""
+    """Master-law slope (mean ± sd over seeds), seeds whose CI lies within the band 1 ± 0.5 of claim
+    (d) (learnwin.stats.claims.master_label, docs/method.md §8b), and every seed's CI."""
     rows = []
     for (m, o, transport, noise), g in master.groupby([*KEYS, "transport", "noise"], sort=False):
-        covers = (g["slope_lo"] <= 1) & (g["slope_hi"] >= 1)
+        within = master_label(g["slope_lo"], g["slope_hi"]) == WITHIN_BAND
         rows.append({"model": m, "optimizer": o, "transport": transport, "noise": noise, "slope": _pm(g["slope"]),
-                     "CI covers 1": f"{int(covers.sum())}/{len(g)}",
+                     "CI within 1 ± 0.5": f"{int(within.sum())}/{len(g)}",
                      "per seed: slope [95 % CI]": "; ".join(
                          f"{number(r.slope)} [{number(r.slope_lo)}, {number(r.slope_hi)}]" for r in g.itertuples())})
     return pd.DataFrame(rows)

@@ -55,7 +55,7 @@ def h_n(model: str, noise: str, seed: int) -> np.ndarray:
 def master_row(model: str, opt: str, seed: int, noise: str) -> tuple[float, float, float]:
     if noise == "per_lag":
         return 0.3, 0.2, 0.4
-    slope = 1.3 if (model, opt, seed) == ("gru", "sgd", 2) else 1 + 0.02 * seed
+    slope = 1.7 if (model, opt, seed) == ("gru", "sgd", 2) else 1 + 0.02 * seed  # 1.7: outside the band
     return slope, slope - 0.1, slope + 0.1
 
 
@@ -145,7 +145,7 @@ def expected_claims() -> pd.DataFrame:
         for m in syn.MODELS:
             rows.append(("d", "master slope CI", m, o, "per_lag", "excludes 1", 0, 2, False))
             split = (m, o) == ("gru", "sgd")
-            rows.append(("d", "master slope CI", m, o, "pooled", "split" if split else "covers 1",
+            rows.append(("d", "master slope CI", m, o, "pooled", "split" if split else "within band",
                          1 if split else 2, 2, not split))
     rows += [("c", "log tau_q IQR", "const", "adamw vs sgd", "-", "adamw not broader", 0, 2, False),
              ("c", "tau_env", "const", "adamw vs sgd", "-", "adamw not slower", 0, 2, False),

@@ -63,7 +63,7 @@ def test_every_claim_holds_or_fails_and_the_sentences_count_it(hold):
                             "logarithmic in const/adamw, const/sgd; power in gru/adamw, gru/sgd; 4 of 4")
         assert c == ("(c) Optimizer (AdamW against plain SGD): 4 of 4 (model, check) rows hold: adamw broader in "
                      "const (log tau_q IQR), gru (log tau_q IQR); adamw slower in const (tau_env), gru (tau_env).")
-        assert "4 of 4 (model, optimizer) rows hold (pooled noise): covers 1 in" in d and "mean slope 1.00" in d
+        assert "4 of 4 (model, optimizer) rows hold (pooled noise): within band in" in d and "mean slope 1.00" in d
     else:
         assert a.startswith("(a) Envelope class: 0 of 4 (model, optimizer) rows hold: exponential in gru/adamw")
         assert "0 of 4 (model, optimizer) rows hold (per_lag noise): logarithmic in gru/adamw" in b
@@ -131,8 +131,8 @@ def test_findings_of_the_synthetic_run(tmp_path):
             "const/adamw, const/sgd; flat in gru/adamw, gru/sgd.") in md
     assert "(c) Optimizer (AdamW against plain SGD): 2 of 4 (model, check) rows hold:" in md
     assert "0 of 4 (model, optimizer) rows hold (per_lag noise): excludes 1 in" in md
-    assert "3 of 4 (model, optimizer) rows hold (pooled noise): covers 1 in const/adamw, gru/adamw, const/sgd; split in gru/sgd" in md
-    assert "| d | master slope CI | gru | sgd | pooled | diagonal | gamma | covers 1 | split | 1/2 | no |" in md
+    assert "3 of 4 (model, optimizer) rows hold (pooled noise): split in gru/sgd; within band in const/adamw, gru/adamw, const/sgd" in md
+    assert "| d | master slope CI | gru | sgd | pooled | diagonal | gamma | within band | split | 1/2 | no |" in md
     page = layout.under(tmp_path / "results", layout.CLAIMS["html"]).read_text()
     assert page.count('<tr class="holds">') == 13 and page.count('<tr class="fails">') == 11
 

@@ -58,7 +58,7 @@ def test_results_tables_print_the_run(tmp_path, capsys):
     assert "| gru | adamw | diagonal | pooled | 0.0 ± 0.0 | 8.0 ± 0.0 | 8.0 ± 0.0 | 16.0 |" in lines
 
     # master slope per noise with every seed's CI
-    assert "| gru | sgd | diagonal | pooled | 1.16 ± 0.20 | 1/2 | 1.02 [0.92, 1.12]; 1.30 [1.20, 1.40] |" in lines
+    assert "| gru | sgd | diagonal | pooled | 1.36 ± 0.48 | 1/2 | 1.02 [0.92, 1.12]; 1.70 [1.60, 1.80] |" in lines
     assert "| const | adamw | diagonal | per_lag | 0.30 ± 0.00 | 0/2 | 0.30 [0.20, 0.40]; 0.30 [0.20, 0.40] |" in lines
 
     # exponents: a = 0.9 + 0.1 seed, b = 1.2 + 0.1 seed, n_significant = 10 + seed

@@ -27,7 +27,10 @@ Per-seed measurements (:func:`measure`, one table per claim):
   and tau_env = -1 / the OLS slope of log f on l over the lag grid (:func:`decay_length`; the
   envelope's decay length, comparable across decay classes). The val R^2 of each optimizer is
   reported beside them, to show whether SGD reached a comparable fit.
-- (d) master law: the per-seed slope and its 95 % CI (master.parquet); holds when the CI covers 1.
+- (d) master law: the per-seed slope and its 95 % CI (master.parquet). A seed is "within band" when
+  its CI lies inside [1 - :data:`SLOPE_BAND`, 1 + :data:`SLOPE_BAND`] (the slope within half of
+  the law's, as §10b's band is half of kappa), "excludes 1" when its CI excludes 1 and is not
+  inside the band, "undecided" otherwise: an interval that merely covers 1 supports nothing.
 
 H_N and the master law are measured per noise definition (column ``noise`` of H_N.parquet and
 master.parquet, docs/method.md §7b; a table without it is an error). :func:`claim_table` gives one
@@ -286,6 +289,20 @@ def mean_sd(v: pd.Series) -> tuple[float, float]:
         return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else float("nan")
 
 
+#: Claim (d)'s equivalence band around the master law's slope 1 (docs/method.md §8b).
+SLOPE_BAND = 0.5
+WITHIN_BAND, EXCLUDES_ONE, UNDECIDED = "within band", "excludes 1", "undecided"
+
+
+def master_label(lo, hi) -> pd.Series:
+    """Each seed's label of claim (d) from its slope CI [lo, hi] (docs/method.md §8b): within band,
+    excludes 1, or undecided."""
+    lo, hi = pd.Series(lo, dtype=float).reset_index(drop=True), pd.Series(hi, dtype=float).reset_index(drop=True)
+    inside = (lo >= 1 - SLOPE_BAND) & (hi <= 1 + SLOPE_BAND)
+    excludes = (hi < 1) | (lo > 1)
+    return pd.Series(np.where(inside, WITHIN_BAND, np.where(excludes, EXCLUDES_ONE, UNDECIDED)), dtype=object)
+
+
 def _majority(values: pd.Series, tie: str) -> str:
     counts = values.value_counts()
     if counts.empty:
@@ -344,11 +361,11 @@ def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
                                 f"vs {plain} {number(ms)} ± {number(ss)}; {r2}"))
     for (m, o, noise, t, fn), g in per_seed["d"].groupby(["model", "optimizer", "noise", *SCOPE], sort=False):
         g = g[np.isfinite(g[["slope_lo", "slope_hi"]].astype(float)).all(axis=1)]
-        covers = (g["slope_lo"] <= 1) & (g["slope_hi"] >= 1)
+        label = master_label(g["slope_lo"], g["slope_hi"])
+        k = int((label == WITHIN_BAND).sum())
         cis = "; ".join(f"{number(r.slope)} [{number(r.slope_lo)}, {number(r.slope_hi)}]" for r in g.itertuples())
-        out.append(_row("d", "master slope CI", (m, o, noise, t, fn), "covers 1",
-                        _majority(covers.map({True: "covers 1", False: "excludes 1"}), "split"),
-                        covers.sum(), g["seed"], g["slope"], f"{int(covers.sum())} of {len(g)} seeds: {cis}"))
+        out.append(_row("d", "master slope CI", (m, o, noise, t, fn), WITHIN_BAND, _majority(label, "split"),
+                        k, g["seed"], g["slope"], f"{k} of {len(g)} seeds within 1 ± {SLOPE_BAND:g}: {cis}"))
     return pd.DataFrame(out, columns=COLUMNS)
 
 
