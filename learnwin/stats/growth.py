@@ -30,7 +30,6 @@ from scipy import optimize, special
 
 from learnwin.stats.intervals import t_interval
 
-LAWS = ("log", "power")
 C_RANGE = (-2.0, 2.0)  # the Box-Cox exponents searched (docs/method.md §10c)
 C_BAND = 0.1  # |c| below this is log N; the paper's power laws have c >= 0.18 (§10c)
 MIN_SHAPE_BUDGETS = 4  # a seed's c needs uncensored points at this many budgets
@@ -41,22 +40,18 @@ SIGMA_FLOOR = 1e-6  # a law that fits every point exactly (H constant, say) keep
 
 
 def design(law: str, N, c: float = 0.0, n_ref: float = 1.0) -> np.ndarray:
-    """Columns of the laws linear in their parameters: log (1, x), quadratic (1, x, x^2) with
-    x = log N; boxcox (1, ((N / n_ref)^c - 1) / c), which is (1, log(N / n_ref)) at c = 0."""
-    x = np.log(np.asarray(N, dtype=float))
-    if law == "boxcox":
-        u = x - np.log(n_ref)
-        return np.stack([np.ones_like(u), u if c == 0 else np.expm1(c * u) / c], axis=1)
-    cols = {"log": [np.ones_like(x), x], "quadratic": [np.ones_like(x), x, x ** 2]}[law]
-    return np.stack(cols, axis=1)
+    """Columns of the laws linear in their parameters: log (1, log N); boxcox (1, ((N / n_ref)^c - 1)
+    / c), which is (1, log(N / n_ref)) at c = 0."""
+    if law not in ("log", "boxcox"):
+        raise ValueError(f"unknown linear law {law!r}")
+    u = np.log(np.asarray(N, dtype=float)) - (np.log(n_ref) if law == "boxcox" else 0.0)
+    return np.stack([np.ones_like(u), u if law == "log" or c == 0 else np.expm1(c * u) / c], axis=1)
 
 
-def mean_curve(law: str, theta: np.ndarray, N) -> np.ndarray:
-    """mu(N) of the power law's or a log-linear law's parameters (without log sigma)."""
-    if law == "power":
-        a, c = theta
-        return a * np.asarray(N, dtype=float) ** c
-    return design(law, N) @ theta
+def power_curve(theta: np.ndarray, N) -> np.ndarray:
+    """mu(N) = a N^c of the power law's parameters (a, c)."""
+    a, c = theta
+    return a * np.asarray(N, dtype=float) ** c
 
 
 _LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
@@ -85,8 +80,7 @@ def _power_start(N, H) -> np.ndarray:
 
 
 def fit_law(law: str, N, H, censored, left=None) -> dict:
-    """Maximum-likelihood fit of the power law or of a law linear in its parameters (log,
-    quadratic): parameters, sigma, log-likelihood, AIC, n. Without censored points a linear law is
+    """Maximum-likelihood fit of the power law or of the log law, linear in its parameters: parameters, sigma, log-likelihood, AIC, n. Without censored points a linear law is
     least squares in closed form (sigma^2 = RSS / n, floored at :data:`SIGMA_FLOOR`)."""
     if law == "power":
         return _fit_power(N, H, censored, left)
@@ -122,12 +116,12 @@ def _fit_power(N, H, censored, left=None) -> dict:
     N, H = np.asarray(N, dtype=float), np.asarray(H, dtype=float)
     right = np.asarray(censored, dtype=bool)
     theta0 = _power_start(N, H)
-    resid = H - mean_curve("power", theta0, N)
+    resid = H - power_curve(theta0, N)
     p0 = np.append(theta0, np.log(max(resid.std(), 1e-2 * max(H.std(), 1e-3), 1e-6)))
 
     def nll(p):
         with np.errstate(over="ignore", invalid="ignore"):
-            mu = mean_curve("power", p[:-1], N)
+            mu = power_curve(p[:-1], N)
         if not np.all(np.isfinite(mu)):
             return np.inf
         return -tobit_loglik(H, right, mu, np.exp(p[-1]), left)
