@@ -74,13 +74,10 @@ class CellState:
         return output_error(error, w_out), None
 
 
-class Traced:
+class Traced(CellState):
     """The answers for a cell of the minimal interface (``hidden_size``, ``forward``, ``trace``;
     the README's library example), which has one layer and no exact transport: z is its hidden
-    state, which it transports."""
-
-    def __init__(self, cell: torch.nn.Module):
-        self.cell = cell
+    state, which it transports; the readout's error is :class:`CellState`'s."""
 
     def full_state(self, hidden: Tensor, transported: Tensor) -> Tensor:
         return hidden
@@ -88,11 +85,8 @@ class Traced:
     def transported(self, v: Tensor) -> Tensor:
         return v
 
-    def output_sources(self, x: Tensor, z: Tensor, error: Tensor, w_out: Tensor) -> tuple[Tensor, None]:
-        return output_error(error, w_out), None
-
 
 def layout_of(cell: torch.nn.Module):
     """What answers the probe's questions for ``cell``: the cell itself where it implements the state
     layout (a registered cell, a stack), else :class:`Traced`."""
-    return cell if hasattr(cell, "full_state") else Traced(cell)
+    return cell if hasattr(cell, "full_state") else Traced()

@@ -57,13 +57,18 @@ def power_curve(theta: np.ndarray, N) -> np.ndarray:
 _LOG_SQRT_2PI = 0.5 * np.log(2 * np.pi)
 
 
+def _flags(censored, left) -> tuple[np.ndarray, np.ndarray]:
+    """(right, left) as boolean arrays; no ``left``: nothing left-censored."""
+    right = np.asarray(censored, dtype=bool)
+    return right, np.zeros_like(right) if left is None else np.asarray(left, dtype=bool)
+
+
 def tobit_loglik(H, censored, mu, sigma: float, left=None) -> float:
     """Gaussian log-likelihood with right-censored (``censored``: H >= the given H) and
     left-censored (``left``: H < the given H) points (scipy.special's log_ndtr: the normal's
     log-CDF, log-survival at -z)."""
     H, mu = np.asarray(H, dtype=float), np.asarray(mu, dtype=float)
-    right = np.asarray(censored, dtype=bool)
-    low = np.zeros_like(right) if left is None else np.asarray(left, dtype=bool)
+    right, low = _flags(censored, left)
     z = (H - mu) / sigma
     exact = -0.5 * z ** 2 - _LOG_SQRT_2PI - np.log(sigma)
     return float(np.sum(np.where(right, special.log_ndtr(-z), np.where(low, special.log_ndtr(z), exact))))
@@ -80,8 +85,9 @@ def _power_start(N, H) -> np.ndarray:
 
 
 def fit_law(law: str, N, H, censored, left=None) -> dict:
-    """Maximum-likelihood fit of the power law or of the log law, linear in its parameters: parameters, sigma, log-likelihood, AIC, n. Without censored points a linear law is
-    least squares in closed form (sigma^2 = RSS / n, floored at :data:`SIGMA_FLOOR`)."""
+    """Maximum-likelihood fit of the power law or of the log law (linear in its parameters):
+    parameters, sigma, log-likelihood, AIC, n. Without censored points the log law is least
+    squares in closed form (sigma^2 = RSS / n, floored at :data:`SIGMA_FLOOR`)."""
     if law == "power":
         return _fit_power(N, H, censored, left)
     return fit_linear(design(law, N), H, censored, left, law=law)
@@ -91,8 +97,7 @@ def fit_linear(X: np.ndarray, H, censored, left=None, *, law: str = "linear") ->
     """The censored likelihood of mu = X theta: least squares when nothing is censored, else BFGS
     with the exact gradient from the least-squares start."""
     H = np.asarray(H, dtype=float)
-    right = np.asarray(censored, dtype=bool)
-    low = np.zeros_like(right) if left is None else np.asarray(left, dtype=bool)
+    right, low = _flags(censored, left)
     theta = np.linalg.lstsq(X, H, rcond=None)[0]
     if not (right.any() or low.any()):
         sigma = max(float(np.sqrt(np.mean((H - X @ theta) ** 2))), SIGMA_FLOOR)
