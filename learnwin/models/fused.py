@@ -91,9 +91,11 @@ def gate_forward_kernel(w: rec.GateWeights, xp, h):
 
 def gate_backward_kernel(w: rec.GateWeights, dh, gh_prev, h_prev, pre, g, mean, rstd):
     """:func:`recurrence.gate_backward_step` on fresh tensors: d pre-activation, d LN output, d h_{t-1}."""
-    step, out = rec.GateStep.of(pre, g, None), rec.GateGrads(torch.empty_like(g), torch.empty_like(pre))
-    dh = rec.gate_backward_step(w, rec.gate_factors(w.s, step.gate, h_prev, g), dh, gh_prev, step.a, mean, rstd, out)
-    return out.da, out.dy, dh
+    step = rec.GateStep.of(pre, g, None)
+    out = rec.GateGrads(torch.empty_like(g), None if step.gate is None else torch.empty_like(pre))
+    da, dh = rec.gate_backward_step(w, rec.gate_factors(w.s, step.gate, h_prev, g), dh, gh_prev, step.a, mean, rstd,
+                                    out)
+    return da, out.dy, dh
 
 
 def gru_forward_kernel(w: rec.GRUWeights, xp, h):
