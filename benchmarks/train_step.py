@@ -21,9 +21,12 @@ compiled step functions: ``fused``) and, on the CPU, the step-by-step autograd r
 (``reference=True``: ``ref``). The diagonal linear cells run their chunked parallel scan
 (learnwin.models.scan) and reference. Before timing, each gated cell's fused step is checked against
 its fast path at the size timed (loss and every gradient, max abs difference printed; 1e-5 in
-float32, the run fails past it). Every implementation is timed once per round, interleaved, and the
-minimum over rounds is printed (the machine is shared); on CUDA each timing ends with a synchronize.
-The ratio to nn.LSTM is what we track.
+float32, the run fails past it). Rows are printed as they are timed (the torch rows first, then each
+cell's): within a row every implementation is timed once per round, interleaved, and the minimum over
+rounds is printed (the machine is shared); on CUDA each timing ends with a synchronize. A path that
+fails (a mode that cannot run on the device) prints ``error`` and its cause, and the table goes on;
+where torch.compile fails the fused step falls back to its eager kernels (learnwin.models.fused), and
+the row says so. The ratio to nn.LSTM is what we track.
 
 On CPU, nn.LSTM runs oneDNN's fused LSTM kernel (one call per layer, forward and backward); on CUDA,
 cuDNN's. nn.GRU has no such kernel on CPU. The row "nn.LSTM no oneDNN" (CPU) or "nn.LSTM no cuDNN"
@@ -114,19 +117,26 @@ def stepper(model, x, y, context=contextlib.nullcontext, **kw):
     return step
 
 
-def best_ms(steps, repeats, rounds, device):
-    """ms per step of each stepper, the minimum over ``rounds`` interleaved rounds (the machine is shared)."""
+def best_ms(steps, repeats, rounds, device, errors):
+    """ms per step of each stepper, the minimum over ``rounds`` interleaved rounds (the machine is shared);
+    a stepper that raises leaves the rounds, its error in ``errors``."""
     sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None
     best = dict.fromkeys(steps, float("inf"))
     for _ in range(rounds):
         for name, step in steps.items():
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(repeats):
-                step()
-            sync()
+            if name in errors:
+                continue
+            try:
+                sync()
+                t0 = time.perf_counter()
+                for _ in range(repeats):
+                    step()
+                sync()
+            except Exception as error:  # a mode that fails is a row's entry, not the end of the table
+                errors[name] = error
+                continue
             best[name] = min(best[name], 1e3 * (time.perf_counter() - t0) / repeats)
-    return best
+    return {name: ms for name, ms in best.items() if name not in errors}
 
 
 FUSED_MODES = {"cuda": {"fused": fused.DEFAULT["cuda"], "graph only": fused.Mode(compile=False, graph=True)},
@@ -155,8 +165,10 @@ GATED = [m for m in MODELS if m not in LINEAR]
 
 
 def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
-    """ms per step, the minimum over ``rounds`` interleaved rounds (the machine is shared); returns the
-    largest difference of a fused step from its fast path."""
+    """ms per step, each row printed as it is timed: the torch rows, then per cell its paths, the
+    minimum over ``rounds`` rounds interleaved within the row (the machine is shared). A path that
+    fails (building, checking or timing) prints ``error`` and its cause. Returns the largest
+    difference of a fused step from its fast path."""
     torch.manual_seed(0)
     x, y = torch.randn(B, T, D, device=device), torch.randn(B, T, device=device)
     threads = f"{torch.get_num_threads()} thread" if device.type == "cpu" else torch.cuda.get_device_name(device)
@@ -164,37 +176,48 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
           f"min over {rounds} rounds of {repeats} steps", flush=True)
     lstm = TorchRNN("LSTM", D, H).to(device)
     off = "nn.LSTM no cuDNN" if device.type == "cuda" else "nn.LSTM no oneDNN"
-    steps = {"nn.LSTM": stepper(lstm, x, y), off: stepper(lstm, x, y, lambda: library_off(device)),
-             "nn.GRU": stepper(TorchRNN("GRU", D, H).to(device), x, y)}
     modes, ref, worst = FUSED_MODES[device.type], device.type == "cpu", 0.0
+    cols = [("fast ms", "")] + [(f"{c} ms", f" {c}") for c in modes] + ([("ref ms", " ref")] if ref else [])
+    width = [max(9, len(c)) for c, _ in cols]
+    errors = {}
+    best = best_ms({"nn.LSTM": stepper(lstm, x, y), off: stepper(lstm, x, y, lambda: library_off(device)),
+                    "nn.GRU": stepper(TorchRNN("GRU", D, H).to(device), x, y)}, repeats, rounds, device, errors)
+    base = best["nn.LSTM"]
+    extra = f" {'before ms':>10s} {'after/before':>13s}" if before is not None else ""
+    print(f"{'cell':17s}" + "".join(f" {c:>{w}s} {'x nn.LSTM':>10s}" for (c, _), w in zip(cols, width)) + extra)
+    for name in ("nn.LSTM", off, "nn.GRU"):
+        print(f"{name:17s} {best[name]:9.2f} {best[name] / base:10.2f}", flush=True)
     for m in models:
-        model = build_model(m, D, H).to(device)
+        model, steps = build_model(m, D, H).to(device), {}
+        failed = fused.fallback()
         steps[m] = stepper(model, x, y, lambda: fused.use(None))
         for col, mode in modes.items() if m in GATED else ():
-            diff = fused_difference(model, x, y, mode)
+            try:
+                diff = fused_difference(model, x, y, mode)
+                steps[f"{m} {col}"] = stepper(model, x, y, lambda mode=mode: fused.use(mode))
+            except Exception as error:  # the row goes on without this path
+                errors[f"{m} {col}"] = error
+                continue
             worst = max(worst, diff)
             print(f"{m}: {col} {mode} - fast path, max abs difference {diff:.2e}", flush=True)
-            steps[f"{m} {col}"] = stepper(model, x, y, lambda mode=mode: fused.use(mode))
         if ref:
             steps[m + " ref"] = stepper(model, x, y, reference=True)
         if before is not None and m in GATED:
             steps[m + " before"] = stepper(Before(model, before), x, y, lambda: fused.use(None))
-    best = best_ms(steps, repeats, rounds, device)
-    base = best["nn.LSTM"]
-    cols = [("fast ms", "")] + [(f"{c} ms", f" {c}") for c in modes] + ([("ref ms", " ref")] if ref else [])
-    extra = f" {'before ms':>10s} {'after/before':>13s}" if before is not None else ""
-    width = [max(9, len(c)) for c, _ in cols]
-    print(f"{'cell':17s}" + "".join(f" {c:>{w}s} {'x nn.LSTM':>10s}" for (c, _), w in zip(cols, width)) + extra)
-    for name in ("nn.LSTM", off, "nn.GRU"):
-        print(f"{name:17s} {best[name]:9.2f} {best[name] / base:10.2f}")
-    for m in models:
+        best.update(best_ms(steps, repeats, rounds, device, errors))
         row = ""
         for (_, suffix), w in zip(cols, width):
             ms = best.get(m + suffix)
-            row += f" {'-':>{w}s} {'-':>10s}" if ms is None else f" {ms:{w}.2f} {ms / base:10.2f}"
+            cell = "error" if m + suffix in errors else "-" if ms is None else None
+            row += f" {cell:>{w}s} {'-':>10s}" if cell else f" {ms:{w}.2f} {ms / base:10.2f}"
         if before is not None and m in GATED:
             row += f" {best[m + ' before']:10.2f} {best[m] / best[m + ' before']:13.2f}"
         print(f"{m:17s}{row}", flush=True)
+        for name in [n for n in errors if n.startswith(m + " ") or n == m]:
+            print(f"  {name}: error: {fused.cause(errors[name])}", flush=True)
+        if fused.fallback() != failed:
+            print(f"  torch.compile failed ({fused.fallback()}): from here on the fused columns time the eager "
+                  "kernels", flush=True)
     return worst
 
 
@@ -212,7 +235,7 @@ def stack_table(T, D, H, B, layers, repeats, rounds, device):
             for block in blocks[m]:
                 model = build_model(m, D, H, layers=L, block=block).to(device)
                 steps[f"{m} L={L} {block}"] = stepper(model, x, y)
-    best = best_ms(steps, repeats, rounds, device)
+    best = best_ms(steps, repeats, rounds, device, {})
     print(f"{'network':28s} {'block':8s} {'ms':>9s} {'x nn.LSTM(L)':>13s}")
     for L in layers:
         ref = best[f"nn.LSTM L={L}"]

@@ -249,13 +249,18 @@ class Compiled:
             return self.fn(*args)
         except Exception as error:  # whatever the compiler raised: the eager rerun judges
             out = self.step(*args)
-            _failed.append(_cause(error))
+            _failed.append(cause(error))
             log.warning("fused: torch.compile of %s failed (%s); the eager kernels run instead",
                         self.step.__name__, _failed[0])
             return out
 
 
-def _cause(error: BaseException) -> str:
+def fallback() -> str | None:
+    """The cause of this process's failed compilation (the kernels run eager since), None while none failed."""
+    return _failed[0] if _failed else None
+
+
+def cause(error: BaseException) -> str:
     """The innermost exception that ``error`` wraps (dynamo's and inductor's ``inner_exception``, a
     ``__cause__``), as its type and first line."""
     while (inner := getattr(error, "inner_exception", None) or error.__cause__) is not None:
