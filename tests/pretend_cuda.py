@@ -8,7 +8,7 @@ rules and raises, as CUDA does, where a CPU tensor meets a pretend one: a CPU te
 as a 0-dim scalar, as an index of ``aten.index``/``index_put``, or as the source of a copy.
 ``.numpy()`` of a pretend tensor fails (its device is not the CPU); ``.cpu()`` returns the plain
 CPU tensor. ``torch.save`` stores pretend tensors as CPU ones (a CUDA checkpoint loaded with
-``map_location``).
+``map_location``). :class:`Replay` stands in for CUDA graphs (learnwin.models.fused.GRAPH_BACKEND).
 
 Chosen over ``torch._subclasses.fake_tensor.FakeTensorMode``, which on this build does make
 ``device="cuda"`` tensors and raises ``FakeTensorDeviceMismatchError`` on a mix, but holds no
@@ -187,3 +187,26 @@ def pretend_cuda():
             yield
     finally:
         torch.load, torch.cuda._lazy_init, torch.tensor, torch.as_tensor = saved
+
+
+class Replay:
+    """A CPU stand-in for CUDA graphs (``learnwin.models.fused.GRAPH_BACKEND``) with their semantics:
+    the capture runs ``fn`` once on the static arguments, all on one device as a graph's are; a replay
+    reruns it on them and writes the results into the captured outputs. ``captures`` counts them."""
+
+    captures = 0
+
+    @classmethod
+    def capture(cls, fn, args):
+        where = {a.device.type for a in args if isinstance(a, torch.Tensor)}
+        if len(where) != 1:
+            raise DeviceMismatch(f"a graph's tensors on one device, got {sorted(where)}")
+        cls.captures += 1
+        outs = fn(*args)
+
+        def replay():
+            for o, new in zip(outs, fn(*args)):
+                if o is not None:
+                    o.copy_(new)
+
+        return outs, replay

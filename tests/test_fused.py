@@ -4,6 +4,7 @@ import shutil
 
 import pytest
 import torch
+from pretend_cuda import Replay
 
 from learnwin.models import bptt, fused
 from learnwin.models.cells import build_model
@@ -99,25 +100,6 @@ def test_every_step_function_traces_whole(name, monkeypatch):
     model = _model(name, H, D, torch.float64)
     x = torch.randn(B, T, D, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
     _assert_equal(_outputs(model, x, fused.Mode(compile=True, graph=False)), _outputs(model, x, None), 1e-10)
-
-
-class Replay:
-    """A CPU stand-in for CUDA graphs with their semantics: the capture runs ``fn`` once on the
-    static arguments; a replay reruns it on them and writes the results into the captured outputs."""
-
-    captures = 0
-
-    @classmethod
-    def capture(cls, fn, args):
-        cls.captures += 1
-        outs = fn(*args)
-
-        def replay():
-            for o, new in zip(outs, fn(*args)):
-                if o is not None:
-                    o.copy_(new)
-
-        return outs, replay
 
 
 @pytest.mark.parametrize("name", ["const", "gru", "lstm"])
