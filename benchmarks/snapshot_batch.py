@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from learnwin.infra import runtime
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
 from learnwin.models.train import checkpoint, checkpoint_meta, make_optimizer
@@ -83,6 +84,7 @@ def main():
     ap.add_argument("--hidden", type=int, help="override model.hidden")
     ap.add_argument("--directions", type=int, help="override snapshot.directions")
     args = ap.parse_args()
+    runtime.deterministic()  # as the jobs run, before CUDA starts
     cfg = merged(args.config)
     task, snap = cfg["task"], cfg["snapshot"]
     if args.batch:

@@ -27,6 +27,7 @@ rounds is printed (the machine is shared); on CUDA each timing ends with a synch
 fails (a mode that cannot run on the device) prints ``error`` and its cause, and the table goes on;
 where torch.compile fails the fused step falls back to its eager kernels (learnwin.models.fused), and
 the row says so. The ratio to nn.LSTM is what we track.
+Everything runs under the jobs' deterministic mode (learnwin.infra.runtime.deterministic).
 
 On CPU, nn.LSTM runs oneDNN's fused LSTM kernel (one call per layer, forward and backward); on CUDA,
 cuDNN's. nn.GRU has no such kernel on CPU. The row "nn.LSTM no oneDNN" (CPU) or "nn.LSTM no cuDNN"
@@ -50,6 +51,7 @@ from unittest import mock
 import torch
 import yaml
 
+from learnwin.infra import runtime
 from learnwin.infra.registry import CELLS, MODELS
 from learnwin.models import bptt, cells, fused
 from learnwin.models.cells import GatedCell, build_model
@@ -261,6 +263,7 @@ def main():
     ap.add_argument("--layers", default="2,4", help="comma-separated layer counts of the stacks table")
     ap.add_argument("--before", help="an earlier learnwin/models/bptt.py to time beside the current one")
     args = ap.parse_args()
+    runtime.deterministic()  # as the jobs run, before CUDA starts
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit(f"--device cuda: torch {torch.__version__} sees no CUDA device")

@@ -19,14 +19,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from pretend_cuda import DeviceMismatch, Replay, pretend_cuda
+from pretend_cuda import DeviceMismatch, Nondeterministic, Replay, pretend_cuda
 
-from learnwin.infra import io
+from learnwin.infra import io, runtime
 from learnwin.infra.registry import CELLS
 from learnwin.models import fused
 from learnwin.models.cells import GatedCell
 from learnwin.models.ensemble import train_runs
 from learnwin.models.train import train_run
+from learnwin.probing.envelope import prefix_sum
 from learnwin.probing.lyapunov import lyapunov_checkpoint
 from learnwin.probing.memory import memory_checkpoint
 from learnwin.probing.snapshot import snapshot_checkpoint
@@ -90,12 +91,28 @@ def test_pretend_device_raises_where_cuda_does():
 
 @pytest.fixture(scope="module", autouse=True)
 def data_dir(tmp_path_factory):
-    """The splits of TASK; the module's tests on one thread (the same kernels on both devices)."""
+    """The splits of TASK; the module's tests on one thread (the same kernels on both devices) and
+    under the jobs' strict deterministic mode (learnwin.infra.runtime.deterministic)."""
     path, threads = tmp_path_factory.mktemp("data"), torch.get_num_threads()
     write_splits(2, TASK, path)
     torch.set_num_threads(1)
+    runtime.deterministic()
     yield path
+    torch._C._set_deterministic_algorithms(False)
     torch.set_num_threads(threads)
+
+
+def test_prefix_sums_on_the_device_without_cuda_s_cumsum():
+    """CUDA's float cumsum raises under the strict mode; envelope.prefix_sum gives the CPU's sums bit for bit."""
+    gen = torch.Generator().manual_seed(0)
+    for x in (torch.randn(3, 50, 4, dtype=torch.float64, generator=gen),
+              torch.randn(3, 50, 4, dtype=torch.complex128, generator=gen)):
+        with pretend_cuda():
+            with pytest.raises(Nondeterministic, match="cumsum"):
+                torch.cumsum(x.to(DEVICE), 1)
+            sums = prefix_sum(x.to(DEVICE), 1)
+            assert sums.device.type == DEVICE
+        assert torch.equal(sums.cpu(), torch.cumsum(x, 1))
 
 
 def train(data_dir, out_dir, model, config, device):

@@ -229,3 +229,21 @@ def test_one_compilation_per_kernel_and_shape(name, fresh_compiler, monkeypatch)
         entries = {k.__name__: len(_debug_get_cache_entry_list(k.__code__)) for k in fused.STEPS.values()}
         assert entries == {k: n if k.startswith(family + "_") else 0 for k in entries}, (n, entries)
     assert fused._failed == []
+
+
+def test_compiling_under_the_deterministic_mode_sets_inductor_s(fresh_compiler, monkeypatch):
+    """Under torch's deterministic mode (the jobs', learnwin.infra.runtime.deterministic) the kernels
+    compile in inductor's deterministic mode (no on-device benchmarking that picks the numerics)."""
+    from torch._inductor import config as inductor
+
+    monkeypatch.setattr(inductor, "deterministic", False)
+    fused.compiled(fused.gate_forward_kernel)
+    assert not inductor.deterministic
+    monkeypatch.setattr(fused, "_compiled", {})
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch._C._set_deterministic_algorithms(True)
+    try:
+        fused.compiled(fused.gate_forward_kernel)
+    finally:
+        torch._C._set_deterministic_algorithms(deterministic)
+    assert inductor.deterministic
