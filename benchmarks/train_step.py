@@ -28,6 +28,9 @@ fails (a mode that cannot run on the device) prints ``error`` and its cause, and
 where torch.compile fails the fused step falls back to its eager kernels (learnwin.models.fused), and
 the row says so. The ratio to nn.LSTM is what we track.
 Everything runs under the jobs' deterministic mode (learnwin.infra.runtime.deterministic).
+After each cell's row, what the jobs run on the device (the fused column in the device's mode,
+learnwin.models.fused.mode_for; bptt's fast path where none) is printed as a row of the GPU cost
+table, ``gpu_cost step FAMILY T H BATCH MS_PER_STEP`` (read by ``python -m learnwin.infra.gpu_cost LOG``).
 
 On CPU, nn.LSTM runs oneDNN's fused LSTM kernel (one call per layer, forward and backward); on CUDA,
 cuDNN's. nn.GRU has no such kernel on CPU. The row "nn.LSTM no oneDNN" (CPU) or "nn.LSTM no cuDNN"
@@ -42,6 +45,7 @@ same cells (through their ``fast_forward``), interleaved with the others; the ta
 import argparse
 import contextlib
 import importlib.util
+import os
 import sys
 import time
 import types
@@ -144,7 +148,8 @@ def best_ms(steps, repeats, rounds, device, errors):
 FUSED_MODES = {"cuda": {"fused": fused.DEFAULT["cuda"], "graph only": fused.Mode(compile=False, graph=True)},
                "cpu": {"fused": fused.Mode(compile=True, graph=False)}}
 """The fused step's columns per device type: its mode there (the CPU: compiled steps, no graphs) and,
-on CUDA, the CUDA graphs of uncompiled steps (what the compilation adds)."""
+on CUDA, the CUDA graphs of uncompiled steps (what the compilation adds). Under ``LEARNWIN_FUSED=eager``
+(learnwin.models.fused.ENV) every column's kernels run eager."""
 
 
 def fused_difference(model, x, y, mode) -> float:
@@ -176,9 +181,13 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
     threads = f"{torch.get_num_threads()} thread" if device.type == "cpu" else torch.cuda.get_device_name(device)
     print(f"\nT={T} D={D} H={H} batch={B}, {device.type}, {threads}, torch {torch.__version__}, "
           f"min over {rounds} rounds of {repeats} steps", flush=True)
+    print(f"gpu_cost device {threads if device.type == 'cuda' else 'CPU, ' + threads}", flush=True)
     lstm = TorchRNN("LSTM", D, H).to(device)
     off = "nn.LSTM no cuDNN" if device.type == "cuda" else "nn.LSTM no oneDNN"
     modes, ref, worst = FUSED_MODES[device.type], device.type == "cpu", 0.0
+    if os.environ.get(fused.ENV) == "eager":  # the switch's no compilation, in every fused column
+        modes = {col: mode._replace(compile=False) for col, mode in modes.items()}
+    jobs = next((f" {col}" for col, mode in modes.items() if mode == fused.mode_for(device)), "")  # the jobs' path
     cols = [("fast ms", "")] + [(f"{c} ms", f" {c}") for c in modes] + ([("ref ms", " ref")] if ref else [])
     width = [max(9, len(c)) for c, _ in cols]
     errors = {}
@@ -215,6 +224,9 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
         if before is not None and m in GATED:
             row += f" {best[m + ' before']:10.2f} {best[m] / best[m + ' before']:13.2f}"
         print(f"{m:17s}{row}", flush=True)
+        ms = best.get(m + (jobs if m in GATED else ""))
+        if ms is not None:  # what the jobs run on the device: a row of the GPU cost table
+            print(f"gpu_cost step {m} {T} {H} {B} {ms:.3f}", flush=True)
         for name in [n for n in errors if n.startswith(m + " ") or n == m]:
             print(f"  {name}: error: {fused.cause(errors[name])}", flush=True)
         if fused.fallback() != failed:
@@ -258,8 +270,8 @@ def main():
     ap.add_argument("--config", default="config/config.yaml")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--sizes", help="comma-separated: default, medium, replication, long, stacks "
-                                    f"(without it: {SIZES})")
+    ap.add_argument("--sizes", help="comma-separated, timed in that order: default, medium, replication, long, "
+                                    f"stacks (without it: {SIZES})")
     ap.add_argument("--layers", default="2,4", help="comma-separated layer counts of the stacks table")
     ap.add_argument("--before", help="an earlier learnwin/models/bptt.py to time beside the current one")
     args = ap.parse_args()
@@ -272,23 +284,24 @@ def main():
     if device.type == "cpu":
         torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")  # printed by the flag switch
-    D = cfg["task"]["D"]
+    D, r = cfg["task"]["D"], REPLICATION
+    tables = {  # each size's table (returning the largest fused difference), timed in the order asked
+        "default": lambda: table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"],
+                                 args.repeats, args.rounds, device, before),
+        "medium": lambda: table(256, D, 128, 64, max(args.repeats // 5, 1), args.rounds, device, before),
+        # the gated cells only (the diagonal linear cells: size long)
+        "replication": lambda: table(r["T"], r["D"], r["H"], r["B"], args.repeats if device.type == "cuda" else
+                                     max(args.repeats // 10, 1), args.rounds, device, before, GATED),
+        "long": lambda: table(1536, D, 64, 32, max(args.repeats // 10, 1), args.rounds, device, models=LINEAR),
+        "stacks": lambda: stack_table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"],
+                                      [int(n) for n in args.layers.split(",")], max(args.repeats // 2, 1),
+                                      args.rounds, device) or 0,
+    }
     sizes = (args.sizes or SIZES[device.type]).split(",")
-    worst = 0.0
-    if "default" in sizes:
-        worst = max(worst, table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"],
-                                 args.repeats, args.rounds, device, before))
-    if "medium" in sizes:
-        worst = max(worst, table(256, D, 128, 64, max(args.repeats // 5, 1), args.rounds, device, before))
-    if "replication" in sizes:  # the gated cells only (the diagonal linear cells: size long)
-        r = REPLICATION
-        repeats = args.repeats if device.type == "cuda" else max(args.repeats // 10, 1)
-        worst = max(worst, table(r["T"], r["D"], r["H"], r["B"], repeats, args.rounds, device, before, GATED))
-    if "long" in sizes:
-        table(1536, D, 64, 32, max(args.repeats // 10, 1), args.rounds, device, models=LINEAR)
-    if "stacks" in sizes:
-        stack_table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"],
-                    [int(n) for n in args.layers.split(",")], max(args.repeats // 2, 1), args.rounds, device)
+    unknown = [s for s in sizes if s not in tables]
+    if unknown:
+        sys.exit(f"--sizes: unknown {unknown}; known: {', '.join(tables)}")
+    worst = max(tables[s]() for s in sizes)
     if worst > FUSED_TOLERANCE:
         sys.exit(f"the fused step differs from the fast path by {worst:.2e} > {FUSED_TOLERANCE:g}")
 

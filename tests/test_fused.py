@@ -151,6 +151,9 @@ def test_the_environment_switch_turns_the_cuda_default_off(monkeypatch):
         assert fused.mode_for(torch.device("cuda")) == EAGER
     monkeypatch.setenv(fused.ENV, "auto")
     assert fused.mode_for(torch.device("cuda")) == fused.Mode(compile=True, graph=True)
+    monkeypatch.setenv(fused.ENV, "eager")  # no compilation, the loops still graphed
+    assert fused.mode_for(torch.device("cuda")) == fused.Mode(compile=False, graph=True)
+    assert fused.mode_for(torch.device("cpu")) is None
     monkeypatch.setenv(fused.ENV, "yes")
     with pytest.raises(ValueError, match="LEARNWIN_FUSED='yes'"):
         fused.mode_for(torch.device("cuda"))

@@ -53,7 +53,8 @@ _forced: list = []  # the stack of :func:`use`
 
 ENV = "LEARNWIN_FUSED"
 """Environment switch of a whole run (a Snakemake job inherits it): ``auto`` (unset), :data:`DEFAULT`;
-``off``, bptt's path on every device (until the GPU check has measured the fused step on a device)."""
+``eager``, :data:`DEFAULT` with eager kernels (no compilation: loops graphed where the default graphs
+them); ``off``, bptt's path on every device (until the GPU check has measured the fused step on a device)."""
 
 
 @contextlib.contextmanager
@@ -72,9 +73,10 @@ def mode_for(device: torch.device) -> Mode | None:
     if _forced:
         return _forced[-1]
     switch = os.environ.get(ENV, "auto")
-    if switch not in ("auto", "off"):
-        raise ValueError(f"{ENV}={switch!r}: expected 'auto' or 'off'")
-    return None if switch == "off" else DEFAULT.get(device.type)
+    if switch not in ("auto", "eager", "off"):
+        raise ValueError(f"{ENV}={switch!r}: expected 'auto', 'eager' or 'off'")
+    mode = None if switch == "off" else DEFAULT.get(device.type)
+    return mode._replace(compile=False) if mode is not None and switch == "eager" else mode
 
 
 def pick(function: type, x: Tensor) -> type:
