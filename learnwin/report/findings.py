@@ -107,7 +107,7 @@ def summary_sentence(claim: str, g: pd.DataFrame) -> str:
     else:
         head = ": " + "; ".join(f"{w.word} under the {level} transport, {w.ks[0]} of {w.n} {unit}"
                                 for level, w in words.items())
-    by_model = scored.groupby("model", sort=False)["holds"].agg(["sum", "size"])
+    by_model = scored.groupby("model")["holds"].agg(["sum", "size"]).loc[_model_order(scored["model"])]
     every = [m for m, r in by_model.iterrows() if r["sum"] == r["size"]]
     none = [m for m, r in by_model.iterrows() if r["sum"] == 0]
     some = [m for m in by_model.index if m not in every and m not in none]
@@ -229,7 +229,7 @@ def to_html(table: pd.DataFrame) -> str:
              ".claims td,.claims th{border:1px solid #ccc;padding:2px 5px;text-align:left}"
              ".claims tr.holds td:nth-child(11){background:#d7f0d7}.claims tr.fails td:nth-child(11)"
              "{background:#f6dada}</style>")
-    return (f'{style}<div class="claims"><h2>Claims at a glance</h2><p>{html.escape(LEGEND)}</p>'
+    return (f'{style}<div class="claims"><h2>Claims at a glance</h2><p>{html.escape(LEGEND.replace("*italics*", "italics"))}</p>'
             f'{_html_table(at_a_glance(table), id="claims-glance")}<ul>{plain}</ul>'
             f"<h2>Per transport, noise and functional</h2><p>{html.escape(DETAIL_LEGEND)}</p>{per_claim}"
             f"<details><summary>Every verdict ({len(table)} rows)</summary>"
