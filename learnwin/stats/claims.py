@@ -45,7 +45,9 @@ primary functional, whose f the window uses: ``k`` of
 lists the n seeds and ``values`` the row's measure for each (w_power; the power exponent c, NaN
 where no power law was fitted; AdamW's value; the slope), ``estimate`` and ``spread`` are their
 mean and sd, ``detail`` spells out the numbers. :func:`to_markdown` renders it and
-:func:`claim_scores` counts the rows that hold per claim.
+:func:`claim_scores` counts the rows that hold per claim. :func:`claim_words` gives a claim its
+verdict word over one or several runs (docs/method.md §8b, "Verdict words"): the README's answer
+table and each run's findings.md use it alike.
 """
 
 from __future__ import annotations
