@@ -60,6 +60,13 @@ def test_the_law_is_recovered_from_rows_drawn_from_it():
                                                              ARITH), rel=1e-9)  # one row: the pooled slope
 
 
+def test_a_snapshots_device_memory_scales_the_measured_peak():
+    table = gpu_cost.parse(_log())
+    assert gpu_cost.snapshot_peak_mb(64, 2048, 32, table=table) == pytest.approx(1024 * 20.25 * (64 * 2048 * 32)
+                                                                                 / (128 * 1024 * 128))
+    assert gpu_cost.snapshot_peak_mb(64, 2048, 32, table={"step": []}) == 0
+
+
 def test_the_committed_table_is_the_h200_upper_bound():
     table = gpu_cost.load()
     rows = {(r["family"], r["T"], r["H"], r["batch"]): r["ms_per_step"] for r in table["step"]}

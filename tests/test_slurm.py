@@ -400,3 +400,24 @@ def test_smoke_dag_through_slurm(slurm_cluster, tmp_path, capsys):
             left.drop(columns=drop), right.drop(columns=drop), check_exact=True, obj=name
         )
     _say(capsys, f"[test_slurm] {len(local_files)} Parquet artifacts identical between local and SLURM runs")
+
+
+def test_gpu_profile_shares_one_device(tmp_path):
+    """profiles/gpu: every job that may run CUDA code declares its device memory (gpu_mem_mb, from
+    learnwin.infra.resources), and the profile limits their sum to one device, so that a GPU runs
+    only as many of the paper's jobs at once as fit (three LSTM trainings on an H100)."""
+    from learnwin.infra import resources as res
+
+    profile = yaml.safe_load((REPO / "profiles" / "gpu" / "config.yaml").read_text())
+    limit = profile["resources"]["gpu_mem_mb"]
+    assert limit <= 80 * 1000
+    work = copy_workflow(tmp_path / "gpu")
+    proc = _run(SNAKEMAKE + ["-n", "--workflow-profile", "profiles/gpu", "--configfile", "config/paper.yaml"],
+                cwd=work, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    _, resources, _ = parse_dry_run(proc.stdout)
+    config = _paper_config()
+    for rule in ("train_model", "take_snapshot"):
+        assert resources[rule] and all(int(job["gpu_mem_mb"]) > 1000 for job in resources[rule]), rule
+    lstm = {int(job["gpu_mem_mb"]) for job in resources["train_model"] if job["wildcard_model"] == "lstm"}
+    assert lstm == {res.train_gpu_mem_mb(config, "lstm")} and limit // lstm.pop() == 3

@@ -135,6 +135,14 @@ def snapshot_ratio(cpu_seconds, table: Mapping | None = None) -> float:
     return max((r["seconds"] / cpu_seconds(r["family"], r["T"], r["H"], r["sequences"]) for r in rows), default=1.0)
 
 
+def snapshot_peak_mb(sequences: int, T: int, units: int, table: Mapping | None = None) -> float:
+    """Peak GPU memory (MB) of a snapshot batch of ``sequences`` at (T, ``units``): the largest of
+    the table's measured peaks scaled by sequences x T x units (0 where the table has no snapshot row)."""
+    rows = (load() if table is None else table).get("snapshot") or []
+    return max((1024 * r["peak_gib"] * sequences * T * units / (r["sequences"] * r["T"] * r["H"]) for r in rows),
+               default=0.0)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("log", type=Path, help="the GPU check's log (gpu_check_out/gpu_check.log)")

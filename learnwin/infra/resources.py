@@ -419,8 +419,13 @@ def scored_gpu_mem_mb(cfg: Mapping, model: str, members: int = 1) -> int:
 
 
 def snapshot_gpu_mem_mb(cfg: Mapping, model: str) -> int:
-    """Device memory of a snapshot job: its arrays as :func:`snapshot_mem_mb` counts them, on the device."""
-    return snapshot_mem_mb(cfg, model) - 1200 + GPU_CONTEXT_MB
+    """Device memory of a snapshot job: its arrays as :func:`snapshot_mem_mb` counts them, on the
+    device, or the GPU cost table's measured peak of a snapshot batch scaled to the config's
+    (:func:`learnwin.infra.gpu_cost.snapshot_peak_mb`), whichever is larger."""
+    t = cfg["task"]
+    batch = min(cfg["snapshot"]["batch_size"], t["n_diag"])
+    peak = gpu_cost.snapshot_peak_mb(batch, t["T"], registry.units(cfg["model"], CELLS[model]))
+    return max(snapshot_mem_mb(cfg, model) - 1200, math.ceil(peak)) + GPU_CONTEXT_MB
 
 
 def ensemble_training(cfg: Mapping, members: int) -> bool:

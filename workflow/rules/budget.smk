@@ -46,7 +46,9 @@ rule train_budget:
             "train_budget",
             resources.budget_mem_mb,
             resources.budget_runtime_min,
-            lambda cfg, model: resources.scored_gpu_mem_mb(cfg, model, LAG_ENSEMBLE + 1),
+            lambda cfg, model: resources.scored_gpu_mem_mb(
+                cfg, model, LAG_ENSEMBLE + 1
+            ),
         ),
         train_slot=1,
     params:

@@ -83,7 +83,8 @@ def _canonical(node):
 
 def asks_gpu(rule):
     """Whether the jobs of ``rule`` ask a GPU: a positive ``gpu`` in the profile's (profiles/slurm)
-    or the command line's set-resources; the rules themselves declare gpu=0 (a portable default)."""
+    or the command line's set-resources; the rules themselves declare gpu=0 (a portable default).
+    """
     asked = workflow.resource_settings.overwrite_resources.get(rule) or {}
     gpu = asked["gpu"] if "gpu" in asked else 0
     return int(getattr(gpu, "value", gpu) or 0) > 0

@@ -25,10 +25,10 @@ if resources.ensemble_training(config, resources.ensemble_runs(config)):
             f"{LOGS}/train_ensemble/{{model}}.log",
         benchmark:
             f"{BENCH}/train_ensemble/{{model}}.tsv"
+        retries: resume_retries("train_ensemble", ensemble=True)
         conda:
             ENV
         threads: 1
-        retries: resume_retries("train_ensemble", ensemble=True)
         resources:
             **sized(
                 "train_ensemble",
@@ -68,10 +68,10 @@ else:
             f"{LOGS}/train_model/{{optimizer}}/{{model}}/seed{{seed}}.log",
         benchmark:
             f"{BENCH}/train_model/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
+        retries: resume_retries("train_model", ensemble=False)
         conda:
             ENV
         threads: 1
-        retries: resume_retries("train_model", ensemble=False)
         resources:
             **sized(
                 "train_model",
