@@ -50,6 +50,9 @@ GPU_CONTEXT_MB = 1000
 #: times to stay within it): 16 arrays within 256 MB keep each below glibc's largest heap block (32 MB),
 #: which runtime.keep_freed_memory then reuses instead of faulting in fresh pages (benchmarks/malloc.py).
 MEMORY_CURVE_BYTES = 2**28
+#: The same bound on an accelerator, where a chunk is sized for its launches, not for a heap: 8 GiB,
+#: eight receiving times per batched backward at the paper's size (B 128, T 1024, H 128) instead of one.
+DEVICE_MEMORY_CURVE_BYTES = 2**33
 #: Cost of the exact transport's part of a snapshot over the diagonal snapshot: the largest
 #: exact / diagonal ratio `python benchmarks/transport.py` measured with the closed-form one-step
 #: Jacobians and the shared forward pass (1.5-2.3x over the five cells, commit f0058a1), rounded up.
@@ -420,12 +423,16 @@ def scored_gpu_mem_mb(cfg: Mapping, model: str, members: int = 1) -> int:
 
 def snapshot_gpu_mem_mb(cfg: Mapping, model: str) -> int:
     """Device memory of a snapshot job: its arrays as :func:`snapshot_mem_mb` counts them, on the
-    device, or the GPU cost table's measured peak of a snapshot batch scaled to the config's
-    (:func:`learnwin.infra.gpu_cost.snapshot_peak_mb`), whichever is larger."""
+    device, the memory curve's work arrays within :data:`DEVICE_MEMORY_CURVE_BYTES`, or the GPU cost
+    table's measured peak of a snapshot batch scaled to the config's
+    (:func:`learnwin.infra.gpu_cost.snapshot_peak_mb`), whichever is largest."""
     t = cfg["task"]
-    batch = min(cfg["snapshot"]["batch_size"], t["n_diag"])
-    peak = gpu_cost.snapshot_peak_mb(batch, t["T"], registry.units(cfg["model"], CELLS[model]))
-    return max(snapshot_mem_mb(cfg, model) - 1200, math.ceil(peak)) + GPU_CONTEXT_MB
+    batch, h = min(cfg["snapshot"]["batch_size"], t["n_diag"]), registry.units(cfg["model"], CELLS[model])
+    peak = gpu_cost.snapshot_peak_mb(batch, t["T"], h)
+    curve_batch = min(batch, cfg["snapshot"]["memory_sequences"])
+    curve = min(memory_curve_bytes(curve_batch, t["T"], h, t["T"]),  # the memory curve at the device's budget
+                max(DEVICE_MEMORY_CURVE_BYTES, memory_curve_bytes(curve_batch, t["T"], h, 1))) / 2**20
+    return max(snapshot_mem_mb(cfg, model) - 1200, math.ceil(peak), math.ceil(curve)) + GPU_CONTEXT_MB
 
 
 def ensemble_training(cfg: Mapping, members: int) -> bool:
