@@ -151,6 +151,15 @@ def test_blocks_cover_every_step_once_last_first(T, row, budget, monkeypatch):
     assert all(hi - lo == n for lo, hi in blocks[:-1]) and 0 < blocks[-1][1] - blocks[-1][0] <= n
 
 
+def test_a_devices_blocks_are_sized_by_its_own_budget():
+    """The paper's size (batch 512, H 128, float32: 256 KiB a row): one step per block on the CPU,
+    the whole sequence in one block on an accelerator."""
+    row = 512 * 128 * 4
+    assert len(list(bptt._blocks(1024, row))) == len(list(bptt._blocks(1024, row, "cpu"))) == 1024
+    assert list(bptt._blocks(1024, row, torch.device("cuda"))) == list(bptt._blocks(1024, row, "meta")) == [(768, 1024),
+                                                                                                          (512, 768), (256, 512), (0, 256)]
+
+
 WIDTH = {"const": 1.0, "shared": 1.2, "diag": 2.0, "gru": 2.0, "lstm": 4.0}  # widest buffer / H (H = 5)
 
 

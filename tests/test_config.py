@@ -123,15 +123,54 @@ def test_budget_protocol_needs_no_main_run_of_its_models():
     assert resolve(cfg)["recovery"]["models"] == ["gru", "lstm"]
 
 
-def test_cuda_without_gpu_is_rejected():
+def test_cuda_is_checked_where_the_job_runs_not_where_the_dag_is_built(monkeypatch):
+    """A cluster's login node, without a GPU, accepts ``device: cuda``: the parse-time checks pass
+    and import no torch; the job on a host without a CUDA device fails, naming the host and its
+    SLURM job."""
+    import socket
+
+    from learnwin.infra.config import job_device
+
+    code = ("import sys, yaml; from snakemake.utils import validate; from learnwin.infra.config import check; "
+            "cfg = yaml.safe_load(open('config/config.yaml')); cfg['device'] = 'cuda'; "
+            "validate(cfg, 'workflow/schemas/config.schema.yaml', set_default=True); check(cfg); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
     import torch
 
-    if torch.cuda.is_available():
-        pytest.skip("a CUDA device is visible here")
-    cfg = copy.deepcopy(DEFAULT)
-    cfg["device"] = "cuda"
-    with pytest.raises(ConfigError, match="device = 'cuda' but no CUDA device is visible"):
-        resolve(cfg)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    assert job_device("auto") == job_device("cpu") == "cpu"
+    with pytest.raises(ConfigError, match=rf"no CUDA device is visible on the host running this job "
+                                          rf"\({socket.gethostname()}, SLURM_JOB_ID=4242"):
+        job_device("cuda")
+
+
+@pytest.mark.parametrize("typed, value", [("true", True), ("True", True), ("yes", True), ("1", True), ("on", True),
+                                          ("false", False), ("NO", False), ("0", False), ("off", False)])
+def test_booleans_as_a_user_types_them(typed, value):
+    """``--config ensemble=true``, as Snakemake parses it (the string 'true', the integer 1), and a
+    nested boolean key: each a bool after the coercion, which the schema then accepts; auto stays."""
+    from snakemake.cli import parse_config
+
+    from learnwin.infra.config import coerce_strings
+
+    cfg = parse_config([f"ensemble={typed}", f"model={{layer_norm: {typed}}}", f"snapshot={{keep_directions: {typed}}}"])
+    coerce_strings(cfg, SCHEMA)
+    assert (cfg["ensemble"], cfg["model"]["layer_norm"], cfg["snapshot"]["keep_directions"]) == (value,) * 3
+    assert all(type(v) is bool for v in (cfg["ensemble"], cfg["model"]["layer_norm"], cfg["snapshot"]["keep_directions"]))
+    assert resolve({**copy.deepcopy(DEFAULT), **cfg})["ensemble"] is value
+
+
+def test_words_that_are_no_boolean_are_left_for_the_schema():
+    from learnwin.infra.config import coerce_strings
+
+    cfg = {"ensemble": "auto", "model": {"layer_norm": "maybe"}, "seeds": ["1"]}
+    coerce_strings(cfg, SCHEMA)
+    assert cfg == {"ensemble": "auto", "model": {"layer_norm": "maybe"}, "seeds": [1]}  # integers stay integers
+    with pytest.raises(WorkflowError, match="'maybe' is not of type 'boolean'"):
+        resolve({**copy.deepcopy(DEFAULT), **cfg})
 
 
 def test_defaults_fill_missing_sections():

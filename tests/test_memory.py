@@ -41,6 +41,15 @@ def test_receiving_times_in_chunks_give_the_same_sensitivity(monkeypatch):
     assert chunks == [2, 2, 2]
 
 
+def test_a_devices_chunk_is_sized_by_its_own_budget():
+    """The paper's memory curve (batch 128, T 1024, H 128): one receiving time per backward within the
+    CPU's 256 MB, eight within an accelerator's 8 GiB; the smoke size takes all T at once on both."""
+    assert memory.curve_chunk(128, 1024, 128, "cpu") == 1
+    assert memory.curve_chunk(128, 1024, 128, torch.device("cuda")) == 8
+    assert memory.curve_chunk(128, 1024, 128, "meta") == 8
+    assert memory.curve_chunk(2, 16, 4, "cpu") == memory.curve_chunk(2, 16, 4, "cuda") == 16
+
+
 def test_constgate_without_recurrence_closed_form():
     """W_h = 0, no LN: u . d y_t / d x_k = (1-s)^(t-k) s sum_q W_out,q (1 - g_k,q^2) (W_x u)_q."""
     s, T = 0.25, 7

@@ -106,7 +106,8 @@ def parse_dry_run(text: str) -> tuple[Counter, dict[str, list[dict]], Counter]:
     """Parse ``snakemake -n`` output.
 
     Returns the job counts per rule from the job blocks, the resources of every job per rule
-    (one dict per job, values as strings) and the "Job stats" table.
+    (one dict per job, values as strings, its wildcards as ``wildcard_<name>``) and the "Job
+    stats" table.
     """
     counts: Counter = Counter()
     resources: dict[str, list[dict]] = defaultdict(list)
@@ -117,9 +118,10 @@ def parse_dry_run(text: str) -> tuple[Counter, dict[str, list[dict]], Counter]:
             current = header.group(2)
             counts[current] += 1
             resources[current].append({})
-        elif current and line.strip().startswith("resources:"):
-            body = line.strip()[len("resources:") :]
-            resources[current][-1] = {k: v.strip() for k, v in _RESOURCE.findall(body)}
+        elif current and line.strip().startswith(("resources:", "wildcards:")):
+            key, _, body = line.strip().partition(":")
+            found = {k: v.strip() for k, v in _RESOURCE.findall(body)}
+            resources[current][-1].update(found if key == "resources" else {f"wildcard_{k}": v for k, v in found.items()})
         elif not line.strip():
             current = None
     stats: Counter = Counter()
@@ -152,6 +154,74 @@ def expected_job_counts(config: dict) -> dict[str, int]:
     }
 
 
+#: A GPU node as the project has met one: one H200 (139 GiB usable) and 128 GiB of host memory; and the
+#: usual 24 h limit of a cluster's GPU partition.
+GPU_NODE = {"mem_mb": 128 * 1024, "gpu_mem_mb": 139 * 1024, "runtime": 24 * 60}
+#: The rules whose jobs run CUDA code: profiles/slurm asks one GPU for each.
+GPU_RULES = ("train_model", "train_ensemble", "take_snapshot", "train_recovery", "snapshot_recovery",
+             "train_budget", "snapshot_budget")
+
+
+def _paper_dry_run(tmp_path, *extra: str) -> tuple[Counter, dict[str, list[dict]], Counter]:
+    work = copy_workflow(tmp_path / "paper")
+    proc = _run(SNAKEMAKE + ["-n", "--workflow-profile", "profiles/slurm", "--configfile", "config/paper.yaml", *extra],
+                cwd=work, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    assert "Using workflow specific profile profiles/slurm" in proc.stdout
+    return parse_dry_run(proc.stdout)
+
+
+def _paper_config() -> dict:
+    from snakemake.utils import validate
+
+    config = _merged_config("config/paper.yaml")
+    validate(config, str(REPO / "workflow" / "schemas" / "config.schema.yaml"), set_default=True)
+    return config
+
+
+def _fits_a_gpu_node(resources: dict[str, list[dict]]) -> None:
+    for rule, jobs in resources.items():
+        for job in jobs:
+            for key, limit in GPU_NODE.items():
+                assert int(job.get(key, 0)) <= limit, f"{rule} {job}: {key} past a GPU node's {limit}"
+
+
+def test_paper_requests_fit_a_gpu_node(tmp_path):
+    """The paper DAG through profiles/slurm asks of each job what the GPU cost table gives it (a GPU
+    job is sized for the GPU) and at most a GPU node: below 24 h, its host and its device memory;
+    so does its ensemble twin (``--config ensemble=true``, as a user types it)."""
+    _require_plugin()
+    from learnwin.infra import resources as res
+
+    config = _paper_config()
+    for extra, rule, runtime, mem in (((), "train_model", res.train_runtime_min, res.train_gpu_mem_mb),
+                                      (("--config", "ensemble=true"), "train_ensemble", res.ensemble_runtime_min,
+                                       res.ensemble_gpu_mem_mb)):
+        _, resources, _ = _paper_dry_run(tmp_path / rule, *extra)
+        _fits_a_gpu_node(resources)
+        for name, request, device in ((rule, runtime, mem), ("take_snapshot", res.snapshot_runtime_min,
+                                                             res.snapshot_gpu_mem_mb)):
+            assert resources[name], f"no {name} job"
+            for job in resources[name]:
+                model = job["wildcard_model"]
+                assert int(job["runtime"]) == request(config, model, True) < request(config, model, False), job
+                assert int(job["gpu_mem_mb"]) == device(config, model) and job["gpu"] == "1", job
+
+
+def test_paper_requests_on_cpu_nodes_are_capped_and_resumed(tmp_path):
+    """On a cluster without GPUs (the profile's GPUs taken away) the paper's trainings need up to days
+    by the CPU cost law: each asks the cap, below 24 h, and declares the retries its resumed attempts need."""
+    _require_plugin()
+    from learnwin.infra import resources as res
+
+    _, resources, _ = _paper_dry_run(tmp_path, "--set-resources", "train_model:gpu=0", "take_snapshot:gpu=0")
+    config = _paper_config()
+    _fits_a_gpu_node(resources)
+    assert {int(job["runtime"]) for job in resources["train_model"]} == {res.MAX_RUNTIME}
+    longest = max(res.uncapped_runtime_min(config, m, False, False) for m in config["models"])
+    assert longest > 3 * GPU_NODE["runtime"] and res.resume_retries(longest) == -(-longest // res.MAX_RUNTIME)
+
+
 def test_paper_dag_resources(tmp_path):
     """The paper DAG through profiles/slurm: job counts from the config, GPUs where asked."""
     _require_plugin()
@@ -177,7 +247,7 @@ def test_paper_dag_resources(tmp_path):
         gpus = Counter(job.get("gpu") for job in resources[rule])
         assert gpus == {"1": counts[rule]}, f"{rule} gpu values: {dict(gpus)}"
     for rule, jobs in resources.items():
-        if rule not in ("train_model", "take_snapshot"):
+        if rule not in GPU_RULES:
             assert all(job.get("gpu", "0") == "0" for job in jobs), f"{rule} asks for a GPU"
     # Every SLURM-bound job carries a memory and time request (sbatch --mem / -t).
     for rule in ("make_data", "train_model", "take_snapshot", "fit_alpha", "compute_window"):
@@ -330,3 +400,24 @@ def test_smoke_dag_through_slurm(slurm_cluster, tmp_path, capsys):
             left.drop(columns=drop), right.drop(columns=drop), check_exact=True, obj=name
         )
     _say(capsys, f"[test_slurm] {len(local_files)} Parquet artifacts identical between local and SLURM runs")
+
+
+def test_gpu_profile_shares_one_device(tmp_path):
+    """profiles/gpu: every job that may run CUDA code declares its device memory (gpu_mem_mb, from
+    learnwin.infra.resources), and the profile limits their sum to one device, so that a GPU runs
+    only as many of the paper's jobs at once as fit (three LSTM trainings on an H100)."""
+    from learnwin.infra import resources as res
+
+    profile = yaml.safe_load((REPO / "profiles" / "gpu" / "config.yaml").read_text())
+    limit = profile["resources"]["gpu_mem_mb"]
+    assert limit <= 80 * 1000
+    work = copy_workflow(tmp_path / "gpu")
+    proc = _run(SNAKEMAKE + ["-n", "--workflow-profile", "profiles/gpu", "--configfile", "config/paper.yaml"],
+                cwd=work, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    _, resources, _ = parse_dry_run(proc.stdout)
+    config = _paper_config()
+    for rule in ("train_model", "take_snapshot"):
+        assert resources[rule] and all(int(job["gpu_mem_mb"]) > 1000 for job in resources[rule]), rule
+    lstm = {int(job["gpu_mem_mb"]) for job in resources["train_model"] if job["wildcard_model"] == "lstm"}
+    assert lstm == {res.train_gpu_mem_mb(config, "lstm")} and limit // lstm.pop() == 3

@@ -5,7 +5,8 @@ fills in defaults; :func:`check` then checks the model names against the cell re
 task against the task table (:mod:`learnwin.infra.tasks`), the
 optimizers and their ``optim`` sections against the optimizer registry (which fills their
 defaults, :mod:`learnwin.infra.optimizers`) and how keys relate (docs/method.md §1, §2a, §3-§7). Both run when
-the Snakefile is parsed, so a bad config fails before any job starts.
+the Snakefile is parsed, so a bad config fails before any job starts; neither imports torch, and
+the one check that needs the job's host, a visible CUDA device, runs in the job (:func:`job_device`).
 """
 
 from __future__ import annotations
@@ -27,16 +28,34 @@ class ConfigError(ValueError):
     """A config value is invalid; the message names the key and what is allowed."""
 
 
+#: How a user types a boolean on the command line (``--config ensemble=yes``), any letter case.
+BOOLEAN_WORDS = {"true": True, "yes": True, "on": True, "1": True, "false": False, "no": False, "off": False, "0": False}
+
+
 def _allowed_types(node: Mapping) -> set[str]:
     kinds = node.get("type", [])
     kinds = {kinds} if isinstance(kinds, str) else set(kinds)
+    if any(isinstance(v, bool) for v in node.get("enum", ())):  # e.g. ensemble: [auto, true, false]
+        kinds.add("boolean")
     for option in node.get("anyOf", []):
         kinds |= _allowed_types(option)
     return kinds
 
 
+def _boolean(value: Any) -> Any:
+    """``value`` as a bool where it is one of :data:`BOOLEAN_WORDS` (or the integer 0 or 1, which
+    ``--config key=1`` gives), else unchanged."""
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        return BOOLEAN_WORDS.get(value.strip().lower(), value)
+    return value
+
+
 def _coerce(value: Any, node: Mapping) -> Any:
     kinds = _allowed_types(node)
+    if "boolean" in kinds and not kinds & {"integer", "number"}:
+        value = _boolean(value)
     if isinstance(value, str) and kinds & {"integer", "number", "boolean", "array", "null"}:
         try:
             parsed = yaml.safe_load(value)
@@ -60,8 +79,10 @@ def coerce_strings(config: dict, schema: str | Path) -> None:
 
     ``--config seeds='[2]'`` arrives as ``['2']``; each string whose key or list item the schema
     types as integer, number, boolean, array or null is parsed as YAML and kept when the parsed
-    value has an allowed type. Other strings are left for the schema to reject with its usual
-    message. Runs before validation.
+    value has an allowed type. A key that may be a boolean (``type: boolean``, or true and false
+    in its ``enum``) and not a number takes the words of :data:`BOOLEAN_WORDS` and 0 or 1 as a
+    user types them (``--config ensemble=true``, ``model.layer_norm=no``). Other strings are left
+    for the schema to reject with its usual message. Runs before validation.
     """
     props = {**yaml.safe_load(Path(schema).read_text())["properties"], "optim": optimizers.schema()}
     for key in list(config):
@@ -208,11 +229,26 @@ def check(config: Mapping) -> None:
     check_exact_size(config)
     check_recovery(config)
     check_budget(config)
-    if config["device"] == "cuda":
-        import torch
 
-        if not torch.cuda.is_available():
-            raise ConfigError("device = 'cuda' but no CUDA device is visible; allowed: auto, cpu")
+
+def job_device(device: str) -> str:
+    """The torch device of a job for config key ``device``, resolved on the host where the job runs
+    (:func:`learnwin.infra.runtime.resolve_device`): a cluster builds the DAG on a login node that
+    has no GPU, so ``device: cuda`` is checked here, not by :func:`check`. No CUDA device visible
+    under ``cuda``: a :class:`ConfigError` naming the host (and its SLURM job and
+    ``CUDA_VISIBLE_DEVICES``)."""
+    import os
+    import socket
+
+    from learnwin.infra import runtime
+
+    try:
+        return runtime.resolve_device(device)
+    except RuntimeError as err:
+        env = {k: os.environ[k] for k in ("SLURM_JOB_ID", "CUDA_VISIBLE_DEVICES") if k in os.environ}
+        where = socket.gethostname() + "".join(f", {k}={v}" for k, v in env.items())
+        raise ConfigError(f"device = 'cuda' but no CUDA device is visible on the host running this job ({where}); "
+                          "run it on a GPU node (profiles/slurm asks SLURM for one) or set device: auto or cpu") from err
 
 
 #: The largest batch of float32 one-step Jacobians (B, T, n, n) the exact transport may hold (docs/method.md §2c).

@@ -1,7 +1,13 @@
-"""RAM (``mem_mb``) and wall-time requests of the workflow's jobs, as functions of the config size.
+"""RAM (``mem_mb``), GPU memory (``gpu_mem_mb``) and wall-time requests of the workflow's jobs, as
+functions of the config size.
 
-Snakemake passes them to SLURM (``mem_mb``, ``runtime`` in minutes); a local run ignores them.
-Each takes the resolved config (schema defaults applied).
+Snakemake passes ``mem_mb`` and ``runtime`` (minutes) to SLURM; a local run ignores them, and
+``gpu_mem_mb`` is a scheduling token that profiles/gpu limits to one device's memory. Each takes the
+resolved config (schema defaults applied). A job that asks a GPU (``gpu=True``: the profile's
+``gpu`` resource, workflow/rules/common.smk) is timed by the GPU cost table
+(:mod:`learnwin.infra.gpu_cost`), a CPU job by the CPU cost law (:data:`COEF`); a training job's
+request stops at :data:`MAX_RUNTIME`, and a job killed there resumes from its ``.resume/`` state
+when re-submitted (:func:`resume_retries`).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from learnwin.infra import registry
+from learnwin.infra import gpu_cost, registry
 from learnwin.infra.config import EXACT_JACOBIAN_BYTES, exact_jacobian_bytes, recovery_lags, transports_of
 from learnwin.infra.registry import CELLS, Column
 
@@ -26,10 +32,27 @@ COEF = {"train_model": (6.49, 6.72e-05, 5.2e-10), "take_snapshot": (4.83, 7.46e-
 MARGIN = 2.0
 #: ... and at least this many minutes.
 MIN_RUNTIME = 10
+#: Longest wall-time request in minutes (23 h: below the 24 h limit of most clusters' GPU partitions).
+#: A training job (train_model, train_ensemble) that needs longer asks this much and resumes from its
+#: ``.resume/`` state when re-submitted (:func:`resume_retries`); the other jobs cannot resume.
+MAX_RUNTIME = 23 * 60
+#: Seconds of a GPU job's start: torch and CUDA start-up, the fused step's compiles from cold and its
+#: graph captures (benchmarks/gpu_check.sh allows 75 s for eleven step functions: eight times that).
+GPU_START_S = 600
+#: Cost of evaluating one sequence (forward only, no_grad) over training on it, per step: a forward
+#: pass is about a third of a step; a half covers evaluation on the slower unfused path.
+EVAL_SHARE = 0.5
+#: Host memory of a GPU job beside its data: the CUDA context, torch's CUDA libraries, the compiler.
+GPU_HOST_MB = 4000
+#: Device memory of any CUDA job beside its arrays: the context and the caching allocator's slack.
+GPU_CONTEXT_MB = 1000
 #: Bound on the memory curve's batched-backward work arrays (learnwin.probing.memory chunks its receiving
 #: times to stay within it): 16 arrays within 256 MB keep each below glibc's largest heap block (32 MB),
 #: which runtime.keep_freed_memory then reuses instead of faulting in fresh pages (benchmarks/malloc.py).
 MEMORY_CURVE_BYTES = 2**28
+#: The same bound on an accelerator, where a chunk is sized for its launches, not for a heap: 8 GiB,
+#: eight receiving times per batched backward at the paper's size (B 128, T 1024, H 128) instead of one.
+DEVICE_MEMORY_CURVE_BYTES = 2**33
 #: Cost of the exact transport's part of a snapshot over the diagonal snapshot: the largest
 #: exact / diagonal ratio `python benchmarks/transport.py` measured with the closed-form one-step
 #: Jacobians and the shared forward pass (1.5-2.3x over the five cells, commit f0058a1), rounded up.
@@ -68,8 +91,44 @@ def cpu_seconds(rule: str, cfg: Mapping, model: str) -> float:
     return float(work(rule, cfg, model) @ np.asarray(COEF[rule]))
 
 
-def _minutes(cpu_s: float) -> int:
-    return max(MIN_RUNTIME, math.ceil(MARGIN * cpu_s / 60))
+def _minutes(cpu_s: float, resumable: bool = False) -> int:
+    """:data:`MARGIN` times ``cpu_s`` in minutes, at least :data:`MIN_RUNTIME`; at most
+    :data:`MAX_RUNTIME` for a job that resumes."""
+    minutes = max(MIN_RUNTIME, math.ceil(MARGIN * cpu_s / 60))
+    return min(minutes, MAX_RUNTIME) if resumable else minutes
+
+
+def resume_retries(minutes: float) -> int | None:
+    """Re-submissions a resumable job of ``minutes`` (uncapped) needs past the first at
+    :data:`MAX_RUNTIME` each, plus one for a node failure; None (the profile's ``retries``) when
+    one request holds it."""
+    return math.ceil(minutes / MAX_RUNTIME) if minutes > MAX_RUNTIME else None
+
+
+def gpu_step_ms(cfg: Mapping, model: str) -> float:
+    """ms per training step of ``model`` at the config's size on one GPU (:func:`learnwin.infra.gpu_cost.ms_per_step`)."""
+    m = cfg["model"]
+    return gpu_cost.ms_per_step(model, cfg["task"]["T"], m["hidden"], cfg["train"]["batch_size"],
+                                mixing(cfg, model), layers=registry.shape(m)[0])
+
+
+def gpu_train_seconds(cfg: Mapping, model: str, trainings: int, steps: int, evaluated: int = 0) -> float:
+    """GPU seconds of a job of ``trainings`` trainings of ``steps`` steps, each evaluating
+    ``evaluated`` sequences (:data:`EVAL_SHARE` of a step per batch): one start and the steps by the
+    GPU cost table."""
+    batches = steps + EVAL_SHARE * evaluated / cfg["train"]["batch_size"]
+    return GPU_START_S + trainings * batches * gpu_step_ms(cfg, model) / 1000
+
+
+def _train_model_seconds(cfg: Mapping, model: str, gpu: bool) -> float:
+    """One train_model job: the CPU cost law, or on a GPU its steps and every epoch's evaluation of
+    the validation split and the train R^2 subset (learnwin.models.train)."""
+    if not gpu:
+        return cpu_seconds("train_model", cfg, model)
+    t, tr = cfg["task"], cfg["train"]
+    steps = tr["epochs"] * max(1, t["n_train"] // tr["batch_size"])
+    evaluated = (tr["epochs"] + 1) * (t["n_val"] + min(tr["r2_subset"], t["n_train"]))
+    return gpu_train_seconds(cfg, model, 1, steps, evaluated)
 
 
 def _mb(n_bytes: float, base: int = 600) -> int:
@@ -94,15 +153,25 @@ def _activation_bytes(cfg: Mapping, model: str) -> int:
     return 40 * b * t["T"] * state_width(cfg, model) * 4
 
 
-def train_mem_mb(cfg: Mapping, model: str) -> int:
-    """Train + val splits resident, plus autograd activations of one batch."""
+def train_mem_mb(cfg: Mapping, model: str, gpu: bool = False) -> int:
+    """Train + val splits resident, plus autograd activations of one batch (on the GPU, not the
+    host, for a GPU job: :func:`train_gpu_mem_mb`)."""
     t = cfg["task"]
-    return _mb((t["n_train"] + t["n_val"]) * _sample_bytes(t) + _activation_bytes(cfg, model), base=1200)
+    data = (t["n_train"] + t["n_val"]) * _sample_bytes(t)
+    return _mb(data, base=GPU_HOST_MB) if gpu else _mb(data + _activation_bytes(cfg, model), base=1200)
 
 
-def train_runtime_min(cfg: Mapping, model: str) -> int:
-    """Wall-time request of one training job: :data:`MARGIN` times the cost law."""
-    return _minutes(cpu_seconds("train_model", cfg, model))
+def train_gpu_mem_mb(cfg: Mapping, model: str) -> int:
+    """Device memory of one training job: the splits (moved to the device) and one batch's
+    activations, which the fused step's CUDA graphs keep in their private pools for the job's life."""
+    t = cfg["task"]
+    return _mb((t["n_train"] + t["n_val"]) * _sample_bytes(t) + _activation_bytes(cfg, model), base=GPU_CONTEXT_MB)
+
+
+def train_runtime_min(cfg: Mapping, model: str, gpu: bool = False) -> int:
+    """Wall-time request of one training job: :data:`MARGIN` times the CPU cost law or the GPU cost
+    table, at most :data:`MAX_RUNTIME` (it resumes)."""
+    return _minutes(_train_model_seconds(cfg, model, gpu), resumable=True)
 
 
 def ensemble_runs(cfg: Mapping) -> int:
@@ -110,30 +179,59 @@ def ensemble_runs(cfg: Mapping) -> int:
     return len(cfg["optimizers"]) * len(cfg["seeds"])
 
 
-def ensemble_mem_mb(cfg: Mapping, model: str) -> int:
+def ensemble_mem_mb(cfg: Mapping, model: str, gpu: bool = False) -> int:
     """One train_ensemble job: every seed's train + val splits resident, plus autograd activations
-    of one batch of each run."""
+    of one batch of each run (on the device for a GPU job: :func:`ensemble_gpu_mem_mb`)."""
     t = cfg["task"]
     data = len(cfg["seeds"]) * (t["n_train"] + t["n_val"]) * _sample_bytes(t)
-    return _mb(data + ensemble_runs(cfg) * _activation_bytes(cfg, model), base=1200)
+    return _mb(data, base=GPU_HOST_MB) if gpu else _mb(data + ensemble_runs(cfg) * _activation_bytes(cfg, model), base=1200)
 
 
-def ensemble_runtime_min(cfg: Mapping, model: str) -> int:
-    """Wall-time request of one train_ensemble job: its runs' separate trainings by the CPU cost law,
-    an upper bound where an ensemble wins (no cost law of a device yet)."""
-    return _minutes(ensemble_runs(cfg) * cpu_seconds("train_model", cfg, model))
+def ensemble_gpu_mem_mb(cfg: Mapping, model: str) -> int:
+    """Device memory of one train_ensemble job: every seed's splits and each run's batch of activations."""
+    t = cfg["task"]
+    data = len(cfg["seeds"]) * (t["n_train"] + t["n_val"]) * _sample_bytes(t)
+    return _mb(data + ensemble_runs(cfg) * _activation_bytes(cfg, model), base=GPU_CONTEXT_MB)
 
 
-def snapshot_runtime_min(cfg: Mapping, model: str) -> int:
+def ensemble_runtime_min(cfg: Mapping, model: str, gpu: bool = False) -> int:
+    """Wall-time request of one train_ensemble job: its runs' separate trainings by the CPU cost law
+    or the GPU cost table, an upper bound where an ensemble wins, at most :data:`MAX_RUNTIME` (it resumes)."""
+    return _minutes(ensemble_runs(cfg) * _train_model_seconds(cfg, model, gpu), resumable=True)
+
+
+def uncapped_runtime_min(cfg: Mapping, model: str, gpu: bool, ensemble: bool) -> int:
+    """The minutes a training job (one run, or a model's ``ensemble`` of them) needs, before the
+    :data:`MAX_RUNTIME` cap: what :func:`resume_retries` divides."""
+    return _minutes((ensemble_runs(cfg) if ensemble else 1) * _train_model_seconds(cfg, model, gpu))
+
+
+def snapshot_runtime_min(cfg: Mapping, model: str, gpu: bool = False) -> int:
     """Wall-time request of one snapshot job (envelope, psi, S and the memory curve); the law is
     the diagonal transport's, times 1 + :data:`EXACT_FACTOR` when ``snapshot.transport`` lists
-    exact (the job then computes both transports, docs/method.md §4b)."""
-    return _minutes(_snapshot_cpu_seconds(cfg, model))
+    exact (the job then computes both transports, docs/method.md §4b); on a GPU scaled by the GPU
+    cost table (:func:`_snapshot_seconds`)."""
+    return _minutes(_snapshot_seconds(cfg, model, gpu))
 
 
 def _snapshot_cpu_seconds(cfg: Mapping, model: str) -> float:
     factor = 1.0 + EXACT_FACTOR if "exact" in transports_of(cfg["snapshot"]["transport"]) else 1.0
     return factor * cpu_seconds("take_snapshot", cfg, model)
+
+
+def _snapshot_seconds(cfg: Mapping, model: str, gpu: bool) -> float:
+    """A snapshot's seconds: the CPU law, or on a GPU a start plus the CPU law times the table's
+    measured GPU / CPU-law ratio of a snapshot batch (:func:`learnwin.infra.gpu_cost.snapshot_ratio`)."""
+    cpu = _snapshot_cpu_seconds(cfg, model)
+    if not gpu:
+        return cpu
+
+    def cpu_at(family, T, H, sequences):
+        at = {**cfg, "task": {**cfg["task"], "T": T, "n_diag": sequences},
+              "model": {**cfg["model"], "hidden": H, "layers": 1}}
+        return cpu_seconds("take_snapshot", at, family)
+
+    return GPU_START_S + cpu * gpu_cost.snapshot_ratio(cpu_at)
 
 
 def memory_curve_bytes(batch: int, T: int, hidden: int, times: int) -> int:
@@ -150,7 +248,7 @@ def state_width(cfg: Mapping, model: str) -> int:
     return CELLS[model].state_width(cfg["model"])
 
 
-def snapshot_mem_mb(cfg: Mapping, model: str) -> int:
+def snapshot_mem_mb(cfg: Mapping, model: str, gpu: bool = False) -> int:
     """The larger of the snapshot pass (one diag batch: K tangents plus a lag chunk of float64
     (B, L, T, H) work arrays) and the memory curve (:func:`memory_curve_bytes`; peak RSS 1.3 GB
     at T 64, H 32 and, before its chunking, 7.2 GB at T 128, H 64, with B 128), at most
@@ -158,8 +256,11 @@ def snapshot_mem_mb(cfg: Mapping, model: str) -> int:
     Jacobians (B, T, n, n) (:func:`learnwin.infra.config.exact_jacobian_bytes`; S6 at the default size, n = 512: peak RSS 9.8 GB),
     times :data:`EXACT_MEM_FACTOR`; or, if larger, the Lyapunov spectrum's Jacobians that follow
     under either transport (``snapshot.exact_sequences`` of them at a time, fewer where they would
-    pass :data:`learnwin.infra.config.EXACT_JACOBIAN_BYTES`: learnwin.probing.lyapunov), times the same."""
+    pass :data:`learnwin.infra.config.EXACT_JACOBIAN_BYTES`: learnwin.probing.lyapunov), times the same.
+    A GPU job holds those on the device (:func:`snapshot_gpu_mem_mb`) and the diag split on the host."""
     t, s = cfg["task"], cfg["snapshot"]
+    if gpu:
+        return _mb(t["n_diag"] * _sample_bytes(t), base=GPU_HOST_MB)
     h = registry.units(cfg["model"], CELLS[model])
     batch = min(s["batch_size"], t["n_diag"])
     tangents = (s["directions"] + 2) * batch * t["T"] * h * 4
@@ -207,18 +308,30 @@ def recovery_cpu_seconds(cfg: Mapping, model: str, trainings: int, steps: int) -
     return float(COEF["train_model"][0] + trainings * (per[1:] @ np.asarray(COEF["train_model"][1:])))
 
 
-def recovery_runtime_min(cfg: Mapping, model: str, arm: str) -> int:
+def training_seconds(cfg: Mapping, model: str, trainings: int, steps: int, gpu: bool) -> float:
+    """A job's ``trainings`` trainings of ``steps`` steps: :func:`recovery_cpu_seconds` or, on a
+    GPU, :func:`gpu_train_seconds`."""
+    return (gpu_train_seconds if gpu else recovery_cpu_seconds)(cfg, model, trainings, steps)
+
+
+def recovery_runtime_min(cfg: Mapping, model: str, arm: str, gpu: bool = False) -> int:
     """Wall-time request of one ground-truth job of ``arm``: :data:`MARGIN` times the cost law
     with the bound on its trainings."""
     spec = recovery_arms(cfg)[arm]
     n = recovery_trainings(cfg, len(spec["n_train"]), full_grid=arm == "full_grid")
-    return _minutes(recovery_cpu_seconds(cfg, model, n, spec["steps"]))
+    return _minutes(training_seconds(cfg, model, n, spec["steps"], gpu))
 
 
-def recovery_mem_mb(cfg: Mapping, model: str) -> int:
+def recovery_mem_mb(cfg: Mapping, model: str, gpu: bool = False) -> int:
     """Largest training set plus the held-out set, one batch of activations and the score's
-    (lags, n_test, n_test) cross products."""
-    return _scored_training_mem_mb(cfg, model, cfg["recovery"]["n_train"][-1])
+    (lags, n_test, n_test) cross products; on a GPU job both on the host and on the device
+    (:data:`GPU_HOST_MB` and :data:`GPU_CONTEXT_MB` more)."""
+    return _scored_training_mem_mb(cfg, model, cfg["recovery"]["n_train"][-1]) + _gpu_extra(gpu)
+
+
+def _gpu_extra(gpu: bool) -> int:
+    """Host memory a GPU job needs beside its arrays (:data:`GPU_HOST_MB`), or none."""
+    return GPU_HOST_MB if gpu else 0
 
 
 def _scored_training_mem_mb(cfg: Mapping, model: str, sequences: int) -> int:
@@ -239,18 +352,22 @@ def budget_cpu_seconds(cfg: Mapping, model: str) -> float:
     return recovery_cpu_seconds(cfg, model, 1 + len(recovery_lags(cfg)), steps)
 
 
-def budget_runtime_min(cfg: Mapping, model: str) -> int:
-    """Wall-time request of one budget-protocol job: :data:`MARGIN` times its worst-case cost law."""
-    return _minutes(budget_cpu_seconds(cfg, model))
+def budget_runtime_min(cfg: Mapping, model: str, gpu: bool = False) -> int:
+    """Wall-time request of one budget-protocol job: :data:`MARGIN` times its worst-case cost law;
+    on a GPU, its trainings by the GPU cost table, one at a time (an upper bound under a lag ensemble)."""
+    if not gpu:
+        return _minutes(budget_cpu_seconds(cfg, model))
+    steps = cfg["recovery"]["budgets"][-1] // cfg["train"]["batch_size"]
+    return _minutes(gpu_train_seconds(cfg, model, 1 + len(recovery_lags(cfg)), steps))
 
 
-def budget_mem_mb(cfg: Mapping, model: str) -> int:
+def budget_mem_mb(cfg: Mapping, model: str, gpu: bool = False) -> int:
     """The N_max stream twice over (inputs and noise, plus the components and one training's
     targets), the held-out set, one batch of activations and the score's cross products; under a
     lag ensemble (:func:`lag_ensemble`) the targets and a batch's activations of its other members."""
     n_max, E = cfg["recovery"]["budgets"][-1], lag_ensemble(cfg)
     members = E * (n_max * cfg["task"]["T"] * 4 + _activation_bytes(cfg, model))
-    return _scored_training_mem_mb(cfg, model, 2 * n_max) + _mb(members, base=0)
+    return _scored_training_mem_mb(cfg, model, 2 * n_max) + _mb(members, base=0) + _gpu_extra(gpu)
 
 
 def lag_ensemble(cfg: Mapping) -> int:
@@ -261,36 +378,61 @@ def lag_ensemble(cfg: Mapping) -> int:
     return E if ensemble_training(cfg, E + 1) else 0
 
 
-def recovery_snapshot_cpu_seconds(cfg: Mapping, model: str, steps: int | None = None, trainings: int = 1) -> float:
-    """CPU seconds of one same-network snapshot job (docs/method.md §10): ``trainings`` trainings
-    of ``steps`` (default ``recovery.steps``) and two snapshots (init, trained) by the snapshot law,
-    which also counts the memory curve this job skips."""
-    train = recovery_cpu_seconds(cfg, model, trainings, cfg["recovery"]["steps"] if steps is None else steps)
-    return train + 2 * _snapshot_cpu_seconds(cfg, model)
+def recovery_snapshot_cpu_seconds(cfg: Mapping, model: str, steps: int | None = None, trainings: int = 1,
+                                  gpu: bool = False) -> float:
+    """CPU seconds (GPU seconds where ``gpu``) of one same-network snapshot job (docs/method.md §10):
+    ``trainings`` trainings of ``steps`` (default ``recovery.steps``) and two snapshots (init,
+    trained) by the snapshot law, which also counts the memory curve this job skips."""
+    train = training_seconds(cfg, model, trainings, cfg["recovery"]["steps"] if steps is None else steps, gpu)
+    return train + 2 * _snapshot_seconds(cfg, model, gpu)
 
 
-def recovery_snapshot_runtime_min(cfg: Mapping, model: str) -> int:
+def recovery_snapshot_runtime_min(cfg: Mapping, model: str, gpu: bool = False) -> int:
     """Wall-time request of one same-network snapshot job: :data:`MARGIN` times its cost law."""
-    return _minutes(recovery_snapshot_cpu_seconds(cfg, model))
+    return _minutes(recovery_snapshot_cpu_seconds(cfg, model, gpu=gpu))
 
 
-def recovery_snapshot_mem_mb(cfg: Mapping, model: str) -> int:
+def recovery_snapshot_mem_mb(cfg: Mapping, model: str, gpu: bool = False) -> int:
     """The larger of a ground-truth training's and a snapshot's memory."""
-    return max(recovery_mem_mb(cfg, model), snapshot_mem_mb(cfg, model))
+    return max(recovery_mem_mb(cfg, model, gpu), snapshot_mem_mb(cfg, model, gpu))
 
 
-def budget_snapshot_runtime_min(cfg: Mapping, model: str) -> int:
+def budget_snapshot_runtime_min(cfg: Mapping, model: str, gpu: bool = False) -> int:
     """Wall-time request of one same-network snapshot job of the budget protocol (docs/method.md
     §10b): the first grid lag's training at worst to N_max (N_max / B steps), with the first chunk's
     other members under a lag ensemble (:func:`lag_ensemble`; the CPU law, an upper bound), and two
     snapshots."""
     steps = cfg["recovery"]["budgets"][-1] // cfg["train"]["batch_size"]
-    return _minutes(recovery_snapshot_cpu_seconds(cfg, model, steps, lag_ensemble(cfg) + 1))
+    return _minutes(recovery_snapshot_cpu_seconds(cfg, model, steps, lag_ensemble(cfg) + 1, gpu))
 
 
-def budget_snapshot_mem_mb(cfg: Mapping, model: str) -> int:
+def budget_snapshot_mem_mb(cfg: Mapping, model: str, gpu: bool = False) -> int:
     """The larger of a budget-protocol training's and a snapshot's memory."""
-    return max(budget_mem_mb(cfg, model), snapshot_mem_mb(cfg, model))
+    return max(budget_mem_mb(cfg, model, gpu), snapshot_mem_mb(cfg, model, gpu))
+
+
+def scored_gpu_mem_mb(cfg: Mapping, model: str, members: int = 1) -> int:
+    """Device memory of a ground-truth or budget-protocol training: ``members`` networks' batch of
+    activations (a lag ensemble's chunk and its control, :func:`lag_ensemble`), the held-out set and the score's cross products."""
+    rec = cfg["recovery"]
+    n, T = rec["n_test"], cfg["task"]["T"]
+    cross = 8 * T * n * (n + rec["n_perm"] + 4 * T)
+    return _mb(members * _activation_bytes(cfg, model) + rec["n_test"] * _sample_bytes(cfg["task"]) + cross,
+               base=GPU_CONTEXT_MB)
+
+
+def snapshot_gpu_mem_mb(cfg: Mapping, model: str) -> int:
+    """Device memory of a snapshot job: its arrays as :func:`snapshot_mem_mb` counts them, on the
+    device, the memory curve's work arrays within :data:`DEVICE_MEMORY_CURVE_BYTES`, or the GPU cost
+    table's measured peak of a snapshot batch scaled to the config's
+    (:func:`learnwin.infra.gpu_cost.snapshot_peak_mb`), whichever is largest."""
+    t = cfg["task"]
+    batch, h = min(cfg["snapshot"]["batch_size"], t["n_diag"]), registry.units(cfg["model"], CELLS[model])
+    peak = gpu_cost.snapshot_peak_mb(batch, t["T"], h)
+    curve_batch = min(batch, cfg["snapshot"]["memory_sequences"])
+    curve = min(memory_curve_bytes(curve_batch, t["T"], h, t["T"]),  # the memory curve at the device's budget
+                max(DEVICE_MEMORY_CURVE_BYTES, memory_curve_bytes(curve_batch, t["T"], h, 1))) / 2**20
+    return max(snapshot_mem_mb(cfg, model) - 1200, math.ceil(peak), math.ceil(curve)) + GPU_CONTEXT_MB
 
 
 def ensemble_training(cfg: Mapping, members: int) -> bool:

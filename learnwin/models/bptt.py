@@ -38,20 +38,25 @@ from torch.autograd.function import once_differentiable
 from learnwin.models import recurrence as rec
 
 BLOCK_BYTES = 256 << 10
-"""Bytes per row buffer of one block of time steps in the backward (see :func:`_blocks`)."""
+"""Bytes per row buffer of one block of time steps in the backward on the CPU (see :func:`_blocks`)."""
+DEVICE_BLOCK_BYTES = 64 << 20
+"""The same on an accelerator, which has no core cache to fit: a block is sized for its kernel
+launches (each block's factors are a few kernels), as the envelope's chunks are (64 MiB)."""
 
 
-def _blocks(T: int, row_bytes: int):
+def _blocks(T: int, row_bytes: int, device: torch.device | str = "cpu"):
     """Blocks (lo, hi) of time steps, last first, for the backward's per-step factors.
 
     The factors (gate derivatives) are elementwise products over (T, B, .) buffers, memory-bound
     once those outgrow the cache; computed whole, they made the fast path slower than the
     reference at T 256, H 128 (docs/performance.md, "Training step speed"). Computed block by block,
     right before the loop consumes them, they stay in cache. A block holds about BLOCK_BYTES of
-    the widest buffer (``row_bytes`` per step), a fraction of a core's L2 cache. Elementwise
-    products do not depend on the blocking: any block size gives the same bits.
+    the widest buffer (``row_bytes`` per step), a fraction of a core's L2 cache; on an accelerator
+    (``device``) :data:`DEVICE_BLOCK_BYTES`, 256 steps a block at the paper's size where the CPU's
+    budget would make every step its own block. Elementwise products do not depend on the
+    blocking: any block size gives the same bits.
     """
-    n = max(1, BLOCK_BYTES // row_bytes)
+    n = max(1, (BLOCK_BYTES if torch.device(device).type == "cpu" else DEVICE_BLOCK_BYTES) // row_bytes)
     for hi in range(T, 0, -n):
         yield max(hi - n, 0), hi
 
@@ -122,7 +127,7 @@ class GateScan(torch.autograd.Function):
         dys = torch.empty_like(g)  # d LN-output of every step
         grads = _rows(rec.GateGrads(dys, None if step.gate is None else da), T)
         das, dh = [], ghs[-1]  # das: the fixed leak's pre-activation gradients, stacked into da after
-        for lo, hi in _blocks(T, pre[0].nbytes):
+        for lo, hi in _blocks(T, pre[0].nbytes, pre[0].device):
             gate = None if step.gate is None else step.gate[lo:hi]
             fs = _rows(rec.gate_factors(w.s, gate, hp[lo:hi], g[lo:hi]), hi - lo)
             for t in range(hi - 1, lo - 1, -1):
@@ -180,7 +185,7 @@ class GRUScan(torch.autograd.Function):
         dahs, dys = [], torch.empty_like(g)  # dys: d LN-output of every step
         grads = _rows(rec.GRUGrads(dys, dzr), T)
         dh = ghs[-1]
-        for lo, hi in _blocks(T, zr[0].nbytes):
+        for lo, hi in _blocks(T, zr[0].nbytes, zr[0].device):
             fs = _rows(rec.gru_factors(zr[lo:hi], hp[lo:hi], g[lo:hi]), hi - lo)
             for t in range(hi - 1, lo - 1, -1):
                 dah, dh = rec.gru_backward_step(w, fs[t - lo], dh, ghs[t - 1], ah_t[t], means[t], rstds[t], grads[t],
@@ -238,7 +243,7 @@ class LSTMScan(torch.autograd.Function):
         grads = _rows(rec.LSTMGrads(dys, da), T)
         dh = torch.zeros_like(g[0]) if grad_h is None else ghs[-1]
         dc = torch.zeros_like(g[0])
-        for lo, hi in _blocks(T, pre[0].nbytes):
+        for lo, hi in _blocks(T, pre[0].nbytes, pre[0].device):
             fs = _rows(rec.lstm_factors(pre[lo:hi], cs[lo:hi], g[lo:hi], tc[lo:hi]), hi - lo)
             for t in range(hi - 1, lo - 1, -1):
                 dc, dh = rec.lstm_backward_step(w, fs[t - lo], dh, dc, ghs[t - 1], gcs[t], ag_t[t], means[t], rstds[t],

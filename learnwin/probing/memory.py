@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from learnwin.infra import io
-from learnwin.infra.resources import MEMORY_CURVE_BYTES, memory_curve_bytes
+from learnwin.infra.resources import DEVICE_MEMORY_CURVE_BYTES, MEMORY_CURVE_BYTES, memory_curve_bytes
 from learnwin.models.cells import GatedRNN, checkpoint_model
 from learnwin.probing.envelope import receiving_times
 from learnwin.tasks.splits import load_split
@@ -31,12 +31,10 @@ def input_sensitivity(model: GatedRNN, x: Tensor, u: Tensor) -> Tensor:
 
     ``model`` is a :class:`learnwin.models.cells.GatedRNN` run on its step-by-step path: the batched
     backward here runs under vmap, which cannot batch the out= writes of the training fast path.
-    The receiving times go through that backward in chunks small enough that its work arrays
-    (:func:`learnwin.infra.resources.memory_curve_bytes`) stay within
-    :data:`learnwin.infra.resources.MEMORY_CURVE_BYTES`; at the default size that is four chunks.
+    The receiving times go through that backward in chunks of :func:`curve_chunk` of them.
     """
     B, T, _ = x.shape
-    chunk = max(1, min(T, MEMORY_CURVE_BYTES // memory_curve_bytes(B, T, model.cell.hidden_size, 1)))
+    chunk = curve_chunk(B, T, model.cell.hidden_size, x.device)
     with torch.enable_grad():
         xg = x.detach().requires_grad_(True)
         y_hat = model(xg, reference=True)  # (B, T)
@@ -44,6 +42,15 @@ def input_sensitivity(model: GatedRNN, x: Tensor, u: Tensor) -> Tensor:
         G = torch.cat([torch.autograd.grad(y_hat, xg, probes[t:t + chunk], retain_graph=t + chunk < T,
                                            is_grads_batched=True)[0] @ u for t in range(0, T, chunk)])
     return G.transpose(0, 1)  # each chunk's (t, B, T_k, D) gradients projected on u as they come
+
+
+def curve_chunk(B: int, T: int, hidden: int, device: torch.device | str) -> int:
+    """Receiving times per batched backward of :func:`input_sensitivity`: as many as keep its work
+    arrays (:func:`learnwin.infra.resources.memory_curve_bytes`) within the budget of ``device``,
+    :data:`learnwin.infra.resources.MEMORY_CURVE_BYTES` on the CPU (four chunks at the default
+    size), :data:`learnwin.infra.resources.DEVICE_MEMORY_CURVE_BYTES` on an accelerator; at least one."""
+    budget = MEMORY_CURVE_BYTES if torch.device(device).type == "cpu" else DEVICE_MEMORY_CURVE_BYTES
+    return max(1, min(T, budget // memory_curve_bytes(B, T, hidden, 1)))
 
 
 class MemoryAccumulator:

@@ -42,9 +42,15 @@ rule train_budget:
         ENV
     threads: 1
     resources:
-        **sized(resources.budget_mem_mb, resources.budget_runtime_min),
+        **sized(
+            "train_budget",
+            resources.budget_mem_mb,
+            resources.budget_runtime_min,
+            lambda cfg, model: resources.scored_gpu_mem_mb(
+                cfg, model, LAG_ENSEMBLE + 1
+            ),
+        ),
         train_slot=1,
-        gpu=0,
     params:
         **BUDGET_ENSEMBLE,
         task={k: config["task"][k] for k in ("T", "D", "noise_std")},
@@ -74,8 +80,15 @@ rule snapshot_budget:
         ENV
     threads: 1
     resources:
-        **sized(resources.budget_snapshot_mem_mb, resources.budget_snapshot_runtime_min),
-        gpu=0,
+        **sized(
+            "snapshot_budget",
+            resources.budget_snapshot_mem_mb,
+            resources.budget_snapshot_runtime_min,
+            lambda cfg, model: max(
+                resources.scored_gpu_mem_mb(cfg, model, LAG_ENSEMBLE + 1),
+                resources.snapshot_gpu_mem_mb(cfg, model),
+            ),
+        ),
     params:
         **(
             {**BUDGET_ENSEMBLE, "thresholds": REC["thresholds"]}

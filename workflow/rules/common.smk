@@ -81,12 +81,36 @@ def _canonical(node):
     return node
 
 
-def sized(mem_mb, runtime):
-    """A job's mem_mb and runtime requests from learnwin.infra.resources functions of the config
-    and of the job's model."""
+def asks_gpu(rule):
+    """Whether the jobs of ``rule`` ask a GPU: a positive ``gpu`` in the profile's (profiles/slurm)
+    or the command line's set-resources; the rules themselves declare gpu=0 (a portable default).
+    """
+    asked = workflow.resource_settings.overwrite_resources.get(rule) or {}
+    gpu = asked["gpu"] if "gpu" in asked else 0
+    return int(getattr(gpu, "value", gpu) or 0) > 0
+
+
+def sized(rule, mem_mb, runtime, gpu_mem_mb):
+    """The requests of a job of ``rule`` that may run on CUDA, from learnwin.infra.resources
+    functions of the config and of the job's model: mem_mb and runtime for a GPU where the rule asks
+    one (asks_gpu), else for the CPU; gpu_mem_mb, its device memory, the token profiles/gpu limits
+    to one device's memory; gpu, what the profile asks (0 here)."""
+    gpu = asks_gpu(rule)
     return dict(
-        mem_mb=lambda wc: mem_mb(config, wc.model),
-        runtime=lambda wc: runtime(config, wc.model),
+        mem_mb=lambda wc: mem_mb(config, wc.model, gpu),
+        runtime=lambda wc: runtime(config, wc.model, gpu),
+        gpu_mem_mb=lambda wc: gpu_mem_mb(config, wc.model),
+        gpu=0,
+    )
+
+
+def resume_retries(rule, ensemble):
+    """Re-submissions of a training rule whose jobs need longer than one request
+    (learnwin.infra.resources.MAX_RUNTIME); each resumes from its .resume/ state. None: the
+    profile's retries."""
+    gpu = asks_gpu(rule)
+    return resources.resume_retries(
+        max(resources.uncapped_runtime_min(config, m, gpu, ensemble) for m in MODELS)
     )
 
 

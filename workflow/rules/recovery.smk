@@ -46,8 +46,13 @@ rule train_recovery:
         ENV
     threads: 1
     resources:
-        mem_mb=lambda wc: resources.recovery_mem_mb(config, wc.model),
-        runtime=lambda wc: resources.recovery_runtime_min(config, wc.model, wc.arm),
+        mem_mb=lambda wc: resources.recovery_mem_mb(
+            config, wc.model, asks_gpu("train_recovery")
+        ),
+        runtime=lambda wc: resources.recovery_runtime_min(
+            config, wc.model, wc.arm, asks_gpu("train_recovery")
+        ),
+        gpu_mem_mb=lambda wc: resources.scored_gpu_mem_mb(config, wc.model),
         train_slot=1,
         gpu=0,
     params:
@@ -78,9 +83,15 @@ rule snapshot_recovery:
         ENV
     threads: 1
     resources:
-        mem_mb=lambda wc: resources.recovery_snapshot_mem_mb(config, wc.model),
-        runtime=lambda wc: resources.recovery_snapshot_runtime_min(config, wc.model),
-        gpu=0,
+        **sized(
+            "snapshot_recovery",
+            resources.recovery_snapshot_mem_mb,
+            resources.recovery_snapshot_runtime_min,
+            lambda cfg, model: max(
+                resources.scored_gpu_mem_mb(cfg, model),
+                resources.snapshot_gpu_mem_mb(cfg, model),
+            ),
+        ),
     params:
         task={k: config["task"][k] for k in ("T", "D", "noise_std", "n_diag")},
         model_config=section("model"),

@@ -26,8 +26,12 @@ rule take_snapshot:
         ENV
     threads: 1
     resources:
-        **sized(resources.snapshot_mem_mb, resources.snapshot_runtime_min),
-        gpu=0,
+        **sized(
+            "take_snapshot",
+            resources.snapshot_mem_mb,
+            resources.snapshot_runtime_min,
+            resources.snapshot_gpu_mem_mb,
+        ),
     params:
         snapshot=section("snapshot"),
         device=config["device"],

@@ -1,6 +1,7 @@
 # Stage train (docs/method.md §2-3): one job per (model, optimizer, seed). Checkpoints at the snapshot
 # epochs, best and final, and the learning curve. A re-run of a killed job resumes from
-# its .resume/ state (see learnwin.models.train).
+# its .resume/ state (see learnwin.models.train): a job longer than one request
+# (learnwin.infra.resources.MAX_RUNTIME) is re-submitted as often as it needs (retries).
 
 
 # On CUDA (learnwin.infra.resources.ensemble_training, config key `ensemble`) one job per model trains
@@ -24,13 +25,18 @@ if resources.ensemble_training(config, resources.ensemble_runs(config)):
             f"{LOGS}/train_ensemble/{{model}}.log",
         benchmark:
             f"{BENCH}/train_ensemble/{{model}}.tsv"
+        retries: resume_retries("train_ensemble", ensemble=True)
         conda:
             ENV
         threads: 1
         resources:
-            **sized(resources.ensemble_mem_mb, resources.ensemble_runtime_min),
+            **sized(
+                "train_ensemble",
+                resources.ensemble_mem_mb,
+                resources.ensemble_runtime_min,
+                resources.ensemble_gpu_mem_mb,
+            ),
             train_slot=1,
-            gpu=0,
         params:
             model=section("model"),
             optim={o: section("optim", o) for o in OPTIMIZERS},
@@ -62,13 +68,18 @@ else:
             f"{LOGS}/train_model/{{optimizer}}/{{model}}/seed{{seed}}.log",
         benchmark:
             f"{BENCH}/train_model/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
+        retries: resume_retries("train_model", ensemble=False)
         conda:
             ENV
         threads: 1
         resources:
-            **sized(resources.train_mem_mb, resources.train_runtime_min),
+            **sized(
+                "train_model",
+                resources.train_mem_mb,
+                resources.train_runtime_min,
+                resources.train_gpu_mem_mb,
+            ),
             train_slot=1,
-            gpu=0,
         params:
             model=section("model"),
             optim=optimizer_hparams,

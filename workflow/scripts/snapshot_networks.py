@@ -4,6 +4,7 @@ learnwin.recovery.budget_job.budget_networks under the budget protocol: the init
 checked against the job's recorded score; the rule's params are their keywords) and
 learnwin.recovery.task.groundtruth_snapshots (their envelope, psi and total)."""
 from learnwin.infra import io, runtime
+from learnwin.infra.config import job_device
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 runtime.set_torch_threads(snakemake.threads)
@@ -16,7 +17,7 @@ from learnwin.recovery.task import groundtruth_snapshots  # noqa: E402
 networks, artifact = {"snapshot_recovery": (groundtruth_networks, "recovery"),
                       "snapshot_budget": (budget_networks, "budget")}[snakemake.rule]
 wc, kw = snakemake.wildcards, dict(snakemake.params.items())
-snapshot, device = kw.pop("snapshot"), runtime.resolve_device(kw.pop("device"))
+snapshot, device = kw.pop("snapshot"), job_device(kw.pop("device"))
 recorded = io.read_table(snakemake.input.scores, artifact)
 nets = networks(model=wc.model, optimizer=wc.optimizer, seed=int(wc.seed), recorded=recorded, device=device, **kw)
 tables = groundtruth_snapshots(nets, task=kw["task"], gt=kw["gt"], snapshot=snapshot, device=device)

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from learnwin.infra import runtime
+from learnwin.infra.config import job_device
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 runtime.set_torch_threads(snakemake.threads)
@@ -17,7 +18,7 @@ from learnwin.probing.memory import memory_checkpoint  # noqa: E402
 from learnwin.probing.snapshot import snapshot_checkpoint  # noqa: E402
 
 wc, cfg = snakemake.wildcards, snakemake.params.snapshot
-device = runtime.resolve_device(snakemake.params.device)
+device = job_device(snakemake.params.device)
 data_dir = Path(snakemake.input.x).parent
 keys = {"model": wc.model, "optimizer": wc.optimizer, "seed": int(wc.seed), "epoch": wc.epoch}
 envelope, units, psi, total = snapshot_checkpoint(

@@ -2,6 +2,7 @@
 learnwin.recovery.budget_job.budget_trainings (the control and the lags' online trainings in this process);
 the rule's params are that function's keywords."""
 from learnwin.infra import io, runtime
+from learnwin.infra.config import job_device
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 runtime.set_torch_threads(snakemake.threads)
@@ -12,7 +13,7 @@ from learnwin.recovery.budget_job import budget_trainings  # noqa: E402  (after 
 wc, kw = snakemake.wildcards, dict(snakemake.params.items())
 batch = kw["train_config"]["batch_size"]
 scores = budget_trainings(model=wc.model, optimizer=wc.optimizer, seed=int(wc.seed), batch_size=batch,
-                          **{**kw, "device": runtime.resolve_device(kw["device"])})
+                          **{**kw, "device": job_device(kw["device"])})
 reached = scores[scores["target"] == "task"].groupby("lag")["N"].max()
 n_max = kw["budgets"][-1]
 log.info("lags run: %d of %d; steps: %d (control %d); N reached per lag: %s", len(reached), len(kw["lags"]),

@@ -2,6 +2,7 @@
 from pathlib import Path
 
 from learnwin.infra import runtime
+from learnwin.infra.config import job_device
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 runtime.set_torch_threads(snakemake.threads)
@@ -20,7 +21,7 @@ diverged = train_runs(
     optim_configs=params.optim,
     train_config=params.train,
     snapshot_epochs=params.train["snapshot_epochs"],
-    device=runtime.resolve_device(params.device),
+    device=job_device(params.device),
 )
 for message in diverged.values():
     # the run's outputs are tombstones; its rule check_training fails with the message, the others go on

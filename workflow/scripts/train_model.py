@@ -2,6 +2,7 @@
 from pathlib import Path
 
 from learnwin.infra import runtime
+from learnwin.infra.config import job_device
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 runtime.set_torch_threads(snakemake.threads)
@@ -21,7 +22,7 @@ try:
         optim_config=params.optim,
         train_config=params.train,
         snapshot_epochs=params.train["snapshot_epochs"],
-        device=runtime.resolve_device(params.device),
+        device=job_device(params.device),
     )
 except DivergenceError:
     # outputs are written (tombstones past the divergence); rule check_training fails with the

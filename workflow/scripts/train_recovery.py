@@ -1,6 +1,7 @@
 """Adapter: rule train_recovery, one (arm, model, seed) of the ground truth ->
 learnwin.recovery.groundtruth_job.groundtruth_job (every training of its N ladder in this process)."""
 from learnwin.infra import io, runtime
+from learnwin.infra.config import job_device
 
 log = runtime.setup(snakemake.log[0], snakemake.threads)
 runtime.set_torch_threads(snakemake.threads)
@@ -23,7 +24,7 @@ scores, window = groundtruth_job(
     optim_config=params.optim,
     train_config=params.train,
     gt=params.gt,
-    device=runtime.resolve_device(params.device),
+    device=job_device(params.device),
 )
 log.info("window:\n%s", window.to_string())
 io.write_table(scores, snakemake.output.scores, "recovery")
