@@ -24,8 +24,8 @@ Same numbers as the reference path (equal to rounding; tests/test_bptt.py checks
 every gradient to 1e-10 in float64). The float32 rounding is that of the recorded smoke digest
 (tests/test_smoke_digest.py); it last changed when the input projection moved inside, which
 changed the order of the input weight and bias gradients' sums. First-order only: the backward is not
-differentiable again (double backward raises). Each cell's ``fast_forward`` applies its family's
-Function to :func:`projection` and :func:`layer_norm`; :meth:`learnwin.models.cells.GatedCell.forward`
+differentiable again (double backward raises). Each built-in cell's ``scan`` names its family's
+Function and its inputs (:func:`projection`, :func:`layer_norm`), which ``fast_forward`` applies; :meth:`learnwin.models.cells.GatedCell.forward`
 takes that path only when it is safe (see there).
 """
 
@@ -241,9 +241,9 @@ def active() -> bool:
             and torch.autograd.forward_ad._current_level < 0)
 
 
-def projection(cell: nn.Module, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """The first three inputs of every Function here: x and the cell's fused input weight and bias."""
-    return x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0)
+def projection(cell: nn.Module) -> tuple[Tensor, Tensor]:
+    """The second and third inputs of every Function here (after x): the cell's fused input weight and bias."""
+    return torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0)
 
 
 def layer_norm(norm: nn.Module) -> tuple:

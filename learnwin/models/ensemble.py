@@ -34,8 +34,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
+from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
+from learnwin.models import fused
 from learnwin.models.train import EVAL_BATCH, Run, curve_row, divergence, epoch_order, load_splits, make_optimizer
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,7 @@ class Ensemble:
         self._losses = {dims: vmap(loss, in_dims=(0, 0, *dims)) for dims in ((0, 0), (None, 0))}
         self._outputs = {dims: vmap(lambda p, b, x: functional_call(self.base, (p, b), (x,)), in_dims=(0, 0, dims))
                          for dims in (0, None)}
+        self._scan = _MemberScan.of(self.base)
 
     def __len__(self) -> int:
         return len(self.nets)
@@ -90,11 +93,17 @@ class Ensemble:
 
     def losses(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Each member's MSE (E,) on its targets y (E, B, T), inputs x (E, B, T, D) or shared (B, T, D)."""
+        if self._scan is not None:
+            params = self.params()
+            return self._scan.losses(params, self.buffers, self._scan.hidden(params, self.buffers, x), y)
         return self._losses[(0 if x.dim() == y.dim() + 1 else None, 0)](self.params(), self.buffers, x, y)
 
     @torch.no_grad()
     def outputs(self, x: torch.Tensor) -> torch.Tensor:
         """Each member's readout (E, B, T) on x (E, B, T, D), or on shared inputs (B, T, D)."""
+        if self._scan is not None:
+            params = self.params()
+            return self._scan.readouts(params, self.buffers, self._scan.hidden(params, self.buffers, x))
         return self._outputs[0 if x.dim() == 4 else None](self.params(), self.buffers, x)
 
     def step(self, x: torch.Tensor, y: torch.Tensor, grad_clip: float) -> torch.Tensor:
@@ -128,6 +137,61 @@ class Ensemble:
                     for name, t in self.nets[i].named_buffers():
                         t.copy_(self.buffers[name][i])
                     self.opts[i].load_state_dict(_member_state(state, j))
+
+
+class _Split(nn.Module):
+    """One member's network cut at its cell's hand-written recurrence, for ``functional_call`` under
+    ``vmap``: without arguments, the tensors among the recurrence's inputs (``GatedCell.scan``); on
+    hidden states, the readout."""
+
+    def __init__(self, net: nn.Module):
+        super().__init__()
+        self.net = net
+
+    def forward(self, hidden: Tensor | None = None):
+        if hidden is None:
+            return tuple(t for t in self.net.cell.scan()[1] if isinstance(t, Tensor))
+        return self.net.readout(hidden)
+
+
+class _MemberScan:
+    """The members' forward and backward through the fused step with a member dimension
+    (:mod:`learnwin.models.fused`): each member's recurrence inputs made from its parameters by
+    one vmapped call (the concatenations of ``scan``), the recurrence of all members in one
+    Function, each member's readout and loss vmapped again. For networks whose cell has a
+    hand-written recurrence (``GatedCell.scan``: the single-layer gated cells); :meth:`of` gives
+    None for others (linear cells, stacks, user cells), which run their scan under vmap."""
+
+    def __init__(self, base: nn.Module, function: type, inputs: tuple):
+        split = _Split(base)
+
+        def call(p, b, *args):
+            return functional_call(split, ({f"net.{k}": v for k, v in p.items()},
+                                           {f"net.{k}": v for k, v in b.items()}), args)
+
+        self.function, self.inputs = fused.FUSED[function], inputs
+        self._parts = vmap(call)
+        self.readouts = vmap(call)
+        self.losses = vmap(lambda p, b, hidden, y: torch.mean((call(p, b, hidden) - y) ** 2))
+
+    @staticmethod
+    def of(base: nn.Module) -> _MemberScan | None:
+        scan = getattr(base.cell, "scan", None)
+        scan = scan() if scan is not None else None
+        return None if scan is None else _MemberScan(base, *scan)
+
+    def hidden(self, params: dict, buffers: dict, x: Tensor) -> Tensor:
+        """Every member's hidden states (E, B, T, H) on x (E, B, T, D) or shared (B, T, D)."""
+        parts = iter(self._parts(params, buffers))
+        args = [_per_member(next(parts)) if isinstance(t, Tensor) else t for t in self.inputs]
+        out = self.function.apply(x, *args)
+        return out[0] if isinstance(out, tuple) else out
+
+
+def _per_member(t: Tensor) -> Tensor:
+    """A stacked recurrence input in the member convention of :mod:`learnwin.models.recurrence`:
+    matrices (E, rows, cols) as they are, a network's scalar or vector (E,) or (E, n) as (E, 1, 1) or (E, 1, n)."""
+    return t if t.dim() == 3 else t.view(t.shape[0], *(1,) * (3 - t.dim()), *t.shape[1:])
 
 
 def _stack_states(states: list[dict]) -> dict:
