@@ -48,9 +48,11 @@ class Ensemble:
     i's made by :func:`learnwin.models.train.make_optimizer` from ``optimizers[i]`` and
     ``optim_configs[i]`` (fresh or with state), stacked for joint steps. ``groups``: the members of
     each (optimizer, config), in order of first appearance; ``leaves``: each group's stacked
-    parameters; ``group_opts``: each group's optimizer over them."""
+    parameters; ``group_opts``: each group's optimizer over them. ``member_step`` False runs every
+    cell under vmap, the fallback (benchmarks/ensemble.py compares the two)."""
 
-    def __init__(self, nets: Sequence, opts: Sequence, optimizers: Sequence[str], optim_configs: Sequence[Mapping]):
+    def __init__(self, nets: Sequence, opts: Sequence, optimizers: Sequence[str], optim_configs: Sequence[Mapping],
+                 *, member_step: bool = True):
         if not len(nets) == len(opts) == len(optimizers) == len(optim_configs):
             raise ValueError(f"Ensemble: {len(nets)} nets, {len(opts)} optimizers, {len(optimizers)} optimizer "
                              f"names and {len(optim_configs)} optimizer configs; one of each per member")
@@ -78,7 +80,7 @@ class Ensemble:
         self._losses = {dims: vmap(loss, in_dims=(0, 0, *dims)) for dims in ((0, 0), (None, 0))}
         self._outputs = {dims: vmap(lambda p, b, x: functional_call(self.base, (p, b), (x,)), in_dims=(0, 0, dims))
                          for dims in (0, None)}
-        self._scan = _MemberScan.of(self.base)
+        self._scan = _MemberScan.of(self.base) if member_step else None
 
     def __len__(self) -> int:
         return len(self.nets)
