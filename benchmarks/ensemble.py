@@ -4,9 +4,10 @@ of members over their stack) two ways, the gated cells' fused step with a member
 (learnwin.models.fused, eager on the CPU: "fused") and one vmapped forward and backward of the
 cells' step-by-step scan (the fallback of the other cells: "vmap"), against the same E networks
 trained separately (learnwin.models.train.train_step: the hand-written BPTT, "separate"), for
-E = 1, 4, 16 (a cell without a hand-written recurrence, a linear cell, runs under vmap in both). Each network has its own init, inputs and targets, clip 1.0; its optimizer
-is AdamW ("adamw" rows) or, with --mixed, AdamW and SGD with momentum by turns ("mixed" rows: the
-(optimizer, seed) runs of a model in one train_ensemble job).
+E = 1, 4, 16 (a cell without a hand-written recurrence, a linear cell, runs under vmap in both).
+Each network has its own init, inputs and targets, clip 1.0; its optimizer is AdamW ("adamw"
+rows) or, with --mixed, AdamW and SGD with momentum by turns ("mixed" rows: the (optimizer, seed)
+runs of a model in one train_ensemble job).
 
 With --budget E, the lags of a budget-protocol job (learnwin.recovery.budget_job.budget_trainings):
 the control and E lags, each trained online to N_max (early stop and frontier off, so both do the
