@@ -11,7 +11,7 @@ import torch
 
 from learnwin.infra import io
 from learnwin.infra.registry import MODELS
-from learnwin.models import bptt, ensemble, fused, train
+from learnwin.models import bptt, ensemble, fused, recurrence, train
 from learnwin.models.cells import build_model
 from learnwin.models.ensemble import Ensemble
 from learnwin.tasks.splits import write_splits
@@ -96,10 +96,11 @@ def _recurrence_inputs(name, E, layer_norm):
 @pytest.mark.parametrize("shared_x", [False, True])
 @pytest.mark.parametrize("layer_norm", [True, False])
 @pytest.mark.parametrize("name", GATED)
-def test_member_dimension_equals_each_network(name, layer_norm, shared_x):
-    """The fused Function on E networks along a member dimension (eager, the CPU's mode) against
-    each network through the fused Function and through bptt's: both states and the gradients of
-    a loss on them w.r.t. x and every input, 1e-10 in float64."""
+@pytest.mark.parametrize("driver", ["bptt", "fused"])
+def test_member_dimension_equals_each_network(name, layer_norm, shared_x, driver):
+    """bptt's Function (the CPU's) and the fused one (eager) on E networks along a member dimension,
+    against each network through the fused Function and through bptt's: both states and the
+    gradients of a loss on them w.r.t. x and every input, 1e-10 in float64."""
     E, B, T, D = 3, 4, 7, 3
     function, own, stacked = _recurrence_inputs(name, E, layer_norm)
     gen = torch.Generator().manual_seed(9)
@@ -107,7 +108,8 @@ def test_member_dimension_equals_each_network(name, layer_norm, shared_x):
     x = (x[0] if shared_x else x).requires_grad_()
     wh, wc = torch.randn(2, E, B, T, 5, generator=gen, dtype=torch.float64)
     members = [ensemble._per_member(t) if isinstance(t, torch.Tensor) else t for t in stacked]
-    h, c = _states(fused.FUSED[function].apply(x, *members))
+    with fused.use(EAGER):
+        h, c = _states((function if driver == "bptt" else fused.FUSED[function]).apply(x, *members))
     assert h.shape == (E, B, T, 5)
     ((h * wh).sum() + (c.sin() * wc).sum()).backward()
     leak = 3 if function is bptt.GateScan else None  # the fixed leak s: a buffer
@@ -138,10 +140,10 @@ def _states(out):
 @pytest.mark.parametrize("layer_norm", [True, False])
 @pytest.mark.parametrize("name", GATED)
 def test_gated_ensembles_step_through_the_member_dimension(name, layer_norm, shared_x, monkeypatch):
-    """The gated cells' ensemble steps run the fused loops once per step on all members (not
-    vmap), and four steps with mixed optimizers equal four separate train_step calls per network
-    on the fused step (eager) and on bptt's: weights and optimizer states to 1e-10 in float64;
-    the outputs equal each network's."""
+    """The gated cells' ensemble steps run the recurrence once per step on all members (not vmap:
+    one input projection with the member dimension), and four steps with mixed optimizers equal
+    four separate train_step calls per network on the fused step (eager) and on bptt's: weights
+    and optimizer states to 1e-10 in float64; the outputs equal each network's."""
     optimizers = ("adamw", "sgd_momentum", "rmsprop")
     nets = _nets(name, layer_norm=layer_norm)
     cfgs = [STEP_OPTIM[o] for o in optimizers]
@@ -150,19 +152,18 @@ def test_gated_ensembles_step_through_the_member_dimension(name, layer_norm, sha
             for mode, sep in seps.items()}
     ens = ensemble.Ensemble(nets, [train.make_optimizer(o, n.parameters(), c) for o, n, c in zip(optimizers, nets, cfgs)],
                             optimizers, cfgs)
-    loops = []
-    real = fused.run
-    monkeypatch.setattr(fused, "run", lambda loop, mode, *a: loops.append((loop.__name__, mode)) or real(loop, mode, *a))
+    projections = []
+    real = recurrence.project
+    monkeypatch.setattr(recurrence, "project", lambda x, w, b: projections.append(w.shape) or real(x, w, b))
     before = torch.cat([p.detach().flatten() for p in nets[0].parameters()])
     gen = torch.Generator().manual_seed(5)
     for _ in range(4):
         x = torch.randn(3, 4, 9, 3, generator=gen, dtype=torch.float64)
         x = x[0] if shared_x else x
         y = torch.randn(3, 4, 9, generator=gen, dtype=torch.float64)
-        loops.clear()
+        projections.clear()
         ens.step(x, y, grad_clip=0.5)
-        family = {"gru": "gru", "lstm": "lstm"}.get(name, "gate")
-        assert loops == [(f"{family}_forward", None), (f"{family}_backward", None)]  # None: the CPU's, eager
+        assert len(projections) == 1 and projections[0][0] == 3  # the three members at once
         for mode, sep in seps.items():
             with fused.use(mode):
                 for i, (net, opt) in enumerate(zip(sep, opts[mode])):

@@ -57,22 +57,35 @@ def _blocks(T: int, row_bytes: int):
 
 
 def _rows(block, n: int) -> list:
-    """The n per-step structs of a struct of time-major tensors (n, B, .), views made once: each
-    field unbound, a field without the time axis (a fixed leak) shared by every step, None kept."""
-    cols = [(v,) * n if v is None or v.dim() < 3 else v.unbind(0) for v in block]
+    """The n per-step structs of a struct of time-major tensors (n, B, .) (members: (n, E, B, .)),
+    views made once: each field unbound, a field without the time axis (fewer dimensions than the
+    first field: a fixed leak) shared by every step, None kept."""
+    dim = block[0].dim()
+    cols = [(v,) * n if v is None or v.dim() < dim else v.unbind(0) for v in block]
     return [type(block)._make(c) for c in zip(*cols)]
 
 
 def _steps(v: Tensor) -> tuple:
-    """(B, T, ...) -> T tensors (B, ...)."""
-    return v.unbind(1)
+    """(B, T, H) -> T tensors (B, H) (members: (E, B, T, H) -> (E, B, H))."""
+    return v.unbind(-2)
 
 
-def _states(like: Tensor, T: int, H: int) -> Tensor:
-    """(T + 1, B, H) buffer of states, entry 0 the zero initial state."""
-    v = like.new_empty(T + 1, like.shape[0], H)
+def _states(x: Tensor, w_in: Tensor, H: int) -> Tensor:
+    """(T + 1, B, H) buffer of states for inputs x (B, T, D), entry 0 the zero initial state;
+    members (w_in (E, G, D), x (E, B, T, D) or shared): (T + 1, E, B, H)."""
+    v = x.new_empty(x.shape[-2] + 1, *w_in.shape[:-2], x.shape[-3], H)
     v[0].zero_()
     return v
+
+
+def _buffer(hs: Tensor, width: int) -> Tensor:
+    """A (T, B, width) buffer (members: (T, E, B, width)) for the state buffer hs."""
+    return hs.new_empty(hs.shape[0] - 1, *hs.shape[1:-1], width)
+
+
+def _visible(states: Tensor) -> Tensor:
+    """A time-major state buffer's steps as a Function's output, (B, T, H) (members: (E, B, T, H))."""
+    return states[1:].movedim(0, -2)
 
 
 class GateScan(torch.autograd.Function):
@@ -81,13 +94,13 @@ class GateScan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w_in, b_in, u, s, ln_w, ln_b, eps):
         ctx.set_materialize_grads(False)
-        B, T, _ = x.shape
-        G, H = w_in.shape[0], u.shape[1]
-        hs = _states(x, T, H)  # the output: allocated outside inference mode
+        G, H = w_in.shape[-2], u.shape[-1]
+        hs = _states(x, w_in, H)  # the output: allocated outside inference mode
+        T = hs.shape[0] - 1
         with torch.inference_mode():
             ctx.x, xproj = rec.project(x, w_in, b_in)
-            w = rec.GateWeights(u, s, rec.norm(ln_w, ln_b, eps), u.T.contiguous())
-            pre, gs = x.new_empty(T, B, G), x.new_empty(T, B, H)  # pre: the gate columns become the gate
+            w = rec.GateWeights(u, s, rec.norm(ln_w, ln_b, eps), u.mT.contiguous())
+            pre, gs = _buffer(hs, G), _buffer(hs, H)  # pre: the gate columns become the gate
             means, rstds = [], []
             for xp, h, out in zip(xproj.unbind(0), hs.unbind(0), _rows(rec.GateStep.of(pre, gs, hs[1:]), T)):
                 mean, rstd = rec.gate_forward_step(w, xp, h, out)
@@ -95,7 +108,7 @@ class GateScan(torch.autograd.Function):
         ctx.buffers = pre, hs, gs, means, rstds
         ctx.save_for_backward(w_in, u, s, ln_w, ln_b)
         ctx.eps = eps
-        return hs[1:].transpose(0, 1)
+        return _visible(hs)
 
     @staticmethod
     @once_differentiable
@@ -131,14 +144,14 @@ class GRUScan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w_in, b_in, u_zr, u_h, ln_w, ln_b, eps):
         ctx.set_materialize_grads(False)
-        B, T, _ = x.shape
-        H = u_h.shape[0]
-        hs = _states(x, T, H)  # the output: allocated outside inference mode
+        H = u_h.shape[-1]
+        hs = _states(x, w_in, H)  # the output: allocated outside inference mode
+        T = hs.shape[0] - 1
         with torch.inference_mode():
             ctx.x, xproj = rec.project(x, w_in, b_in)
-            w = rec.GRUWeights(u_zr, u_h, rec.norm(ln_w, ln_b, eps), u_zr.T.contiguous(), u_h.T.contiguous())
-            zr, ah = x.new_empty(T, B, 2 * H), x.new_empty(T, B, H)  # zr: gates, ah: LN input
-            qs, gs = x.new_empty(T, B, H), x.new_empty(T, B, H)
+            w = rec.GRUWeights(u_zr, u_h, rec.norm(ln_w, ln_b, eps), u_zr.mT.contiguous(), u_h.mT.contiguous())
+            zr, ah = _buffer(hs, 2 * H), _buffer(hs, H)  # zr: gates, ah: LN input
+            qs, gs = _buffer(hs, H), _buffer(hs, H)
             xzr, xh = xproj[..., :2 * H].unbind(0), xproj[..., 2 * H:].unbind(0)
             means, rstds = [], []
             for xz, xc, h, out in zip(xzr, xh, hs.unbind(0), _rows(rec.GRUStep.of(zr, ah, qs, gs, hs[1:]), T)):
@@ -147,14 +160,14 @@ class GRUScan(torch.autograd.Function):
         ctx.buffers = zr, ah, hs, qs, gs, means, rstds
         ctx.save_for_backward(w_in, u_zr, u_h, ln_w, ln_b)
         ctx.eps = eps
-        return hs[1:].transpose(0, 1)
+        return _visible(hs)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_h):
         w_in, u_zr, u_h, ln_w, ln_b = ctx.saved_tensors
         zr = ctx.buffers[0]
-        da = zr.new_empty(*zr.shape[:2], 3 * u_h.shape[0])  # pre-activation gradient, outside inference mode
+        da = zr.new_empty(*zr.shape[:-1], 3 * u_h.shape[-1])  # pre-activation gradient, outside inference mode
         with torch.inference_mode():
             w = rec.GRUWeights(u_zr, u_h, rec.norm(ln_w, ln_b, ctx.eps))
             grads = GRUScan._backward(da, grad_h, w, *ctx.buffers)
@@ -187,14 +200,14 @@ class LSTMScan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w_in, b_in, u, ln_w, ln_b, eps):
         ctx.set_materialize_grads(False)
-        B, T, _ = x.shape
-        H = u.shape[1]
-        hs, cs = _states(x, T, H), _states(x, T, H)  # the outputs: outside inference mode
+        H = u.shape[-1]
+        hs, cs = _states(x, w_in, H), _states(x, w_in, H)  # the outputs: outside inference mode
+        T = hs.shape[0] - 1
         with torch.inference_mode():
             ctx.x, xproj = rec.project(x, w_in, b_in)
-            w = rec.LSTMWeights(u, rec.norm(ln_w, ln_b, eps), u.T.contiguous())
-            pre = x.new_empty(T, B, 4 * H)  # pre-activations; the i, f, o columns become the gates
-            gs, tcs = x.new_empty(T, B, H), x.new_empty(T, B, H)
+            w = rec.LSTMWeights(u, rec.norm(ln_w, ln_b, eps), u.mT.contiguous())
+            pre = _buffer(hs, 4 * H)  # pre-activations; the i, f, o columns become the gates
+            gs, tcs = _buffer(hs, H), _buffer(hs, H)
             steps = _rows(rec.LSTMStep.of(pre, gs, tcs, hs[1:], cs[1:]), T)
             means, rstds = [], []
             for xp, h, c, out in zip(xproj.unbind(0), hs.unbind(0), cs.unbind(0), steps):
@@ -203,7 +216,7 @@ class LSTMScan(torch.autograd.Function):
         ctx.buffers = pre, hs, cs, gs, tcs, means, rstds
         ctx.save_for_backward(w_in, u, ln_w, ln_b)
         ctx.eps = eps
-        return hs[1:].transpose(0, 1), cs[1:].transpose(0, 1)
+        return _visible(hs), _visible(cs)
 
     @staticmethod
     @once_differentiable
@@ -217,7 +230,7 @@ class LSTMScan(torch.autograd.Function):
 
     @staticmethod
     def _backward(da, grad_h, grad_c, w, pre, hs, cs, g, tc, means, rstds):
-        T, _, H = g.shape
+        T, H = g.shape[0], g.shape[-1]
         ag = pre[..., 3 * H:].contiguous()
         ghs = (None,) * T if grad_h is None else _steps(grad_h)
         gcs = (None,) * T if grad_c is None else _steps(grad_c)

@@ -157,10 +157,11 @@ class _Split(nn.Module):
 
 
 class _MemberScan:
-    """The members' forward and backward through the fused step with a member dimension
-    (:mod:`learnwin.models.fused`): each member's recurrence inputs made from its parameters by
-    one vmapped call (the concatenations of ``scan``), the recurrence of all members in one
-    Function, each member's readout and loss vmapped again. For networks whose cell has a
+    """The members' forward and backward through their cells' hand-written recurrence with a member
+    dimension (:mod:`learnwin.models.recurrence`): each member's recurrence inputs made from its
+    parameters by one vmapped call (the concatenations of ``scan``), the recurrence of all members
+    in one Function, the one ``fused.pick`` gives for the inputs' device (the fused step on CUDA,
+    bptt's eager driver on the CPU), each member's readout and loss vmapped again. For networks whose cell has a
     hand-written recurrence (``GatedCell.scan``: the single-layer gated cells); :meth:`of` gives
     None for others (linear cells, stacks, user cells), which run their scan under vmap."""
 
@@ -171,7 +172,7 @@ class _MemberScan:
             return functional_call(split, ({f"net.{k}": v for k, v in p.items()},
                                            {f"net.{k}": v for k, v in b.items()}), args)
 
-        self.function, self.inputs = fused.FUSED[function], inputs
+        self.function, self.inputs = function, inputs
         self._parts = vmap(call)
         self.readouts = vmap(call)
         self.losses = vmap(lambda p, b, hidden, y: torch.mean((call(p, b, hidden) - y) ** 2))
@@ -186,7 +187,7 @@ class _MemberScan:
         """Every member's hidden states (E, B, T, H) on x (E, B, T, D) or shared (B, T, D)."""
         parts = iter(self._parts(params, buffers))
         args = [_per_member(next(parts)) if isinstance(t, Tensor) else t for t in self.inputs]
-        out = self.function.apply(x, *args)
+        out = fused.pick(self.function, x).apply(x, *args)
         return out[0] if isinstance(out, tuple) else out
 
 

@@ -100,7 +100,8 @@ def outer(da: Tensor, h: Tensor) -> Tensor:
     """A recurrent matrix's gradient, the sum over steps and sequences of da^T h: (T, B, G), (T, B, H) -> (G, H);
     per member (T, E, B, .) -> (E, G, H)."""
     if da.dim() == 4:
-        return torch.einsum("tebg,tebh->egh", da, h)
+        E = da.shape[1]
+        return torch.bmm(da.transpose(0, 1).reshape(E, -1, da.shape[-1]).mT, h.transpose(0, 1).reshape(E, -1, h.shape[-1]))
     return da.reshape(-1, da.shape[-1]).T @ h.reshape(-1, h.shape[-1])
 
 
