@@ -1,8 +1,10 @@
 """Networks per second (docs/method.md §3, §10b): an ensemble of E networks trained together
 (learnwin.models.ensemble.Ensemble: stacked parameters, a per-network clip, one optimizer per group
-of members over their stack) two ways, the gated cells' fused step with a member dimension
-(learnwin.models.fused, eager on the CPU: "fused") and one vmapped forward and backward of the
-cells' step-by-step scan (the fallback of the other cells: "vmap"), against the same E networks
+of members over their stack) three ways: the gated cells' hand-written recurrence with a member
+dimension as Ensemble runs it ("member": fused.pick's Function, bptt's eager driver on the CPU,
+the fused step on CUDA), the same through the fused step in eager mode ("fused eager", on the CPU
+only: the driver CUDA compiles), and one vmapped forward and backward of the cells' step-by-step
+scan (the fallback of the other cells: "vmap"), against the same E networks
 trained separately (learnwin.models.train.train_step: the hand-written BPTT, "separate"), for
 E = 1, 4, 16 (a cell without a hand-written recurrence, a linear cell, runs under vmap in both).
 Each network has its own init, inputs and targets, clip 1.0; its optimizer is AdamW ("adamw"
@@ -24,9 +26,9 @@ The budget job runs at the default size, budgets 2B, 4B, 8B and 16B (16 steps pe
 config's recovery thresholds, n_test, n_perm, null_quantile and coef (config/config.yaml's where the
 config has none).
 CPU: 1 thread. Each implementation is timed once per round, interleaved, and the best round is
-printed (the machine may be shared): networks x steps / seconds, and the ratios fused / separate,
-vmap / separate and fused / vmap. Before timing, each ensemble and the separate trainings run 3
-steps in float64 (E = 4, the default size) and the largest weight difference is printed.
+printed (the machine may be shared): networks x steps / seconds, and the ratios member / separate,
+vmap / separate and member / vmap. Before timing, the member and vmap ensembles and the separate
+trainings run 3 steps in float64 (E = 4, the default size) and the largest weight difference is printed.
 """
 
 import argparse
@@ -37,6 +39,7 @@ import numpy as np
 import torch
 import yaml
 
+from learnwin.models import fused
 from learnwin.models.cells import build_model
 from learnwin.models.ensemble import Ensemble
 from learnwin.models.train import make_optimizer, train_step
@@ -94,6 +97,17 @@ def vmapped(nets, x, y, names):
     return ensemble(nets, x, y, names, member_step=False)
 
 
+def fused_eager(nets, x, y, names):
+    """The member ensemble through the fused step, eager."""
+    step, synced = ensemble(nets, x, y, names)
+
+    def eager():
+        with fused.use(fused.Mode(compile=False, graph=False)):
+            step()
+
+    return eager, synced
+
+
 def check(model, T, D, H, B, device, mixed):
     """Largest |weight difference| after 3 steps in float64 of the fused and the vmap ensemble
     against separate trainings (E = 4)."""
@@ -118,7 +132,7 @@ def row(model, E, T, D, H, B, device, steps, rounds, mixed):
     x, y = data(E, B, T, D, device, torch.float32)
     names = optimizers(E, mixed)
     fns = {make.__name__: make(networks(model, E, D, H, device, torch.float32), x, y, names)[0]
-           for make in (separate, ensemble, vmapped)}
+           for make in (separate, ensemble, vmapped, *([fused_eager] if device == "cpu" else []))}
     for fn in fns.values():
         fn()  # warm-up
     best = dict.fromkeys(fns, 0.0)
@@ -130,9 +144,9 @@ def row(model, E, T, D, H, B, device, steps, rounds, mixed):
                 fn()
             sync(device)
             best[name] = max(best[name], E * steps / (time.perf_counter() - t0))
-    sep, fus, vm = best["separate"], best["ensemble"], best["vmapped"]
-    print(f"{model:6s} {'mixed' if mixed else 'adamw':6s} {E:3d} {sep:9.2f} {vm:9.2f} {fus:9.2f} {vm / sep:9.2f} "
-          f"{fus / sep:9.2f} {fus / vm:9.2f}", flush=True)
+    sep, mem, vm = best["separate"], best["ensemble"], best["vmapped"]
+    print(f"{model:6s} {'mixed' if mixed else 'adamw':6s} {E:3d} {sep:9.2f} {vm:9.2f} {mem:9.2f} "
+          f"{best.get('fused_eager', float('nan')):11.2f} {vm / sep:9.2f} {mem / sep:10.2f} {mem / vm:11.2f}", flush=True)
 
 
 def budget_row(model, E, cfg, T, D, H, B, device, rounds):
@@ -179,17 +193,17 @@ def main():
     T, D, H, B = sizes["default"]
     print(f"torch {torch.__version__}, {args.device}" + (" 1 thread" if args.device == "cpu" else
                                                           f" {torch.cuda.get_device_name()}"))
-    print("float64 check (E 4, default size, 3 steps), max |ensemble - separate| weight, fused and vmap:")
+    print("float64 check (E 4, default size, 3 steps), max |ensemble - separate| weight, member and vmap:")
     for model in models:
         for mixed in kinds:
-            fus, vm = check(model, T, D, H, B, args.device, mixed)
-            print(f"  {model:6s} {'mixed' if mixed else 'adamw':6s} fused {fus:.1e} vmap {vm:.1e}", flush=True)
+            mem, vm = check(model, T, D, H, B, args.device, mixed)
+            print(f"  {model:6s} {'mixed' if mixed else 'adamw':6s} member {mem:.1e} vmap {vm:.1e}", flush=True)
     for size in (["default", "replication"] if args.size == "both" else [args.size]):
         T, D, H, B = sizes[size]
         print(f"\n{size}: T={T} D={D} H={H} batch={B}; networks x steps per second, best of {args.rounds} rounds "
               f"of {args.steps} steps")
-        print(f"{'model':6s} {'optim':6s} {'E':>3s} {'separate':>9s} {'vmap':>9s} {'fused':>9s} {'vmap/sep':>9s} "
-              f"{'fused/sep':>9s} {'fused/vmap':>9s}")
+        print(f"{'model':6s} {'optim':6s} {'E':>3s} {'separate':>9s} {'vmap':>9s} {'member':>9s} {'fused eager':>11s} "
+              f"{'vmap/sep':>9s} {'member/sep':>10s} {'member/vmap':>11s}")
         for model in models:
             for mixed in kinds:
                 for E in ensembles:
