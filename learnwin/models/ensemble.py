@@ -1,26 +1,30 @@
 """Networks of one shape trained together along a leading ensemble dimension (docs/method.md §3).
 
 E networks of one architecture (the seeds and optimizers of a cell, the lags of a budget job) take
-one step together: the forward is ``vmap`` of ``functional_call`` over their stacked parameters
-(each member its own inputs or shared ones, its own targets), and one backward of the summed losses
-gives each member its own gradient. The members of one optimizer (name and config) form a group:
+one step together, each member on its own inputs or shared ones, with its own targets, and one
+backward of the summed losses gives each member its own gradient. The forward of the single-layer
+gated cells is their hand-written recurrence with a member dimension (:class:`_MemberScan`: each
+step's matmuls batched over the members; bptt's eager driver on the CPU, the compiled and graphed
+fused step on CUDA); that of other cells (linear cells, stacks, user cells) is ``vmap`` of
+``functional_call`` over the stacked parameters, their step-by-step reference scan. The members of one optimizer (name and config) form a group:
 one stacked leaf per parameter (``torch.func.stack_module_state``) and one torch optimizer over
 those leaves, whose updates (AdamW, Adam, SGD, momentum, RMSprop) are elementwise, so each member's
 slice follows its own state. The groups' leaves are concatenated (``torch.cat``, differentiable)
 into the stack the forward runs on, so the backward fills each group's leaves. The clip is
 ``clip_grad_norm_``'s global norm per member. An ensemble step equals E separate
 :func:`learnwin.models.train.train_step` calls to rounding (tests/test_ensemble.py: 1e-10 in
-float64); under ``vmap`` the cells run their step-by-step reference scan, not the hand-written
-BPTT, so the bits differ.
+float64), not bit for bit: the members' matmuls are batched, and under ``vmap`` the cells run
+their reference scan.
 
 The members stay real modules and optimizers (``nets``, ``opts``): :meth:`Ensemble.sync` copies
 the stacked state back into them (copies, never views into the stack: a kept or saved view would
 follow later steps, and ``torch.save`` of a view writes the whole stack), so checkpoints, best
 epochs and curves are made per member exactly as for a separate run.
 
-Speed (benchmarks/ensemble.py, docs/performance.md "Ensembles"): on CPU the ensemble breaks even
-with separate trainings on the hand-written BPTT near E = 4, so the workflow trains one network
-per job there (:func:`learnwin.infra.resources.ensemble_training`).
+Speed (benchmarks/ensemble.py, docs/performance.md "Ensembles"): on CPU the member step trains
+1.2-2.1x the networks per second of separate trainings at E = 4 and 1.5-2.5x at E = 16, and beats
+vmap at every E; the workflow still trains one network per job there
+(:func:`learnwin.infra.resources.ensemble_training` says why).
 """
 
 from __future__ import annotations
