@@ -39,6 +39,7 @@ import numpy as np
 import torch
 import yaml
 
+from learnwin.infra import runtime
 from learnwin.models import fused
 from learnwin.models.cells import build_model
 from learnwin.models.ensemble import Ensemble
@@ -183,6 +184,7 @@ def main():
     ap.add_argument("--mixed", action="store_true", help="also ensembles of AdamW and SGD-momentum members")
     ap.add_argument("--budget", type=int, default=0, help="also a budget job's control and this many lags")
     args = ap.parse_args()
+    runtime.deterministic()  # as the jobs run, before CUDA starts
     cfg = yaml.safe_load(open(args.config))
     sizes = {"default": (cfg["task"]["T"], cfg["task"]["D"], cfg["model"]["hidden"], cfg["train"]["batch_size"]),
              "replication": (1024, 16, 128, 512)}

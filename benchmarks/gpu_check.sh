@@ -1,29 +1,43 @@
 #!/usr/bin/env bash
-# The GPU check: one call of at most 6.6 minutes (the parts' limits) that prints, as it goes (docs/performance.md, "On a GPU"):
+# The GPU check: one call that fits a 10-minute command from a cold machine (every part under its own
+# limit, all within GPU_CHECK_BUDGET s), printing as it goes (docs/performance.md, "On a GPU"):
+#   0. preflight: torch, CUDA and cuDNN versions, the device, a C compiler, Python's headers, triton,
+#      and one tiny function compiled for the device (benchmarks/gpu_check/preflight.py);
 #   1. the smoke DAG of every workflow on CUDA, all at once (default, linear cells, stacks, budget
 #      and dataset recovery, long-T; both transports, the memory curve and the Lyapunov spectrum),
-#      each one's wall time and count of jobs;
+#      each one's exit, wall time and count of jobs as it finishes; the fused step with eager
+#      kernels (LEARNWIN_FUSED=eager: graphed, nothing compiled; GPU_CHECK_DAG_FUSED=auto compiles);
 #   2. ms per training step of every gated cell and of nn.GRU and nn.LSTM at the replication size
-#      (config/paper.yaml) and at the default size (benchmarks/train_step.py);
+#      (config/paper.yaml's) and at the default size, one row at a time (benchmarks/train_step.py;
+#      the fused step compiles cold first), each cell's row of the GPU cost table after it;
 #   3. networks x steps per second of an ensemble of E networks against E separate trainings, E = 1, 4,
 #      16, of one optimizer and of two (AdamW and SGD with momentum), and a budget job's control and
 #      8 lags as one ensemble against one at a time (benchmarks/ensemble.py --mixed --budget 8);
-#   4. one paper-size snapshot batch: its seconds and peak GPU memory (benchmarks/snapshot_batch.py).
+#   4. one paper-size snapshot batch: its seconds and peak GPU memory (benchmarks/snapshot_batch.py),
+#      the fused step off (LEARNWIN_FUSED=off: the network's one training step compiles nothing);
+#   then a summary: each part's exit and seconds, the GPU cost table's rows (the `gpu_cost` lines)
+#   and the command that writes the table from this log (python -m learnwin.infra.gpu_cost LOG; run
+#   here into $OUT/gpu_cost.yaml where that module exists).
 #
 #   benchmarks/gpu_check.sh                      on the GPU machine, from the repository root
-#   benchmarks/gpu_check.sh --device cpu --dry   anywhere: the DAGs as dry runs (-n), tiny sizes
+#   benchmarks/gpu_check.sh --device cpu --dry   anywhere: the DAGs as dry runs (-n), tiny sizes, no compiled step
 #
-# Each part runs under its own `timeout`; a part that fails or runs out of time is reported and the
-# next one runs. Everything printed is also written to $OUT/gpu_check.log (OUT defaults to
-# ./gpu_check_out), with the DAGs' Snakemake logs in $OUT/dag_logs.tar.gz. Nothing is downloaded: a
-# Python without snakemake (a GPU image without a registry) installs the wheels of .whl/ in the
-# checkout, which ../shared/gpu/wheels.sh makes on a machine that reaches the registry
-# (../shared/gpu/README.md); the device run carries .whl.
+# Each part runs under its own `timeout` (its limit, cut to what is left of the budget; a part with
+# under 20 s left is skipped); a part that fails or runs out of time is reported and the next one
+# runs. Everything printed is also written to $OUT/gpu_check.log (OUT defaults to ./gpu_check_out),
+# with the DAGs' Snakemake logs in $OUT/dag_logs.tar.gz. Nothing is downloaded: a Python without
+# snakemake (a GPU image without a registry) installs the wheels of .whl/ in the checkout, which
+# ../shared/gpu/wheels.sh makes on a machine that reaches the registry (../shared/gpu/README.md);
+# the device run carries .whl.
 #
-# Environment: PYTHON (default python3), GPU_CHECK_DAG_LIMIT (s, default 140), GPU_CHECK_STEP_LIMIT
-# (default 75: the fused step compiles first), GPU_CHECK_ENSEMBLE_LIMIT (default 60), GPU_CHECK_SNAPSHOT_LIMIT (default 45),
-# GPU_CHECK_PARTS (default dags,steps,ensemble,snapshot).
-# Exit code: the number of parts that failed (0: all ran).
+# Environment: PYTHON (default python3), GPU_CHECK_BUDGET (s, default 540; --dry 1080 and every limit
+# doubled: a loaded CPU is not what is timed), limits in s:
+# GPU_CHECK_PREFLIGHT_LIMIT (default 75: a cold inductor and Triton), GPU_CHECK_DAG_LIMIT (130),
+# GPU_CHECK_STEP_LIMIT (200: about 20 cold compilations of step functions, then the timings),
+# GPU_CHECK_ENSEMBLE_LIMIT (60), GPU_CHECK_SNAPSHOT_LIMIT (45); GPU_CHECK_PARTS (default
+# preflight,dags,steps,ensemble,snapshot); GPU_CHECK_COMPILE_THREADS (inductor's compile workers per
+# process, TORCHINDUCTOR_COMPILE_THREADS: default 8; 1 in the DAGs' jobs).
+# Exit code: the number of parts that failed or were skipped (0: all ran).
 set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -40,18 +54,30 @@ PY=${PYTHON:-python3}
 OUT=${OUT:-$REPO/gpu_check_out}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/gpu_check.log") 2>&1
-PARTS=${GPU_CHECK_PARTS:-dags,steps,ensemble,snapshot}
+PARTS=${GPU_CHECK_PARTS:-preflight,dags,steps,ensemble,snapshot}
+BUDGET=${GPU_CHECK_BUDGET:-$((DRY ? 1080 : 540))}  # a dry run doubles every limit: the CPU is not what is timed
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-failed=0
+export TORCHINDUCTOR_COMPILE_THREADS=${GPU_CHECK_COMPILE_THREADS:-8}
+((DRY)) && export LEARNWIN_FUSED=eager  # a CPU's compilations of every step function take minutes
+failed=0 SUMMARY=()
 T0=$(date +%s.%N)
 
 since() { echo "$(date +%s.%N) $1" | awk '{printf "%.1f", $1 - $2}'; }
 
 # part NAME LIMIT CMD...: run CMD under `timeout LIMIT` (a shell function of this script gets
-# LIMIT as its last argument and times its own commands), print its wall time and exit code
+# LIMIT as its last argument and times its own commands), LIMIT cut to the budget's rest (5 s kept
+# for the summary); print its wall time and exit code
 part() {
-    local name=$1 limit=$2 start rc=0
+    local name=$1 limit=$2 start rc=0 left
     shift 2
+    ((DRY)) && limit=$((limit * 2))
+    left=$(awk -v now="$(date +%s.%N)" -v t0="$T0" -v b="$BUDGET" 'BEGIN {printf "%d", b - (now - t0) - 10}')
+    if ((left < 20)); then
+        echo; echo "== $name: skipped, ${left} s left of the ${BUDGET} s budget"
+        SUMMARY+=("$(printf '%-64s %8s %8s' "$name" skipped -)"); failed=$((failed + 1))
+        return 0
+    fi
+    ((limit > left)) && limit=$left
     echo; echo "== $name (limit ${limit} s, at $(since "$T0") s)"
     start=$(date +%s.%N)
     if declare -F "$1" >/dev/null; then
@@ -61,19 +87,19 @@ part() {
     fi
     ((rc == 124 || rc == 137)) && echo "gpu_check: $name ran past its ${limit} s"
     echo "== $name: exit $rc, $(since "$start") s"
+    SUMMARY+=("$(printf '%-64s %8s %8s' "$name" "$rc" "$(since "$start")")")
     ((rc == 0)) || failed=$((failed + 1))
     return 0
 }
 
 # ---- set-up: the interpreter, the device, and snakemake from .whl/ where it is missing ----
 echo "gpu_check: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?') device=$DEVICE dry=$DRY, $(nproc) cores"
-"$PY" -c "import sys, torch; print('gpu_check: python', sys.version.split()[0], 'torch', torch.__version__,
-'CUDA', torch.version.cuda, '| device 0:', torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'none')"
-if [[ $DEVICE == cuda ]]; then
-    command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-    "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" \
-        || { echo "gpu_check: torch sees no CUDA device; run with --device cpu"; exit 2; }
-fi
+[[ $DEVICE == cuda ]] && command -v nvidia-smi >/dev/null \
+    && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+"$PY" -c "import sys, torch; cuda = torch.cuda.is_available(); print('gpu_check: python', sys.version.split()[0],
+'torch', torch.__version__, 'CUDA', torch.version.cuda, '| device 0:', torch.cuda.get_device_name(0) if cuda else 'none')
+sys.exit(sys.argv[1] == 'cuda' and not cuda)" "$DEVICE" \
+    || { echo "gpu_check: torch sees no CUDA device; run with --device cpu"; exit 2; }
 if ! "$PY" -c "import snakemake, jsonschema" 2>/dev/null; then
     if compgen -G ".whl/*.whl" >/dev/null; then
         SITE=${TMPDIR:-/tmp}/learnwin-site
@@ -109,7 +135,8 @@ dags() {
         mkdir -p "$work/$name"
         cp -r Snakefile workflow config profiles docs "$work/$name/"
         mkdir -p "$work/$name/benchmarks" && cp -r benchmarks/gpu_check "$work/$name/benchmarks/"
-        local cmd=(timeout -k 5 "$limit" "$PY" -m snakemake --cores "$cores" --resources train_slot="$cores")
+        local cmd=(env LEARNWIN_FUSED="${GPU_CHECK_DAG_FUSED:-eager}" TORCHINDUCTOR_COMPILE_THREADS=1
+                   timeout -k 5 "$limit" "$PY" -m snakemake --cores "$cores" --resources train_slot="$cores")
         ((DRY)) && cmd+=(-n)
         # shellcheck disable=SC2206  # the configfile list splits on spaces
         cmd+=(${ARGS[$name]} "${flags[@]}")
@@ -118,20 +145,30 @@ dags() {
             && echo "$rc $(since "$start")" >result) &
         pids+=($!); names+=("$name")
     done
-    local rc_all=0 i
-    for i in "${!pids[@]}"; do wait "${pids[$i]}" || true; done
+    # each DAG's row as it finishes (its `result`: exit code and wall seconds)
+    local rc_all=0 alive i name
+    declare -A shown=()
     printf '%-9s %5s %9s %6s\n' workflow exit wall_s jobs
-    for name in "${names[@]}"; do
-        local log="$work/$name/snakemake.log" res=(? ?) jobs
-        [[ -f $work/$name/result ]] && read -r -a res <"$work/$name/result"
-        if ((DRY)); then
-            jobs=$(awk '$1 == "total" {print $2}' "$log" | tail -1)
-        else
-            jobs=$(grep -oE '[0-9]+ of [0-9]+ steps' "$log" | tail -1 | cut -d' ' -f1)
-        fi
-        printf '%-9s %5s %9s %6s\n' "$name" "${res[0]}" "${res[1]}" "${jobs:-?}"
-        [[ ${res[0]} == 0 ]] || { rc_all=1; echo "--- $name: the end of its log"; tail -n 25 "$log"; }
+    while ((${#shown[@]} < n)); do
+        alive=0
+        for i in "${pids[@]}"; do kill -0 "$i" 2>/dev/null && alive=1; done
+        for name in "${names[@]}"; do
+            [[ -n ${shown[$name]:-} ]] && continue
+            [[ -f $work/$name/result ]] || ((!alive)) || continue
+            shown[$name]=1
+            local log="$work/$name/snakemake.log" res=(? ?) jobs
+            [[ -f $work/$name/result ]] && read -r -a res <"$work/$name/result"
+            if ((DRY)); then
+                jobs=$(awk '$1 == "total" {print $2}' "$log" | tail -1)
+            else
+                jobs=$(grep -oE '[0-9]+ of [0-9]+ steps' "$log" | tail -1 | cut -d' ' -f1)
+            fi
+            printf '%-9s %5s %9s %6s\n' "$name" "${res[0]}" "${res[1]}" "${jobs:-?}"
+            [[ ${res[0]} == 0 ]] || { rc_all=1; echo "--- $name: the end of its log"; tail -n 25 "$log"; }
+        done
+        ((${#shown[@]} < n)) && sleep 1
     done
+    for i in "${pids[@]}"; do wait "$i" || true; done
     tar -czf "$OUT/dag_logs.tar.gz" -C "$work" $(cd "$work" && ls -d */snakemake.log */*/logs 2>/dev/null) 2>/dev/null
     rm -rf "$work"
     return $rc_all
@@ -139,28 +176,39 @@ dags() {
 
 # ---- sizes: the check's, or tiny ones for a CPU ----
 if ((DRY)); then
-    PAPER=(--config config/smoke.yaml --repeats 1 --rounds 1) DEFAULT=(--config config/smoke.yaml --repeats 1 --rounds 1)
-    ENSEMBLE=(--config config/smoke.yaml --sizes 1,4 --steps 1 --rounds 1 --mixed --budget 2)
+    STEPS=(--config config/smoke.yaml --sizes default --repeats 1 --rounds 1)
+    ENSEMBLE=(--config config/smoke.yaml --models gru --sizes 1,4 --steps 1 --rounds 1 --mixed --budget 2)
     SNAPSHOT=(--batch 4 --T 48 --hidden 8 --directions 2)
-else
-    PAPER=(--config config/paper.yaml --repeats 3 --rounds 1) DEFAULT=(--config config/config.yaml --repeats 10 --rounds 2)
-    ENSEMBLE=(--config config/config.yaml --sizes 1,4,16 --steps 3 --rounds 2 --mixed --budget 8)
+else  # the replication size first: the cost table's reference rows and the 2x cuDNN target
+    STEPS=(--config config/config.yaml --sizes replication,default --repeats 5 --rounds 2)
+    ENSEMBLE=(--config config/config.yaml --models gru,lstm,const --sizes 1,4,16 --steps 3 --rounds 2 --mixed --budget 8)
     SNAPSHOT=()
 fi
 
-[[ ,$PARTS, == *,dags,* ]] && part "1. smoke DAGs of every workflow on $DEVICE" "${GPU_CHECK_DAG_LIMIT:-140}" dags
-if [[ ,$PARTS, == *,steps,* ]]; then
-    part "2a. ms per training step, replication size" "${GPU_CHECK_STEP_LIMIT:-75}" \
-        "$PY" benchmarks/train_step.py --device "$DEVICE" --sizes default "${PAPER[@]}"
-    part "2b. ms per training step, default size" "${GPU_CHECK_STEP_LIMIT:-75}" \
-        "$PY" benchmarks/train_step.py --device "$DEVICE" --sizes default "${DEFAULT[@]}"
-fi
-if [[ ,$PARTS, == *,ensemble,* ]]; then
-    part "3. ensembles of E = 1, 4, 16 (one optimizer, two) and of a budget job's lags, against separate trainings" "${GPU_CHECK_ENSEMBLE_LIMIT:-60}" \
-        "$PY" benchmarks/ensemble.py --device "$DEVICE" --models gru,lstm,const "${ENSEMBLE[@]}"
-fi
-[[ ,$PARTS, == *,snapshot,* ]] && part "4. one paper-size snapshot batch" "${GPU_CHECK_SNAPSHOT_LIMIT:-45}" \
+[[ ,$PARTS, == *,preflight,* ]] && part "0. preflight: versions, a C compiler, triton, one compiled function" \
+    "${GPU_CHECK_PREFLIGHT_LIMIT:-75}" "$PY" benchmarks/gpu_check/preflight.py "$DEVICE"
+[[ ,$PARTS, == *,dags,* ]] && part "1. smoke DAGs of every workflow on $DEVICE" "${GPU_CHECK_DAG_LIMIT:-130}" dags
+[[ ,$PARTS, == *,steps,* ]] && part "2. ms per training step, replication and default size" \
+    "${GPU_CHECK_STEP_LIMIT:-200}" "$PY" benchmarks/train_step.py --device "$DEVICE" "${STEPS[@]}"
+[[ ,$PARTS, == *,ensemble,* ]] && part "3. ensembles of E = 1, 4, 16 and of a budget job's lags" \
+    "${GPU_CHECK_ENSEMBLE_LIMIT:-60}" \
+    "$PY" benchmarks/ensemble.py --device "$DEVICE" "${ENSEMBLE[@]}"
+[[ ,$PARTS, == *,snapshot,* ]] && part "4. one paper-size snapshot batch, the fused step off" \
+    "${GPU_CHECK_SNAPSHOT_LIMIT:-45}" env LEARNWIN_FUSED=off \
     "$PY" benchmarks/snapshot_batch.py --config config/paper.yaml --device "$DEVICE" --models gru,lstm "${SNAPSHOT[@]}"
 
-echo; echo "gpu_check: done in $(since "$T0") s, $failed part(s) failed; log $OUT/gpu_check.log"
+# ---- summary: the parts, the GPU cost table's rows, the command that writes the table ----
+echo; echo "== summary: $(since "$T0") s of the ${BUDGET} s budget, $failed part(s) failed or skipped"
+printf '%-64s %8s %8s\n' part exit seconds
+printf '%s\n' "${SUMMARY[@]}"
+sleep 0.5  # tee's copy of the parts' last lines
+rows=$(grep -E '^gpu_cost (device|step|snapshot) ' "$OUT/gpu_check.log" | grep -v '^gpu_cost device' | sort -u)
+echo "GPU cost table rows ($(grep -c . <<<"$rows") step and snapshot rows):"
+[[ -n $rows ]] && echo "$rows"
+echo "write the table from this log: python -m learnwin.infra.gpu_cost $OUT/gpu_check.log"
+if [[ -n $rows ]] && "$PY" -c "import learnwin.infra.gpu_cost" 2>/dev/null; then
+    "$PY" -m learnwin.infra.gpu_cost "$OUT/gpu_check.log" --out "$OUT/gpu_cost.yaml" \
+        || echo "gpu_check: the table could not be written from the log"
+fi
+echo "gpu_check: done in $(since "$T0") s, $failed part(s) failed or skipped; log $OUT/gpu_check.log"
 exit "$failed"

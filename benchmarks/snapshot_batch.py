@@ -8,7 +8,9 @@ One batch of ``snapshot.batch_size`` diag sequences through the workflow's snaps
 AdamW's), with the config's lag grid, ``times_per_lag``, K directions and transport; the config is
 read on top of config/config.yaml, as ``--configfile`` reads it. Prints per model the seconds of the
 batch (after a warm-up batch of 2 sequences), the peak GPU memory (torch.cuda.max_memory_allocated;
-CPU: none), and the seconds of a whole checkpoint at that rate (n_diag / batch batches). The
+CPU: none), and the seconds of a whole checkpoint at that rate (n_diag / batch batches). On CUDA each
+model also prints its row of the GPU cost table (``gpu_cost snapshot FAMILY T H SEQUENCES SECONDS
+PEAK_GIB``, read by ``python -m learnwin.infra.gpu_cost LOG``). The
 overrides shrink the size for a CPU check of the script.
 """
 
@@ -19,6 +21,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from learnwin.infra import runtime
 from learnwin.infra.config import lag_grid
 from learnwin.models.cells import build_model
 from learnwin.models.train import checkpoint, checkpoint_meta, make_optimizer
@@ -71,6 +74,9 @@ def run(model: str, cfg: dict, device: str) -> None:
     peak = f"{torch.cuda.max_memory_allocated() / 2**30:10.2f}" if cuda else f"{'-':>10s}"
     per_ckpt = sec * task["n_diag"] / B
     print(f"{model:8s} {B:6d} {sec:10.2f} {peak} {per_ckpt:14.0f} {len(env):6d}", flush=True)
+    if cuda:  # a row of the GPU cost table (learnwin.infra.gpu_cost)
+        print(f"gpu_cost snapshot {model} {task['T']} {cfg['model']['hidden']} {B} {sec:.3f} "
+              f"{torch.cuda.max_memory_allocated() / 2**30:.3f}", flush=True)
 
 
 def main():
@@ -83,6 +89,7 @@ def main():
     ap.add_argument("--hidden", type=int, help="override model.hidden")
     ap.add_argument("--directions", type=int, help="override snapshot.directions")
     args = ap.parse_args()
+    runtime.deterministic()  # as the jobs run, before CUDA starts
     cfg = merged(args.config)
     task, snap = cfg["task"], cfg["snapshot"]
     if args.batch:

@@ -21,9 +21,16 @@ compiled step functions: ``fused``) and, on the CPU, the step-by-step autograd r
 (``reference=True``: ``ref``). The diagonal linear cells run their chunked parallel scan
 (learnwin.models.scan) and reference. Before timing, each gated cell's fused step is checked against
 its fast path at the size timed (loss and every gradient, max abs difference printed; 1e-5 in
-float32, the run fails past it). Every implementation is timed once per round, interleaved, and the
-minimum over rounds is printed (the machine is shared); on CUDA each timing ends with a synchronize.
-The ratio to nn.LSTM is what we track.
+float32, the run fails past it). Rows are printed as they are timed (the torch rows first, then each
+cell's): within a row every implementation is timed once per round, interleaved, and the minimum over
+rounds is printed (the machine is shared); on CUDA each timing ends with a synchronize. A path that
+fails (a mode that cannot run on the device) prints ``error`` and its cause, and the table goes on;
+where torch.compile fails the fused step falls back to its eager kernels (learnwin.models.fused), and
+the row says so. The ratio to nn.LSTM is what we track.
+Everything runs under the jobs' deterministic mode (learnwin.infra.runtime.deterministic).
+After each cell's row, what the jobs run on the device (the fused column in the device's mode,
+learnwin.models.fused.mode_for; bptt's fast path where none) is printed as a row of the GPU cost
+table, ``gpu_cost step FAMILY T H BATCH MS_PER_STEP`` (read by ``python -m learnwin.infra.gpu_cost LOG``).
 
 On CPU, nn.LSTM runs oneDNN's fused LSTM kernel (one call per layer, forward and backward); on CUDA,
 cuDNN's. nn.GRU has no such kernel on CPU. The row "nn.LSTM no oneDNN" (CPU) or "nn.LSTM no cuDNN"
@@ -38,6 +45,7 @@ same cells (through their ``fast_forward``), interleaved with the others; the ta
 import argparse
 import contextlib
 import importlib.util
+import os
 import sys
 import time
 import types
@@ -47,6 +55,7 @@ from unittest import mock
 import torch
 import yaml
 
+from learnwin.infra import runtime
 from learnwin.infra.registry import CELLS, MODELS
 from learnwin.models import bptt, cells, fused
 from learnwin.models.cells import GatedCell, build_model
@@ -114,25 +123,33 @@ def stepper(model, x, y, context=contextlib.nullcontext, **kw):
     return step
 
 
-def best_ms(steps, repeats, rounds, device):
-    """ms per step of each stepper, the minimum over ``rounds`` interleaved rounds (the machine is shared)."""
+def best_ms(steps, repeats, rounds, device, errors):
+    """ms per step of each stepper, the minimum over ``rounds`` interleaved rounds (the machine is shared);
+    a stepper that raises leaves the rounds, its error in ``errors``."""
     sync = torch.cuda.synchronize if device.type == "cuda" else lambda: None
     best = dict.fromkeys(steps, float("inf"))
     for _ in range(rounds):
         for name, step in steps.items():
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(repeats):
-                step()
-            sync()
+            if name in errors:
+                continue
+            try:
+                sync()
+                t0 = time.perf_counter()
+                for _ in range(repeats):
+                    step()
+                sync()
+            except Exception as error:  # a mode that fails is a row's entry, not the end of the table
+                errors[name] = error
+                continue
             best[name] = min(best[name], 1e3 * (time.perf_counter() - t0) / repeats)
-    return best
+    return {name: ms for name, ms in best.items() if name not in errors}
 
 
 FUSED_MODES = {"cuda": {"fused": fused.DEFAULT["cuda"], "graph only": fused.Mode(compile=False, graph=True)},
                "cpu": {"fused": fused.Mode(compile=True, graph=False)}}
 """The fused step's columns per device type: its mode there (the CPU: compiled steps, no graphs) and,
-on CUDA, the CUDA graphs of uncompiled steps (what the compilation adds)."""
+on CUDA, the CUDA graphs of uncompiled steps (what the compilation adds). Under ``LEARNWIN_FUSED=eager``
+(learnwin.models.fused.ENV) every column's kernels run eager."""
 
 
 def fused_difference(model, x, y, mode) -> float:
@@ -155,46 +172,66 @@ GATED = [m for m in MODELS if m not in LINEAR]
 
 
 def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
-    """ms per step, the minimum over ``rounds`` interleaved rounds (the machine is shared); returns the
-    largest difference of a fused step from its fast path."""
+    """ms per step, each row printed as it is timed: the torch rows, then per cell its paths, the
+    minimum over ``rounds`` rounds interleaved within the row (the machine is shared). A path that
+    fails (building, checking or timing) prints ``error`` and its cause. Returns the largest
+    difference of a fused step from its fast path."""
     torch.manual_seed(0)
     x, y = torch.randn(B, T, D, device=device), torch.randn(B, T, device=device)
     threads = f"{torch.get_num_threads()} thread" if device.type == "cpu" else torch.cuda.get_device_name(device)
     print(f"\nT={T} D={D} H={H} batch={B}, {device.type}, {threads}, torch {torch.__version__}, "
           f"min over {rounds} rounds of {repeats} steps", flush=True)
+    print(f"gpu_cost device {threads if device.type == 'cuda' else 'CPU, ' + threads}", flush=True)
     lstm = TorchRNN("LSTM", D, H).to(device)
     off = "nn.LSTM no cuDNN" if device.type == "cuda" else "nn.LSTM no oneDNN"
-    steps = {"nn.LSTM": stepper(lstm, x, y), off: stepper(lstm, x, y, lambda: library_off(device)),
-             "nn.GRU": stepper(TorchRNN("GRU", D, H).to(device), x, y)}
     modes, ref, worst = FUSED_MODES[device.type], device.type == "cpu", 0.0
+    if os.environ.get(fused.ENV) == "eager":  # the switch's no compilation, in every fused column
+        modes = {col: mode._replace(compile=False) for col, mode in modes.items()}
+    jobs = next((f" {col}" for col, mode in modes.items() if mode == fused.mode_for(device)), "")  # the jobs' path
+    cols = [("fast ms", "")] + [(f"{c} ms", f" {c}") for c in modes] + ([("ref ms", " ref")] if ref else [])
+    width = [max(9, len(c)) for c, _ in cols]
+    errors = {}
+    best = best_ms({"nn.LSTM": stepper(lstm, x, y), off: stepper(lstm, x, y, lambda: library_off(device)),
+                    "nn.GRU": stepper(TorchRNN("GRU", D, H).to(device), x, y)}, repeats, rounds, device, errors)
+    base = best["nn.LSTM"]
+    extra = f" {'before ms':>10s} {'after/before':>13s}" if before is not None else ""
+    print(f"{'cell':17s}" + "".join(f" {c:>{w}s} {'x nn.LSTM':>10s}" for (c, _), w in zip(cols, width)) + extra)
+    for name in ("nn.LSTM", off, "nn.GRU"):
+        print(f"{name:17s} {best[name]:9.2f} {best[name] / base:10.2f}", flush=True)
     for m in models:
-        model = build_model(m, D, H).to(device)
+        model, steps = build_model(m, D, H).to(device), {}
+        failed = fused.fallback()
         steps[m] = stepper(model, x, y, lambda: fused.use(None))
         for col, mode in modes.items() if m in GATED else ():
-            diff = fused_difference(model, x, y, mode)
+            try:
+                diff = fused_difference(model, x, y, mode)
+                steps[f"{m} {col}"] = stepper(model, x, y, lambda mode=mode: fused.use(mode))
+            except Exception as error:  # the row goes on without this path
+                errors[f"{m} {col}"] = error
+                continue
             worst = max(worst, diff)
             print(f"{m}: {col} {mode} - fast path, max abs difference {diff:.2e}", flush=True)
-            steps[f"{m} {col}"] = stepper(model, x, y, lambda mode=mode: fused.use(mode))
         if ref:
             steps[m + " ref"] = stepper(model, x, y, reference=True)
         if before is not None and m in GATED:
             steps[m + " before"] = stepper(Before(model, before), x, y, lambda: fused.use(None))
-    best = best_ms(steps, repeats, rounds, device)
-    base = best["nn.LSTM"]
-    cols = [("fast ms", "")] + [(f"{c} ms", f" {c}") for c in modes] + ([("ref ms", " ref")] if ref else [])
-    extra = f" {'before ms':>10s} {'after/before':>13s}" if before is not None else ""
-    width = [max(9, len(c)) for c, _ in cols]
-    print(f"{'cell':17s}" + "".join(f" {c:>{w}s} {'x nn.LSTM':>10s}" for (c, _), w in zip(cols, width)) + extra)
-    for name in ("nn.LSTM", off, "nn.GRU"):
-        print(f"{name:17s} {best[name]:9.2f} {best[name] / base:10.2f}")
-    for m in models:
+        best.update(best_ms(steps, repeats, rounds, device, errors))
         row = ""
         for (_, suffix), w in zip(cols, width):
             ms = best.get(m + suffix)
-            row += f" {'-':>{w}s} {'-':>10s}" if ms is None else f" {ms:{w}.2f} {ms / base:10.2f}"
+            cell = "error" if m + suffix in errors else "-" if ms is None else None
+            row += f" {cell:>{w}s} {'-':>10s}" if cell else f" {ms:{w}.2f} {ms / base:10.2f}"
         if before is not None and m in GATED:
             row += f" {best[m + ' before']:10.2f} {best[m] / best[m + ' before']:13.2f}"
         print(f"{m:17s}{row}", flush=True)
+        ms = best.get(m + (jobs if m in GATED else ""))
+        if ms is not None:  # what the jobs run on the device: a row of the GPU cost table
+            print(f"gpu_cost step {m} {T} {H} {B} {ms:.3f}", flush=True)
+        for name in [n for n in errors if n.startswith(m + " ") or n == m]:
+            print(f"  {name}: error: {fused.cause(errors[name])}", flush=True)
+        if fused.fallback() != failed:
+            print(f"  torch.compile failed ({fused.fallback()}): from here on the fused columns time the eager "
+                  "kernels", flush=True)
     return worst
 
 
@@ -212,7 +249,7 @@ def stack_table(T, D, H, B, layers, repeats, rounds, device):
             for block in blocks[m]:
                 model = build_model(m, D, H, layers=L, block=block).to(device)
                 steps[f"{m} L={L} {block}"] = stepper(model, x, y)
-    best = best_ms(steps, repeats, rounds, device)
+    best = best_ms(steps, repeats, rounds, device, {})
     print(f"{'network':28s} {'block':8s} {'ms':>9s} {'x nn.LSTM(L)':>13s}")
     for L in layers:
         ref = best[f"nn.LSTM L={L}"]
@@ -233,11 +270,12 @@ def main():
     ap.add_argument("--config", default="config/config.yaml")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--sizes", help="comma-separated: default, medium, replication, long, stacks "
-                                    f"(without it: {SIZES})")
+    ap.add_argument("--sizes", help="comma-separated, timed in that order: default, medium, replication, long, "
+                                    f"stacks (without it: {SIZES})")
     ap.add_argument("--layers", default="2,4", help="comma-separated layer counts of the stacks table")
     ap.add_argument("--before", help="an earlier learnwin/models/bptt.py to time beside the current one")
     args = ap.parse_args()
+    runtime.deterministic()  # as the jobs run, before CUDA starts
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit(f"--device cuda: torch {torch.__version__} sees no CUDA device")
@@ -246,23 +284,24 @@ def main():
     if device.type == "cpu":
         torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")  # printed by the flag switch
-    D = cfg["task"]["D"]
+    D, r = cfg["task"]["D"], REPLICATION
+    tables = {  # each size's table (returning the largest fused difference), timed in the order asked
+        "default": lambda: table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"],
+                                 args.repeats, args.rounds, device, before),
+        "medium": lambda: table(256, D, 128, 64, max(args.repeats // 5, 1), args.rounds, device, before),
+        # the gated cells only (the diagonal linear cells: size long)
+        "replication": lambda: table(r["T"], r["D"], r["H"], r["B"], args.repeats if device.type == "cuda" else
+                                     max(args.repeats // 10, 1), args.rounds, device, before, GATED),
+        "long": lambda: table(1536, D, 64, 32, max(args.repeats // 10, 1), args.rounds, device, models=LINEAR),
+        "stacks": lambda: stack_table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"],
+                                      [int(n) for n in args.layers.split(",")], max(args.repeats // 2, 1),
+                                      args.rounds, device) or 0,
+    }
     sizes = (args.sizes or SIZES[device.type]).split(",")
-    worst = 0.0
-    if "default" in sizes:
-        worst = max(worst, table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"],
-                                 args.repeats, args.rounds, device, before))
-    if "medium" in sizes:
-        worst = max(worst, table(256, D, 128, 64, max(args.repeats // 5, 1), args.rounds, device, before))
-    if "replication" in sizes:  # the gated cells only (the diagonal linear cells: size long)
-        r = REPLICATION
-        repeats = args.repeats if device.type == "cuda" else max(args.repeats // 10, 1)
-        worst = max(worst, table(r["T"], r["D"], r["H"], r["B"], repeats, args.rounds, device, before, GATED))
-    if "long" in sizes:
-        table(1536, D, 64, 32, max(args.repeats // 10, 1), args.rounds, device, models=LINEAR)
-    if "stacks" in sizes:
-        stack_table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"],
-                    [int(n) for n in args.layers.split(",")], max(args.repeats // 2, 1), args.rounds, device)
+    unknown = [s for s in sizes if s not in tables]
+    if unknown:
+        sys.exit(f"--sizes: unknown {unknown}; known: {', '.join(tables)}")
+    worst = max(tables[s]() for s in sizes)
     if worst > FUSED_TOLERANCE:
         sys.exit(f"the fused step differs from the fast path by {worst:.2e} > {FUSED_TOLERANCE:g}")
 

@@ -10,9 +10,8 @@ Sources: the "Claims at a glance" table of the default run of every machine in :
 pre-registered growth-law run (docs/results-growth.md, ``python experiments/groundtruth_tables.py
 RESULTS --growth``). A default-run count is given as k of n rows that hold (docs/method.md §8b: a
 row holds when more than half of its seeds agree), as a range where the machines differ. The verdict
-words (docs/method.md §8b, "Verdict words"): **holds** when every row holds on every machine,
-**does not hold** when at most a quarter do on every machine, **holds in part** otherwise; on the
-ground truth, the rule of §10c. ``tests/test_docs.py`` holds the README's and results.md's table to
+words and the rows they count are learnwin.stats.claims.claim_words's (docs/method.md §8b, "Verdict
+words"), the same as each run's findings.md; on the ground truth, the rule of §10c. ``tests/test_docs.py`` holds the README's and results.md's table to
 this output.
 """
 
@@ -25,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from learnwin.report.formatting import table_after
+from learnwin.stats.claims import claim_words, held_counts
 from learnwin.stats.decay import PRIMARY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,6 @@ GLANCE = "### Claims at a glance, each transport's primary functional"
 GLANCE_EVERY = "### Claims at a glance, every functional"
 #: A default-run page whose claim (d) has the equivalence band of docs/method.md §8b prints this column.
 BAND_COLUMN = "CI within 1 ± 0.5"
-LEARNED = ("diag", "gru", "lstm")
 NAMES = {"const": "ConstGate", "shared": "SharedGate", "diag": "DiagGate", "gru": "GRU", "lstm": "LSTM"}
 BEGIN, END = "<!-- answer -->", "<!-- /answer -->"
 HEADER = ["claim", "the paper says", "learnwin finds", "run", "rule"]
@@ -58,33 +57,10 @@ def glance(page: str) -> pd.DataFrame:
     return long.assign(holds=long["cell"].str.endswith("✓"))
 
 
-def counts(runs: dict[str, pd.DataFrame], claim: str, *, models=None, **scope) -> tuple[list[int], int]:
-    """Per machine, the rows of ``claim`` (of ``models``, in ``scope``) that hold, and their number."""
-    ks, n = [], 0
-    for table in runs.values():
-        rows = table[table["claim"] == claim]
-        if models:
-            rows = rows[rows["model"].isin(models)]
-        for key, value in scope.items():
-            rows = rows[rows[key] == value]
-        ks.append(int(rows["holds"].sum()))
-        n = len(rows)
-    return ks, n
-
-
 def k_of_n(ks: list[int], n: int) -> str:
     """"k of n", or "k1-k2 of n" where the machines differ."""
     lo, hi = min(ks), max(ks)
     return f"{lo} of {n}" if lo == hi else f"{lo}-{hi} of {n}"
-
-
-def verdict(ks: list[int], n: int) -> str:
-    """The verdict words of docs/method.md §8b on the rows that hold on each machine."""
-    if all(k == n for k in ks):
-        return "holds"
-    if all(k <= n / 4 for k in ks):
-        return "does not hold"
-    return "holds in part"
 
 
 def growth_cells(page: str) -> tuple[str, str, str]:
@@ -117,26 +93,25 @@ def rows(root: Path = ROOT) -> list[list[str]]:
     machines = f"default, {len(runs)} machines"
     banded = {m: runs[m] for m, page in pages.items() if BAND_COLUMN in page}  # claim (d) under §8b's band
     d_machines = f"default, {len(banded)} machine{'s' if len(banded) > 1 else ''}"
-    a = counts(runs, "a", models=LEARNED)
-    b = counts(runs, "b", models=LEARNED)
-    c_exact, c_diag = (counts(runs, "c", transport=t) for t in ("exact", "diagonal"))
-    d_rows = {(noise, t): counts(banded, "d", noise=noise, transport=t)
-              for noise in ("per_lag", "pooled") for t in ("diagonal", "exact")}
-    d_all = ([sum(ks) for ks in zip(*(v[0] for v in d_rows.values()))], sum(v[1] for v in d_rows.values()))
+    (a,), (b,), (d,) = (claim_words(list(tables.values()), claim).values() for tables, claim in
+                        ((runs, "a"), (runs, "b"), (banded, "d")))
+    c = claim_words(list(runs.values()), "c")
+    c_exact, c_diag = c["exact"], c["diagonal"]
+    d_diagonal = held_counts(list(banded.values()), "d", noise="per_lag", transport="diagonal")
     law, d_truth, pred = growth_cells((root / GROWTH).read_text())
     return [
         ["(a) envelope", "learned gates give slowly (power-law) decaying envelopes",
-         f"{verdict(*a)}: power-law-like in {k_of_n(*a)} learned-gate rows", machines, "§8b"],
+         f"{a.word}: power-law-like in {k_of_n(a.ks, a.n)} learned-gate rows", machines, "§8b"],
         ["(b) predicted window", "H_N grows like a power of N where the envelope is a power law (learned gates)",
-         f"{verdict(*b)}: a power of N in {k_of_n(*b)} learned-gate rows", machines, "§8b"],
+         f"{b.word}: a power of N in {k_of_n(b.ks, b.n)} learned-gate rows", machines, "§8b"],
         ["(b) measured window", "the same, measured by training",
          law + f"; the prediction from the init networks {pred}", "T 128, 5 unseen seeds", "§10c"],
         ["(c) optimizer", "AdamW broadens the time scales and slows the envelope against SGD",
-         f"exact transport: {verdict(*c_exact)}, {k_of_n(*c_exact)} rows; diagonal: {verdict(*c_diag)}, "
-         f"{k_of_n(*c_diag)}", machines, "§8b"],
+         f"exact transport: {c_exact.word}, {k_of_n(c_exact.ks, c_exact.n)} rows; diagonal: {c_diag.word}, "
+         f"{k_of_n(c_diag.ks, c_diag.n)}", machines, "§8b"],
         ["(d) master law", "log N*(l) grows like kappa (-log f(l)): slope 1 in kappa-units",
-         f"{d_truth}; in the default run: {verdict(*d_all)}, the master slope's interval within 1 ± 0.5 in "
-         f"{k_of_n(*d_all)} rows ({k_of_n(*d_rows[('per_lag', 'diagonal')])} under per_lag noise and the "
+         f"{d_truth}; in the default run: {d.word}, the master slope's interval within 1 ± 0.5 in "
+         f"{k_of_n(d.ks, d.n)} rows ({k_of_n(*d_diagonal)} under per_lag noise and the "
          "diagonal transport)", f"T 128; {d_machines}", "§10c, §8b"],
     ]
 

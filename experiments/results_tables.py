@@ -10,7 +10,7 @@ the closed-form prediction at the largest N; the master-law slope with each seed
 noise definition; the exponents a and b when the run has stats/exponents.parquet (docs/method.md §7b);
 the decay lengths of the envelope, the diagonal envelope and the memory curve when every run has a
 memory.parquet (docs/method.md §4b); the claim verdicts (docs/method.md §8b) at a glance from the
-run's claims.parquet, then its findings.md (sentences and verdict table), both written by the
+run's claims.parquet, then its findings.md (sentences, tables per claim, verdicts), both written by the
 workflow's claims rule, not recomputed here; and the cost per rule from the run's Snakemake
 benchmark TSVs when present.
 """

@@ -1,4 +1,4 @@
-"""Print the val R^2 of the stacks per family, block and depth (docs/results.md, "How far back can a stack learn").
+"""Print the val R^2 of the stacks per family, block and depth (docs/results-stack-blocks.md, "How far back can a stack learn").
 
     python experiments/stack_depth.py L=RESULTS_DIR [L=RESULTS_DIR ...] [--block published]
     python experiments/stack_depth.py --conv-test hawk=RESULTS_DIR hawk_noconv=RESULTS_DIR

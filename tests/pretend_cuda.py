@@ -5,10 +5,11 @@ Under :func:`pretend_cuda`, a tensor made on ``cuda`` (a factory's ``device=``, 
 ``device`` is ``cuda:0`` around a real CPU tensor, so every value is computed by the CPU kernels,
 bit for bit as on the CPU. Every operation checks the devices of its tensor arguments by CUDA's
 rules and raises, as CUDA does, where a CPU tensor meets a pretend one: a CPU tensor may join only
-as a 0-dim scalar, as an index of ``aten.index``/``index_put``, or as the source of a copy.
+as a 0-dim scalar, as an index of ``aten.index``/``index_put``, or as the source of a copy. Under
+torch's strict deterministic mode an op that CUDA refuses there (a float cumsum, ...) raises too.
 ``.numpy()`` of a pretend tensor fails (its device is not the CPU); ``.cpu()`` returns the plain
 CPU tensor. ``torch.save`` stores pretend tensors as CPU ones (a CUDA checkpoint loaded with
-``map_location``).
+``map_location``). :class:`Replay` stands in for CUDA graphs (learnwin.models.fused.GRAPH_BACKEND).
 
 Chosen over ``torch._subclasses.fake_tensor.FakeTensorMode``, which on this build does make
 ``device="cuda"`` tensors and raises ``FakeTensorDeviceMismatchError`` on a mix, but holds no
@@ -36,6 +37,34 @@ _COPY_OPS = {aten.copy_.default, aten._foreach_copy_.default, aten._foreach_copy
 
 class DeviceMismatch(RuntimeError):
     """A CPU tensor met a pretend CUDA one where CUDA raises."""
+
+
+class Nondeterministic(RuntimeError):
+    """An op without a deterministic CUDA kernel under torch's strict deterministic mode, where CUDA raises."""
+
+
+def _any(func, args, kwargs) -> bool:
+    return True
+
+
+def _float_sums(func, args, kwargs) -> bool:
+    dtype = kwargs.get("dtype") or (args[2] if len(args) > 2 and args[2] is not None else args[0].dtype)
+    return dtype.is_floating_point or dtype.is_complex
+
+
+#: Ops that CUDA refuses under ``torch.use_deterministic_algorithms(True)`` (its documented list, less
+#: the pooling, padding, upsampling and sampling backward ops no stage of learnwin reaches), each with
+#: the condition of the refusal.
+_NONDETERMINISTIC = {
+    aten.cumsum: _float_sums, aten.cumsum_: _float_sums,
+    aten.put: _any, aten.put_: _any, aten.histc: _any,
+    aten.bincount: lambda f, a, k: (a[1] if len(a) > 1 else k.get("weights")) is not None,
+    aten.median: lambda f, a, k: f._overloadname != "default",  # with indices
+    aten.nanmedian: lambda f, a, k: f._overloadname != "default",
+    aten.scatter_reduce: lambda f, a, k: (a[4] if len(a) > 4 else k["reduce"]) == "prod",
+    aten.scatter_reduce_: lambda f, a, k: (a[4] if len(a) > 4 else k["reduce"]) == "prod",
+    aten.nll_loss_forward: _any, aten.nll_loss2d_forward: _any,
+}
 
 
 class PretendCuda(torch.Tensor):
@@ -114,6 +143,19 @@ def _check(func, args, kwargs) -> None:
                              f"{CUDA} and cpu! (in {func}: cpu tensors of shapes {cpu})")
 
 
+def _check_deterministic(func, args, kwargs) -> None:
+    """Raise :class:`Nondeterministic` where CUDA would: a pretend tensor in an op of
+    :data:`_NONDETERMINISTIC` under torch's strict deterministic mode."""
+    refuse = _NONDETERMINISTIC.get(func.overloadpacket)
+    if (refuse is None or not torch.are_deterministic_algorithms_enabled()
+            or torch.is_deterministic_algorithms_warn_only_enabled()):
+        return
+    if any(_on_device(t) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)) and refuse(
+            func, args, kwargs):
+        raise Nondeterministic(f"{func} does not have a deterministic implementation on {CUDA}, but you set "
+                               "'torch.use_deterministic_algorithms(True)'")
+
+
 def _dispatch(func, args, kwargs):
     if func is aten._to_copy.default:  # .to(device), .cuda(), .cpu()
         target = kwargs.get("device")
@@ -126,6 +168,7 @@ def _dispatch(func, args, kwargs):
         if func is aten._efficientzerotensor.default:  # its CPU form has no data: CPU kernels reject it
             return PretendCuda.of(torch.zeros(args[0], dtype=kwargs.get("dtype")))
     _check(func, args, kwargs)
+    _check_deterministic(func, args, kwargs)
     wrapped = {}
 
     def unwrap(t):
@@ -187,3 +230,26 @@ def pretend_cuda():
             yield
     finally:
         torch.load, torch.cuda._lazy_init, torch.tensor, torch.as_tensor = saved
+
+
+class Replay:
+    """A CPU stand-in for CUDA graphs (``learnwin.models.fused.GRAPH_BACKEND``) with their semantics:
+    the capture runs ``fn`` once on the static arguments, all on one device as a graph's are; a replay
+    reruns it on them and writes the results into the captured outputs. ``captures`` counts them."""
+
+    captures = 0
+
+    @classmethod
+    def capture(cls, fn, args):
+        where = {a.device.type for a in args if isinstance(a, torch.Tensor)}
+        if len(where) != 1:
+            raise DeviceMismatch(f"a graph's tensors on one device, got {sorted(where)}")
+        cls.captures += 1
+        outs = fn(*args)
+
+        def replay():
+            for o, new in zip(outs, fn(*args)):
+                if o is not None:
+                    o.copy_(new)
+
+        return outs, replay

@@ -13,13 +13,18 @@ from learnwin.stats.claims import (
     KEY,
     claim_scores,
     claim_table,
+    claim_words,
+    counted_rows,
     decay_length,
     envelope_weights,
     growth_law,
+    held_counts,
     holds_words,
     inputs,
+    learned_gates,
     log_tau_iqr,
     to_markdown,
+    verdict_word,
     verdicts,
 )
 from learnwin.stats.decay import PRIMARY, fit_envelopes
@@ -138,9 +143,14 @@ def test_a_cell_without_expectation_is_reported_not_scored(fresh_registry):
     assert claim_scores(v.reset_index()) == {"b:per_lag": "1/1"}  # without the toy's row: 1/2
     table = v.reset_index()
     assert list(holds_words(table)) == ["yes", "not scored"]  # findings.md's holds column
-    toy_only = findings.sentences(table[table["model"] == "toy"])
-    assert "not scored" in toy_only[1] and "logarithmic in toy/adamw" in toy_only[1] and "0 of" not in toy_only[1]
-    assert "1 of 1 (model, optimizer) rows hold" in findings.sentences(table)[1]
+    toy_only = table[table["model"] == "toy"]
+    assert findings.summary_sentences(toy_only)[1] == ("(b) Growth of H_N in N: not scored, no expectation or no "
+                                                       "data for these cells.")
+    assert findings.details(toy_only)[0][1].values.tolist() == [["toy", "adamw", "*logarithmic*"],
+                                                                 ["rows held", "", "–"]]
+    assert findings.details(table)[0][1].values.tolist() == [["const", "adamw", "2/3 ✓ logarithmic"],
+                                                              ["toy", "adamw", "*logarithmic*"],
+                                                              ["rows held", "", "1/1"]]
     html = findings.to_html(table)
     assert '<tr class="not-scored">' in html and '<tr class="holds">' in html
 
@@ -230,3 +240,35 @@ def test_claim_table_names_a_missing_input(tmp_path):
     Path(files["units"][1]).unlink()
     with pytest.raises(io.ArtifactError, match="units.parquet: missing input artifact"):
         claim_table(files, "best")
+
+
+@pytest.mark.parametrize("ks, n, word", [([4], 4, "holds"), ([4, 4], 4, "holds"), ([1], 4, "does not hold"),
+                                         ([0, 1], 4, "does not hold"), ([2], 4, "holds in part"),
+                                         ([4, 3], 4, "holds in part"), ([1, 2], 4, "holds in part"),
+                                         ([0], 3, "does not hold"), ([1], 3, "holds in part")])
+def test_verdict_words(ks, n, word):
+    """docs/method.md §8b, "Verdict words": all rows on every machine, at most a quarter on every
+    machine (1 of 4 is a quarter; 1 of 3 is more), else in part."""
+    assert verdict_word(ks, n) == word
+
+
+def test_the_verdict_words_count_the_learned_gates_on_each_primary_functional():
+    """(a) and (b) count the cells the registry expects power-law-like (diag, gru, lstm), (c) gets a
+    word per transport, and every claim counts each transport's primary functional only."""
+    rows = [dict(claim=c, model=m, transport=t, functional=f, holds=(m != "const") != (f == "norm"))
+            for c in "abcd" for m in ("const", "shared", "diag", "gru", "lstm")
+            for t, f in (("diagonal", "gamma"), ("exact", "signal"), ("exact", "norm"))]
+    table = pd.DataFrame(rows)
+    assert learned_gates(["lstm", "const", "toy", "gru"]) == ["lstm", "gru"]
+    a = counted_rows(table, "a")
+    assert sorted(set(a["model"])) == ["diag", "gru", "lstm"] and set(a["functional"]) == {"gamma", "signal"}
+    assert len(counted_rows(table, "d")) == 10 and len(counted_rows(table, "d", transport="exact")) == 5
+    assert claim_words([table], "a") == {"": ("holds", [6], 6)}  # const's rows (which fail) are not counted
+    assert claim_words([table], "d") == {"": ("holds in part", [8], 10)}
+    assert claim_words([table, table.assign(holds=False)], "c") == {
+        "diagonal": ("holds in part", [4, 0], 5), "exact": ("holds in part", [4, 0], 5)}
+    assert claim_words([table.assign(holds=False)], "b") == {"": ("does not hold", [0], 6)}
+    with pytest.raises(ValueError, match=r"claim \(a\).*same rows on every machine"):
+        held_counts([table, table[table["model"] != "gru"]], "a")
+    with pytest.raises(ValueError, match="at least one counted row"):
+        verdict_word([0], 0)

@@ -8,19 +8,26 @@ device run must not raise and must give the CPU run's tables, bit for bit: train
 (:func:`learnwin.models.train.train_run`), the snapshot under each transport, the memory curve and
 the Lyapunov spectrum of every workflow's cells (default: the five gated cells; linear cells; the
 stacks in their published blocks), and the budget and dataset recovery jobs with their snapshots.
+The gated cells train on the fused step (learnwin.models.fused) as on CUDA: on the device its loops
+graphed (by the stand-in of CUDA graphs, with eager kernels), on the CPU the same kernels eager.
 """
 
 import contextlib
+from unittest import mock
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from pretend_cuda import DeviceMismatch, pretend_cuda
+from pretend_cuda import DeviceMismatch, Nondeterministic, Replay, pretend_cuda
 
-from learnwin.infra import io
+from learnwin.infra import io, runtime
+from learnwin.infra.registry import CELLS
+from learnwin.models import fused
+from learnwin.models.cells import GatedCell
 from learnwin.models.ensemble import train_runs
 from learnwin.models.train import train_run
+from learnwin.probing.envelope import prefix_sum
 from learnwin.probing.lyapunov import lyapunov_checkpoint
 from learnwin.probing.memory import memory_checkpoint
 from learnwin.probing.snapshot import snapshot_checkpoint
@@ -44,9 +51,20 @@ NETWORKS = [(m, {}) for m in ("const", "shared", "diag", "gru", "lstm", "lru", "
     (m, STACK) for m in ("lstm", "rglru", "s6")]
 
 
+FUSED = {"cpu": fused.Mode(compile=False, graph=False), DEVICE: fused.Mode(compile=False, graph=True)}
+"""The fused step's mode per device (learnwin.models.fused.DEFAULT): on the pretend device as on CUDA,
+its loops graphed (by the stand-in :class:`pretend_cuda.Replay`), with eager kernels (inductor has
+none for it); on the CPU eager (the same kernels: the same bits)."""
+
+
+@contextlib.contextmanager
 def on(device: str):
-    """The pretend device for ``DEVICE``, nothing for the CPU (the CPU reference runs as in the workflow)."""
-    return pretend_cuda() if device == DEVICE else contextlib.nullcontext()
+    """The pretend device for ``DEVICE``; on either device the fused step in its mode (:data:`FUSED`)
+    and on no other, as learnwin.models.fused.DEFAULT makes it on CUDA."""
+    with (pretend_cuda() if device == DEVICE else contextlib.nullcontext(),
+          mock.patch.multiple(fused, DEFAULT={torch.device(device).type: FUSED[device]}, GRAPH_BACKEND=Replay,
+                              _graphed={})):
+        yield
 
 
 def test_pretend_device_raises_where_cuda_does():
@@ -73,12 +91,28 @@ def test_pretend_device_raises_where_cuda_does():
 
 @pytest.fixture(scope="module", autouse=True)
 def data_dir(tmp_path_factory):
-    """The splits of TASK; the module's tests on one thread (the same kernels on both devices)."""
+    """The splits of TASK; the module's tests on one thread (the same kernels on both devices) and
+    under the jobs' strict deterministic mode (learnwin.infra.runtime.deterministic)."""
     path, threads = tmp_path_factory.mktemp("data"), torch.get_num_threads()
     write_splits(2, TASK, path)
     torch.set_num_threads(1)
+    runtime.deterministic()
     yield path
+    torch._C._set_deterministic_algorithms(False)
     torch.set_num_threads(threads)
+
+
+def test_prefix_sums_on_the_device_without_cuda_s_cumsum():
+    """CUDA's float cumsum raises under the strict mode; envelope.prefix_sum gives the CPU's sums bit for bit."""
+    gen = torch.Generator().manual_seed(0)
+    for x in (torch.randn(3, 50, 4, dtype=torch.float64, generator=gen),
+              torch.randn(3, 50, 4, dtype=torch.complex128, generator=gen)):
+        with pretend_cuda():
+            with pytest.raises(Nondeterministic, match="cumsum"):
+                torch.cumsum(x.to(DEVICE), 1)
+            sums = prefix_sum(x.to(DEVICE), 1)
+            assert sums.device.type == DEVICE
+        assert torch.equal(sums.cpu(), torch.cumsum(x, 1))
 
 
 def train(data_dir, out_dir, model, config, device):
@@ -116,8 +150,10 @@ def assert_same_state(a, b):
 
 
 @pytest.mark.parametrize("model,config", NETWORKS, ids=[f"{m}{'-stack' if c else ''}" for m, c in NETWORKS])
-def test_every_stage_on_the_device_gives_the_cpu_tables(data_dir, tmp_path, model, config):
+def test_every_stage_on_the_device_gives_the_cpu_tables(data_dir, tmp_path, model, config, monkeypatch):
+    monkeypatch.setattr(Replay, "captures", 0)
     curves = {d: train(data_dir, tmp_path / d, model, config, d) for d in ("cpu", DEVICE)}
+    assert (Replay.captures > 0) == issubclass(CELLS[model].load(), GatedCell)  # the gated cells: the fused step
     pd.testing.assert_frame_equal(curves[DEVICE], curves["cpu"], check_exact=True)
     for name in ("best.pt", "final.pt"):  # saved from the device: CPU tensors, the CPU run's bits
         assert_same_state(io.load_checkpoint(tmp_path / DEVICE / name), io.load_checkpoint(tmp_path / "cpu" / name))

@@ -283,11 +283,23 @@ def claims_tables(lines: list[str]) -> list[list[list[str]]]:
     return out
 
 
-def test_results_page_opens_on_the_claims_table_and_the_findings():
-    first_screen = RESULTS.read_text().splitlines()[:60]
+def question_sections(text: str) -> list[str]:
+    """The claims (a)-(d) that have a ``## (x) ...`` section of their own, in page order."""
+    return re.findall(r"^## \(([a-d])\) ", text, re.M)
+
+
+def test_results_page_opens_on_the_claims_table_and_the_questions():
+    """The answer table on the first screen, the default run's claims table after it, then one
+    section per claim, (a) to (d), the first within 90 lines."""
+    text = RESULTS.read_text()
+    first_screen = text.splitlines()[:60]
     assert answer_table.BEGIN in "\n".join(first_screen[:20]), "docs/results.md must open on the answer table"
     assert len(claims_tables(first_screen)) == 1, "the default run's claims table follows it"
-    assert "## Findings" in "\n".join(RESULTS.read_text().splitlines()[:90])
+    assert question_sections(text) == list("abcd"), "one section per claim, in order"
+    assert question_sections("\n".join(text.splitlines()[:90]))[:1] == ["a"]
+    # the section check can fail: a claim's section missing, two out of order
+    assert question_sections(text.replace("\n## (b) ", "\n### (b) ")) == list("acd")
+    assert question_sections(text.replace("\n## (c) ", "\n## (x) ").replace("\n## (a) ", "\n## (c) ")) != list("abcd")
     # the check can fail: the table pushed below the first screen, a cell without a verdict
     assert claims_tables(([""] * 50 + first_screen)[:60]) == []
     assert claims_tables([line.replace("3/3 ✓", "holds") for line in first_screen]) == []

@@ -2,6 +2,8 @@
 
 * On synthetic artifacts (tests/synthetic.py) with only common/figures/report rules: every
   figure, the summary and provenance are made, and the report embeds them all.
+* The report renders in a headless browser (Chromium, where installed): its landing page shows the
+  claims' tables.
 * On the smoke config with the whole workflow (needs every upstream stage): changing only
   ``figures.dpi`` re-schedules figure jobs (and provenance) and nothing upstream, and
   ``snakemake --report`` builds a report that contains every figure.
@@ -13,6 +15,8 @@ import base64
 import html as htmllib
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -149,6 +153,33 @@ def test_synthetic_dpi_change_reruns_figures_only(synthetic_run):
 
 def test_synthetic_report(synthetic_run):
     _report_has_every_figure(synthetic_run, "--workflow-profile", "none")
+
+
+BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def without_scripts(html: str) -> str:
+    return re.sub(r"<script\b.*?</script>", "", html, flags=re.S)
+
+
+def rendered(page: Path) -> str:
+    """The DOM of ``page`` after a headless Chromium ran its scripts, without the scripts themselves."""
+    return without_scripts(subprocess.run(
+        [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=15000", "--dump-dom",
+         page.as_uri()], capture_output=True, text=True, timeout=300).stdout)
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no Chromium to render the report with")
+def test_synthetic_report_renders_in_a_headless_browser(synthetic_run):
+    """The report's landing page, drawn by its scripts, shows the Claims page's pivot and tables per
+    claim; the file itself, not drawn, shows none of it."""
+    report = synthetic_run / "rendered.html"
+    snakemake(synthetic_run, "--report", str(report), "--workflow-profile", "none")
+    shown = rendered(report)
+    for text in ("Claims at a glance", "Per transport, noise and functional", "(d) Master law", "rows held"):
+        assert text in shown, text
+    assert shown.count('class="claim-detail"') == 4
+    assert "Claims at a glance" not in without_scripts(report.read_text())  # the file holds it in a script: only drawn does it show
 
 
 # ------------------------------------------------------ whole workflow, smoke config ----

@@ -1,13 +1,23 @@
-"""learnwin.report.findings: the sentences carry the counts of the verdict table (docs/method.md §8b),
-on per-seed tables built to hold every claim or to fail every one, and on the synthetic run of
-tests/synthetic_claims.py whose verdicts are known row by row."""
+"""learnwin.report.findings: the sentences and the per-claim tables carry the counts of the verdict
+table (docs/method.md §8b), on per-seed tables built to hold every claim or to fail every one, and on
+the synthetic run of tests/synthetic_claims.py whose verdicts are known row by row; their verdict
+words are those the README's answer table (experiments/answer_table.py) gives the same run, and no
+paragraph or bullet of findings.md or the Claims page runs over 80 words."""
 
+import importlib.util
+import re
+from pathlib import Path
+
+import numpy as np
 import pandas as pd
+import prose
 import pytest
 
 from learnwin.infra import io, layout
 from learnwin.report import findings
-from learnwin.stats.claims import verdicts
+from learnwin.stats.claims import claim_words, verdicts
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SEEDS = [1, 2, 3]
 MODELS = ["const", "gru"]
@@ -43,95 +53,113 @@ def test_claim_c_names_the_optimizers_it_compared(sgd, words):
     per_seed = {k: t.assign(optimizer=t["optimizer"].replace("sgd", sgd)) for k, t in _per_seed(True).items()}
     table = _verdicts(per_seed)
     assert set(table.loc[table["claim"] == "c", "optimizer"]) == {f"adamw vs {sgd}"}
-    c = findings.sentences(table)[2]
-    assert c.startswith(f"(c) Optimizer (AdamW against {words}): 4 of 4 (model, check) rows hold")
-    assert findings.summary_sentences(table)[2].startswith(f"(c) Optimizer (AdamW against {words}) holds")
-    other = "plain SGD" if sgd == "sgd_momentum" else "SGD with momentum"
-    assert other not in c
+    heading = findings.details(table)[2][0]
+    assert heading == f"(c) Optimizer (AdamW against {words})"
+    assert findings.summary_sentences(table)[2].startswith(f"(c) Optimizer (AdamW against {words}) holds: 4 of 4")
+    assert f"**{heading}**" in findings.markdown(table)
+
+
+def _rows(df: pd.DataFrame) -> list[list[str]]:
+    return [[str(v) for v in r] for r in df.itertuples(index=False)]
 
 
 @pytest.mark.parametrize("hold", [True, False])
-def test_every_claim_holds_or_fails_and_the_sentences_count_it(hold):
+def test_every_claim_holds_or_fails_and_the_tables_count_it(hold):
     table = _verdicts(_per_seed(hold))
     assert len(table) == 4 + 8 + 4 + 8  # a: 4 runs; b: 4 x 2 noises; c: 2 models x 2 checks; d: 4 x 2
     assert (table["holds"] == hold).all() and (table["k"] == (3 if hold else 0)).all() and (table["n"] == 3).all()
-    a, b, c, d = findings.sentences(table)
-    if hold:
-        assert a == ("(a) Envelope class: 4 of 4 (model, optimizer) rows hold: exponential in const/adamw, "
-                     "const/sgd; power-law-like in gru/adamw, gru/sgd.")
-        assert b.startswith("(b) Growth of H_N in N: 4 of 4 (model, optimizer) rows hold (per_lag noise): "
-                            "logarithmic in const/adamw, const/sgd; power in gru/adamw, gru/sgd; 4 of 4")
-        assert c == ("(c) Optimizer (AdamW against plain SGD): 4 of 4 (model, check) rows hold: adamw broader in "
-                     "const (log tau_q IQR), gru (log tau_q IQR); adamw slower in const (tau_env), gru (tau_env).")
-        assert "4 of 4 (model, optimizer) rows hold (pooled noise): within band in" in d and "mean slope 1.00" in d
-    else:
-        assert a.startswith("(a) Envelope class: 0 of 4 (model, optimizer) rows hold: exponential in gru/adamw")
-        assert "0 of 4 (model, optimizer) rows hold (per_lag noise): logarithmic in gru/adamw" in b
-        assert c.startswith("(c) Optimizer (AdamW against plain SGD): 0 of 4 (model, check) rows hold")
-        assert "0 of 4 (model, optimizer) rows hold (pooled noise): excludes 1 in" in d and "mean slope 0.30" in d
+    (ha, a), (hb, b), (hc, c), (hd, d) = findings.details(table)
+    assert (ha, hb, hc, hd) == ("(a) Envelope class", "(b) Growth of H_N in N", "(c) Optimizer (AdamW against "
+                                "plain SGD)", "(d) Master law")
+    k, tick = ("3/3", " ✓") if hold else ("0/3", "")
+    exp, power = ("exponential", "power-law-like")[::1 if hold else -1]
+    assert list(a.columns) == ["model", "optimizer", "diagonal"]  # one scope: no "held" column
+    assert _rows(a) == [["const", "adamw", f"{k}{tick} {exp}"], ["const", "sgd", f"{k}{tick} {exp}"],
+                        ["gru", "adamw", f"{k}{tick} {power}"], ["gru", "sgd", f"{k}{tick} {power}"],
+                        ["rows held", "", "4/4" if hold else "0/4"]]
+    assert list(b.columns) == ["model", "optimizer", "per_lag diagonal", "pooled diagonal", "held"]
+    log, pw = ("logarithmic", "power")[::1 if hold else -1]
+    assert _rows(b)[0] == ["const", "adamw", f"{k}{tick} {log}", f"{k}{tick} {log}", "2/2" if hold else "0/2"]
+    assert _rows(b)[3] == ["gru", "sgd", f"{k}{tick} {pw}", f"{k}{tick} {pw}", "2/2" if hold else "0/2"]
+    assert list(c.columns) == ["model", "check", "diagonal"]
+    not_ = "" if hold else "not "
+    assert _rows(c) == [["const", "log tau_q IQR", f"{k}{tick} adamw {not_}broader"],
+                        ["const", "tau_env", f"{k}{tick} adamw {not_}slower"],
+                        ["gru", "log tau_q IQR", f"{k}{tick} adamw {not_}broader"],
+                        ["gru", "tau_env", f"{k}{tick} adamw {not_}slower"], ["rows held", "", "4/4" if hold else "0/4"]]
+    band = "within band" if hold else "excludes 1"
+    assert _rows(d)[1] == ["const", "sgd", f"{k}{tick} {band}", f"{k}{tick} {band}", "2/2" if hold else "0/2"]
+    slope = "1.00" if hold else "0.30"
+    assert _rows(d)[-2:] == [["rows held", "", *(["4/4"] * 2 if hold else ["0/4"] * 2), ""],
+                             ["mean slope", "", slope, slope, ""]]
     page = findings.to_html(table)
     assert page.count('<tr class="holds">') == (len(table) if hold else 0)
     assert page.count('<tr class="fails">') == (0 if hold else len(table))
+    assert page.count('class="claim-detail"') == 4
+    shade = "hsl(120,60%,85%)" if hold else "hsl(0,60%,85%)"  # the heat map: green all, red none
+    assert f'<td style="background:{shade}">{k}{tick} {band}</td>' in page
 
 
-def test_transport_is_named_only_when_the_table_has_two():
+def test_scopes_are_columns_with_the_functional_named_where_a_transport_has_several():
     one = _verdicts(_per_seed(True))
     two = pd.concat([one, _verdicts(_per_seed(False), "exact", "signal")], ignore_index=True)
-    assert "transport" not in findings.sentences(one)[0]
-    a = findings.sentences(two)[0]
-    assert "4 of 4 (model, optimizer) rows hold (diagonal transport, gamma)" in a
-    assert "0 of 4 (model, optimizer) rows hold (exact transport, signal)" in a
+    a = findings.details(two)[0][1]
+    assert list(a.columns) == ["model", "optimizer", "diagonal", "exact", "held"]
+    assert _rows(a)[0] == ["const", "adamw", "3/3 ✓ exponential", "0/3 power-law-like", "1/2"]
+    assert _rows(a)[-1] == ["rows held", "", "4/4", "0/4", ""]
+    three = pd.concat([two, _verdicts(_per_seed(True), "exact", "norm")], ignore_index=True)
+    a = findings.details(three)[0][1]
+    assert list(a.columns) == ["model", "optimizer", "diagonal", "exact signal", "exact norm", "held"]
 
 
-def test_findings_say_which_functional_a_verdict_depends_on():
+def test_the_held_column_says_under_how_many_functionals_a_row_holds():
     """Claim (a) under three functionals of the exact transport: const/gru hold under signal and
-    norm; under diag_entries const becomes power-law-like (fails) while gru still holds. The
-    sentence says gru holds under every functional and const only under the other two."""
+    norm; under diag_entries const becomes power-law-like (fails) while gru still holds. The table
+    says gru holds under every functional (3/3) and const under two (2/3)."""
     holds, fails = _per_seed(True), _per_seed(False)
     parts = [_verdicts(holds, "exact", "signal"), _verdicts(holds, "exact", "norm")]
     mixed = {k: t.copy() for k, t in holds.items()}
     const = mixed["a"]["model"] == "const"
     mixed["a"].loc[const] = fails["a"].loc[const].to_numpy()
     parts.append(_verdicts(mixed, "exact", "diag_entries"))
-    a = findings.sentences(pd.concat(parts, ignore_index=True))[0]
-    assert "4 of 4 (model, optimizer) rows hold (exact signal)" in a
-    assert "2 of 4 (model, optimizer) rows hold (exact diag_entries)" in a
-    assert ("Across functionals, the verdict holds under every functional for gru/adamw, gru/sgd; it depends "
-            "on the functional: const/adamw only under exact signal, exact norm; const/sgd only under exact "
-            "signal, exact norm.") in a
-    assert "Across functionals" not in findings.sentences(_verdicts(holds))[0]
+    a = findings.details(pd.concat(parts, ignore_index=True))[0][1]
+    assert list(a.columns) == ["model", "optimizer", "exact signal", "exact diag_entries", "exact norm", "held"]
+    assert _rows(a) == [["const", "adamw", "3/3 ✓ exponential", "0/3 power-law-like", "3/3 ✓ exponential", "2/3"],
+                        ["const", "sgd", "3/3 ✓ exponential", "0/3 power-law-like", "3/3 ✓ exponential", "2/3"],
+                        ["gru", "adamw", *["3/3 ✓ power-law-like"] * 3, "3/3"],
+                        ["gru", "sgd", *["3/3 ✓ power-law-like"] * 3, "3/3"],
+                        ["rows held", "", "4/4", "2/4", "4/4", ""]]
 
 
-def test_robustness_keeps_the_noise_definitions_apart():
+def test_the_tables_keep_the_noise_definitions_apart():
     """Claim (b) under two transports (one functional each) and two noise definitions: a row that
-    holds under per_lag on both transports but under pooled on the diagonal one only is named once
-    per noise definition, never with a transport listed twice."""
+    holds under per_lag on both transports but under pooled on the diagonal one only holds under
+    three of its four scopes, each its own column."""
     holds, fails = _per_seed(True), _per_seed(False)
     mixed = {k: t.copy() for k, t in holds.items()}
     pooled = mixed["b"]["noise"] == "pooled"
     mixed["b"].loc[pooled] = fails["b"].loc[pooled].to_numpy()
     table = pd.concat([_verdicts(holds, "diagonal", "gamma"), _verdicts(mixed, "exact", "signal")],
                       ignore_index=True)
-    b = findings.sentences(table)[1]
-    assert "const/adamw (per_lag)" in b and "const/adamw (pooled) only under diagonal gamma;" in b
-    assert "diagonal gamma, exact signal, diagonal gamma" not in b
+    b = findings.details(table)[1][1]
+    assert list(b.columns) == ["model", "optimizer", "per_lag diagonal", "per_lag exact", "pooled diagonal",
+                               "pooled exact", "held"]
+    assert _rows(b)[0] == ["const", "adamw", "3/3 ✓ logarithmic", "3/3 ✓ logarithmic", "3/3 ✓ logarithmic",
+                           "0/3 power", "3/4"]
 
 
 def test_findings_of_the_synthetic_run(tmp_path):
     from synthetic_claims import write_claim_run
 
-    from learnwin.infra import layout
-
     write_claim_run(tmp_path)
     md = layout.under(tmp_path / "results", layout.CLAIMS["findings"]).read_text()
     # expected_claims(): a 4/4; b 4/4 per_lag, 0/4 pooled; c 2/4 (gru's); d 0/4 per_lag, 3/4 pooled
-    assert "- (a) Envelope class: 4 of 4 (model, optimizer) rows hold:" in md
-    assert ("4 of 4 (model, optimizer) rows hold (per_lag noise): logarithmic in const/adamw, const/sgd; "
-            "power in gru/adamw, gru/sgd; 0 of 4 (model, optimizer) rows hold (pooled noise): censored in "
-            "const/adamw, const/sgd; flat in gru/adamw, gru/sgd.") in md
-    assert "(c) Optimizer (AdamW against plain SGD): 2 of 4 (model, check) rows hold:" in md
-    assert "0 of 4 (model, optimizer) rows hold (per_lag noise): excludes 1 in" in md
-    assert "3 of 4 (model, optimizer) rows hold (pooled noise): split in gru/sgd; within band in const/adamw, gru/adamw, const/sgd" in md
+    assert "- (a) Envelope class holds: 2 of 2 learned-gate rows hold; all rows hold for const, gru." in md
+    assert ("**(b) Growth of H_N in N**\n\n| model | optimizer | per_lag diagonal | pooled diagonal | held |\n"
+            "|---|---|---|---|---|\n| const | adamw | 2/2 ✓ logarithmic | 0/2 censored | 1/2 |") in md
+    assert "| rows held |  | 4/4 | 0/4 |  |" in md
+    assert "- (c) Optimizer (AdamW against plain SGD) holds in part: 2 of 4 rows hold;" in md
+    assert "| gru | sgd | 0/2 excludes 1 | 1/2 split | 0/2 |\n| rows held |  | 0/4 | 3/4 |  |\n| mean slope |" in md
     assert "| d | master slope CI | gru | sgd | pooled | diagonal | gamma | within band | split | 1/2 | no |" in md
     page = layout.under(tmp_path / "results", layout.CLAIMS["html"]).read_text()
     assert page.count('<tr class="holds">') == 13 and page.count('<tr class="fails">') == 11
@@ -142,12 +170,10 @@ def test_findings_open_with_the_pivot_and_one_plain_sentence_per_claim(hold):
     table = _verdicts(_per_seed(hold))
     a, b, c, d = findings.summary_sentences(table)
     if hold:
-        assert a == "(a) Envelope class holds: 4/4 rows, in every row for const, gru; the same under every optimizer."
-        assert d == ("(d) Master law holds: 8/8 rows, in every row for const, gru; the same under every noise, "
-                     "optimizer.")
+        assert a == "(a) Envelope class holds: 2 of 2 learned-gate rows hold; all rows hold for const, gru."
+        assert d == "(d) Master law holds: 8 of 8 rows hold; all rows hold for const, gru."
     else:
-        assert b == ("(b) Growth of H_N in N does not hold: 0/8 rows, in none for const, gru; the same under every "
-                     "noise, optimizer.")
+        assert b == "(b) Growth of H_N in N does not hold: 0 of 4 learned-gate rows hold; no row for const, gru."
     head = findings.markdown(table).splitlines()[:40]
     first = next(i for i, line in enumerate(head) if line.startswith("| "))
     pivot = head[first: head.index("", first)]  # the first table
@@ -158,7 +184,8 @@ def test_findings_open_with_the_pivot_and_one_plain_sentence_per_claim(hold):
     assert [line[:4] for line in plain] == ["- (a", "- (b", "- (c", "- (d"]
     assert plain == [f"- {s}" for s in (a, b, c, d)]
     page = findings.to_html(table)
-    assert page.index('id="claims-glance"') < page.index("<details>") < page.index('id="claims-verdicts"')
+    assert (page.index('id="claims-glance"') < page.index('class="claim-detail"') < page.index("<details>")
+            < page.index('id="claims-verdicts"'))
 
 
 def test_a_plain_sentence_names_what_the_claim_depends_on():
@@ -166,8 +193,11 @@ def test_a_plain_sentence_names_what_the_claim_depends_on():
     exact = _per_seed(False)
     table = pd.concat([_verdicts(per_seed), _verdicts(exact, "exact", "signal")], ignore_index=True)
     a = findings.summary_sentences(table)[0]
-    assert a == ("(a) Envelope class holds in part: 4/8 rows, in some for const, gru; it depends on the transport "
-                 "(diagonal 4/4, exact 0/4).")
+    assert a == ("(a) Envelope class holds in part: 2 of 4 learned-gate rows hold; some rows for const, gru; it "
+                 "depends on the transport (diagonal 2/2, exact 0/2).")
+    c = findings.summary_sentences(table)[2]  # claim (c): one verdict word per transport
+    assert c.startswith("(c) Optimizer (AdamW against plain SGD): holds under the diagonal transport, 4 of 4 rows; "
+                        "does not hold under the exact transport, 0 of 4 rows; some rows for const, gru")
     no_data = table.assign(n=0)
     assert findings.summary_sentences(no_data)[3] == (
         "(d) Master law: not scored, no expectation or no data for these cells.")
@@ -186,3 +216,98 @@ def test_the_first_screen_of_a_run_is_the_pivot_and_the_plain_sentences(smoke_ru
     plain = head[first + 2 + len(glance) + 1:][:4]
     assert plain == [f"- {s}" for s in findings.summary_sentences(table)]
     assert all(len(s.split()) <= 60 for s in plain)  # short: about a line each
+    md = (smoke_run / layout.CLAIMS["findings"]).read_text()
+    assert prose.too_long(prose.markdown_blocks(md)) == []
+    assert prose.too_long(prose.html_blocks((smoke_run / layout.CLAIMS["html"]).read_text())) == []
+
+
+# ---- one verdict vocabulary: findings.md says what the README's answer table says of the same run ----
+
+spec = importlib.util.spec_from_file_location("answer_table", ROOT / "experiments" / "answer_table.py")
+answer_table = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(answer_table)
+WORDS = r"\b(holds in part|does not hold|holds)\b"
+
+
+def findings_words(md: str) -> dict[str, list[str]]:
+    """The verdict words of each claim's plain sentence in findings.md, in order."""
+    bullets = {line[3]: line for line in md.splitlines() if re.match(r"- \([abcd]\) ", line)}
+    return {c: re.findall(WORDS, b) for c, b in bullets.items()}
+
+
+def _only(table: pd.DataFrame, models) -> pd.DataFrame:
+    """The run's table with the rows of ``models`` holding (k = n) and every other row failing (k = 0)."""
+    hold = table["model"].isin(models)
+    return table.assign(holds=hold, k=np.where(hold, table["n"], 0))
+
+
+@pytest.mark.parametrize("case", ["as built", "only const holds", "every row holds", "two transports"])
+def test_findings_use_the_readme_verdict_words(tmp_path, capsys, case):
+    """findings.md's verdict word per claim is the one experiments/answer_table.py gives the run's
+    results page (its claims table read back, as the README's rows are made). "only const holds" is
+    the case where counting every model's rows (const's expectation, exponential, is met) would say
+    "holds in part" where the README's rule, on the learned gates, says "does not hold"."""
+    from synthetic_claims import write_claim_run
+
+    write_claim_run(tmp_path)
+    results = tmp_path / "results"
+    table = io.read_table(layout.under(results, layout.CLAIMS["parquet"]), "claims")
+    table = {"as built": table, "only const holds": _only(table, ["const"]),
+             "every row holds": _only(table, ["const", "gru"]),
+             "two transports": pd.concat([table, _only(table, ["const", "gru"]).assign(transport="exact", functional="signal")],
+                                         ignore_index=True)}[case]
+    io.write_table(table, layout.under(results, layout.CLAIMS["parquet"]), "claims")
+    findings.write(table, findings=layout.under(results, layout.CLAIMS["findings"]),
+                   html_path=layout.under(results, layout.CLAIMS["html"]))
+    spec = importlib.util.spec_from_file_location("results_tables", ROOT / "experiments" / "results_tables.py")
+    results_tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(results_tables)
+    results_tables.main([str(results)])
+    run = answer_table.glance(capsys.readouterr().out)  # the page's claims table, as answer_table reads it
+    readme = {c: [w.word for w in claim_words([run], c).values()] for c in "abcd"}
+    have = findings_words(layout.under(results, layout.CLAIMS["findings"]).read_text())
+    assert have == readme
+    assert {"as built": ["holds", "holds in part", "holds in part", "holds in part"],
+            "only const holds": ["does not hold", "does not hold", "holds in part", "holds in part"], "every row holds": ["holds"] * 4,
+            "two transports": ["holds", "holds in part", "holds in part", "holds in part"],
+            }[case] == [w[0] for w in readme.values()]
+    if case == "two transports":
+        assert readme["c"] == ["holds in part", "holds"]  # one word per transport: diagonal, exact
+
+
+# ---- no paragraph or bullet over 80 words, in findings.md and on the Claims page ----
+
+def _big_table() -> pd.DataFrame:
+    """A run's verdict table as wide as the default's: five models, two transports, the exact one
+    under three functionals, rows that hold at random (fixed seed)."""
+    parts = []
+    for transport, functional in (("diagonal", "gamma"), ("exact", "signal"), ("exact", "norm"),
+                                  ("exact", "diag_entries")):
+        for pair in (("const", "gru"), ("shared", "diag"), ("lstm", "lstm")):
+            t = _verdicts(_per_seed(True), transport, functional)
+            parts.append(t.assign(model=t["model"].map(dict(zip(MODELS, pair)))).drop_duplicates(
+                ["claim", "check", "model", "optimizer", "noise"]))
+    table = pd.concat(parts, ignore_index=True)
+    k = np.random.default_rng(3).integers(0, 4, len(table))
+    return table.assign(k=k, holds=k > 1.5)
+
+
+def test_no_paragraph_or_bullet_runs_over_80_words(tmp_path):
+    from synthetic_claims import write_claim_run
+
+    write_claim_run(tmp_path)
+    res = tmp_path / "results"
+    for md, page in ((layout.under(res, layout.CLAIMS["findings"]).read_text(),
+                      layout.under(res, layout.CLAIMS["html"]).read_text()),
+                     (findings.markdown(_big_table()), findings.to_html(_big_table()))):
+        blocks, items = prose.markdown_blocks(md), prose.html_blocks(page)
+        assert len(blocks) >= 6 and len(items) >= 6  # the legends and the four plain sentences
+        assert prose.too_long(blocks) == [] and prose.too_long(items) == []
+    caption = (ROOT / "workflow" / "report" / "claims.rst").read_text()  # the Claims page's caption
+    assert prose.too_long(prose.markdown_blocks(caption)) == []
+    # the check sees a long paragraph and a long bullet, in Markdown and in HTML
+    long = " ".join(["word"] * 81)
+    assert len(prose.too_long(prose.markdown_blocks(f"{md}\n{long}\n\n- {long}\n"))) == 2
+    assert len(prose.too_long(prose.markdown_blocks(f"# T\n\nshort\n{long}\n"))) == 1  # a paragraph of two lines
+    assert len(prose.too_long(prose.html_blocks(page.replace("</ul>", f"<li>{long}</li></ul>", 1)))) == 1
+    assert prose.too_long(prose.markdown_blocks(f"| {long} |\n")) == []  # a table row is not prose

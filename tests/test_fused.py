@@ -4,6 +4,7 @@ import shutil
 
 import pytest
 import torch
+from pretend_cuda import Replay
 
 from learnwin.models import bptt, fused
 from learnwin.models.cells import build_model
@@ -101,25 +102,6 @@ def test_every_step_function_traces_whole(name, monkeypatch):
     _assert_equal(_outputs(model, x, fused.Mode(compile=True, graph=False)), _outputs(model, x, None), 1e-10)
 
 
-class Replay:
-    """A CPU stand-in for CUDA graphs with their semantics: the capture runs ``fn`` once on the
-    static arguments; a replay reruns it on them and writes the results into the captured outputs."""
-
-    captures = 0
-
-    @classmethod
-    def capture(cls, fn, args):
-        cls.captures += 1
-        outs = fn(*args)
-
-        def replay():
-            for o, new in zip(outs, fn(*args)):
-                if o is not None:
-                    o.copy_(new)
-
-        return outs, replay
-
-
 @pytest.mark.parametrize("name", ["const", "gru", "lstm"])
 def test_graphed_loops_copy_inputs_in_and_outputs_out(name, monkeypatch):
     """Two forward passes on different inputs before either backward (as in a stack of two layers):
@@ -169,6 +151,102 @@ def test_the_environment_switch_turns_the_cuda_default_off(monkeypatch):
         assert fused.mode_for(torch.device("cuda")) == EAGER
     monkeypatch.setenv(fused.ENV, "auto")
     assert fused.mode_for(torch.device("cuda")) == fused.Mode(compile=True, graph=True)
+    monkeypatch.setenv(fused.ENV, "eager")  # no compilation, the loops still graphed
+    assert fused.mode_for(torch.device("cuda")) == fused.Mode(compile=False, graph=True)
+    assert fused.mode_for(torch.device("cpu")) is None
     monkeypatch.setenv(fused.ENV, "yes")
     with pytest.raises(ValueError, match="LEARNWIN_FUSED='yes'"):
         fused.mode_for(torch.device("cuda"))
+
+
+@pytest.fixture
+def fresh_compiler(monkeypatch):
+    """No kernel compiled yet, no failed compilation: fused's wrappers and dynamo's caches cleared
+    (before and after)."""
+    monkeypatch.setattr(fused, "_compiled", {})
+    monkeypatch.setattr(fused, "_failed", [])
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def no_compiler(gm, example_inputs):
+    """A backend failing as inductor does on a machine without a C compiler."""
+    raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.\nmore detail")
+
+
+def no_launcher(gm, example_inputs):
+    """A backend whose kernels fail at their first call (as Triton's launcher build does)."""
+    def launch(*args):
+        raise OSError("Python.h: No such file or directory")
+    return launch
+
+
+@pytest.mark.parametrize("backend,cause", [(no_compiler, "RuntimeError: Failed to find C compiler. Please specify "
+                                                          "via CC environment variable."),
+                                           (no_launcher, "OSError: Python.h: No such file or directory")],
+                         ids=["at-compile", "at-first-call"])
+def test_a_failed_compile_falls_back_to_the_graphed_eager_step(backend, cause, fresh_compiler, monkeypatch, caplog):
+    """Kernels whose compilation fails: one warning naming the cause, the eager kernels from then on,
+    still graphed; the forward and every gradient equal the eager fused step's bit for bit."""
+    monkeypatch.setattr(fused, "BACKEND", backend)
+    monkeypatch.setattr(fused, "GRAPH_BACKEND", Replay)
+    monkeypatch.setattr(fused, "_graphed", {})
+    monkeypatch.setattr(Replay, "captures", 0)
+    T, B, D, H = SIZES["ragged"]
+    model = _model("lstm", H, D, torch.float64)
+    x = torch.randn(B, T, D, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    with caplog.at_level("WARNING", logger=fused.__name__):
+        fallen = _outputs(model, x, fused.Mode(compile=True, graph=True))
+    assert [r.getMessage() for r in caplog.records] == [
+        f"fused: torch.compile of lstm_forward_kernel failed ({cause}); the eager kernels run instead"]
+    assert fused._failed == [cause] and Replay.captures == 2
+    eager = _outputs(model, x, EAGER)
+    assert all(torch.equal(fallen[n], v) for n, v in eager.items())
+
+
+def test_a_fault_of_the_kernel_itself_still_raises(fresh_compiler, monkeypatch):
+    """Where the eager rerun fails too, its error is the kernel's: raised, no fallback recorded."""
+    monkeypatch.setattr(fused, "BACKEND", no_compiler)
+
+    def kernel(a):
+        raise ValueError("the kernel's own fault")
+
+    with pytest.raises(ValueError, match="own fault"):
+        fused.Compiled(kernel)(torch.zeros(2))
+    assert fused._failed == []
+
+
+@pytest.mark.parametrize("name", GATED)
+def test_one_compilation_per_kernel_and_shape(name, fresh_compiler, monkeypatch):
+    """Compiled (dynamo with its plain ``eager`` backend: the guards and recompilations are dynamo's),
+    each kernel of the cell's family is compiled once per shape: two shapes, two cache entries each
+    (an aliased zero state at t = 0 makes a second one per shape)."""
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    monkeypatch.setattr(fused, "BACKEND", "eager")
+    family = {"gru": "gru", "lstm": "lstm"}.get(name, "gate")
+    for n, (T, B, D, H) in enumerate(SIZES.values(), 1):
+        _outputs(_model(name, H, D, torch.float64), torch.randn(B, T, D, dtype=torch.float64),
+                 fused.Mode(compile=True, graph=False))
+        entries = {k.__name__: len(_debug_get_cache_entry_list(k.__code__)) for k in fused.STEPS.values()}
+        assert entries == {k: n if k.startswith(family + "_") else 0 for k in entries}, (n, entries)
+    assert fused._failed == []
+
+
+def test_compiling_under_the_deterministic_mode_sets_inductor_s(fresh_compiler, monkeypatch):
+    """Under torch's deterministic mode (the jobs', learnwin.infra.runtime.deterministic) the kernels
+    compile in inductor's deterministic mode (no on-device benchmarking that picks the numerics)."""
+    from torch._inductor import config as inductor
+
+    monkeypatch.setattr(inductor, "deterministic", False)
+    fused.compiled(fused.gate_forward_kernel)
+    assert not inductor.deterministic
+    monkeypatch.setattr(fused, "_compiled", {})
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch._C._set_deterministic_algorithms(True)
+    try:
+        fused.compiled(fused.gate_forward_kernel)
+    finally:
+        torch._C._set_deterministic_algorithms(deterministic)
+    assert inductor.deterministic

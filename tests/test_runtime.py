@@ -1,28 +1,32 @@
-"""learnwin.infra.runtime: deterministic sets torch's deterministic-algorithms flag (warn only) without
-importing torch's compiler stack (about a second of every job's start-up); keep_freed_memory stops re-faulting."""
+"""learnwin.infra.runtime: deterministic sets torch's deterministic-algorithms flag (strict, not warn only) and
+cuBLAS's workspace without importing torch's compiler stack (about a second of every job's start-up);
+keep_freed_memory stops re-faulting."""
 
+import os
 import subprocess
 import sys
 
 import pytest
 
 CHECK = """
-import sys, torch
+import os, sys, torch
 from learnwin.infra import runtime
 assert not torch.are_deterministic_algorithms_enabled()
 runtime.deterministic()
 assert torch.are_deterministic_algorithms_enabled()
-assert torch.is_deterministic_algorithms_warn_only_enabled()
+assert not torch.is_deterministic_algorithms_warn_only_enabled()
+assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
 print("inductor" if "torch._inductor" in sys.modules else "no inductor")
 """
 
 
 def test_deterministic_flags_without_the_compiler_import():
-    out = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=120, check=True)
+    env = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}  # set by the call checked
+    out = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, timeout=120, check=True, env=env)
     assert out.stdout.strip() == "no inductor"
     # the check can fail: torch's own setter imports the compiler stack
-    own = CHECK.replace("runtime.deterministic()", "torch.use_deterministic_algorithms(True, warn_only=True)")
-    out = subprocess.run([sys.executable, "-c", own], capture_output=True, text=True, timeout=120, check=True)
+    own = CHECK.replace("runtime.deterministic()", "torch.use_deterministic_algorithms(True); runtime.setup(None)")
+    out = subprocess.run([sys.executable, "-c", own], capture_output=True, text=True, timeout=120, check=True, env=env)
     assert out.stdout.strip() == "inductor"
 
 

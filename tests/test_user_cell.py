@@ -16,6 +16,7 @@ from workflow_helpers import ROOT, copy_workflow, snakemake
 from learnwin.infra import layout
 from learnwin.infra.config import lag_grid
 from learnwin.infra.io import load_checkpoint, read_table
+from learnwin.report.formatting import table_after
 from learnwin.stats import claims
 from learnwin.stats.layers import layer_envelopes
 
@@ -68,7 +69,8 @@ def test_registered_toy_cell_runs_through_the_smoke_dag_in_a_two_layer_stack(tmp
     k, n = int(scored["holds"].sum()), len(scored)
     assert claims.claim_scores(table)["a:diagonal:gamma"] == f"{k}/{n}"
     findings = layout.under(res, layout.CLAIMS["findings"]).read_text()
-    assert f"{k} of {n} (model, optimizer) rows hold (diagonal transport, gamma)" in findings
+    a = table_after(findings, "**(a) Envelope class**").set_index("model")
+    assert a.loc["rows held", "diagonal"] == f"{k}/{n}" and a.loc["toy", "diagonal"].startswith("*")
 
 def cfg_lr(work):
     """SGD's learning rate as the run resolved it (config/config.yaml under the smoke file)."""

@@ -6,16 +6,22 @@ import logging
 import os
 import sys
 
+CUBLAS_WORKSPACE = ":4096:8"
+"""cuBLAS's workspace configuration under which its matmuls are reproducible (``CUBLAS_WORKSPACE_CONFIG``;
+torch's deterministic mode raises on a CUDA matmul without it). Read when CUDA starts, so it is set
+where the runtime starts (:func:`setup`)."""
+
 
 def setup(log_path: str | None, threads: int = 1) -> logging.Logger:
-    """Send logging (and stderr) to ``log_path``, cap OpenMP/MKL/BLAS threads at ``threads`` and
-    let malloc keep freed memory (:func:`keep_freed_memory`).
+    """Send logging (and stderr) to ``log_path``, cap OpenMP/MKL/BLAS threads at ``threads``, set
+    cuBLAS's workspace (:data:`CUBLAS_WORKSPACE`) and let malloc keep freed memory (:func:`keep_freed_memory`).
 
     Torch is not imported here, so the numpy-only stages stay torch-free; the torch stages
     call :func:`set_torch_threads` themselves.
     """
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(threads)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
     keep_freed_memory()
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stdout)]
     if log_path:
@@ -77,11 +83,19 @@ def resolve_device(device: str) -> str:
 
 
 def deterministic() -> None:
-    """Torch flags for bitwise-reproducible runs on one device (docs/reliability.md)."""
+    """Torch flags for bitwise-reproducible runs on one device (docs/reliability.md): strict, so an op
+    without a deterministic implementation on its device raises (on CUDA: a float cumsum, which
+    learnwin.probing.envelope.prefix_sum avoids); cuBLAS's workspace (:data:`CUBLAS_WORKSPACE`) where
+    :func:`setup` did not set it, which must happen before CUDA starts. Inductor's deterministic mode
+    is set where the fused step compiles (learnwin.models.fused.compiled)."""
     import torch
 
+    if "CUBLAS_WORKSPACE_CONFIG" not in os.environ:
+        if torch.cuda.is_initialized():
+            raise RuntimeError("CUBLAS_WORKSPACE_CONFIG is unset and CUDA has started: call runtime.setup (or "
+                               "runtime.deterministic) before the first CUDA operation")
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE
     # torch.use_deterministic_algorithms would also import torch._inductor to set its flag (1.3 s of
-    # every job's start-up); learnwin never compiles, so only the operator flag is set.
-    torch._C._set_deterministic_algorithms(True, warn_only=True)
+    # every job's start-up); only the operator flag is set here.
+    torch._C._set_deterministic_algorithms(True)
     torch.backends.cudnn.benchmark = False
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")

@@ -58,11 +58,16 @@ def _blocks(T: int, row_bytes: int):
 
 def _rows(block, n: int) -> list:
     """The n per-step structs of a struct of time-major tensors (n, B, .) (members: (n, E, B, .)),
-    views made once: each field unbound, a field without the time axis (fewer dimensions than the
-    first field: a fixed leak) shared by every step, None kept."""
-    dim = block[0].dim()
-    cols = [(v,) * n if v is None or v.dim() < dim else v.unbind(0) for v in block]
-    return [type(block)._make(c) for c in zip(*cols)]
+    views made once: each field unbound (a field that is another's tensor shares its views, a tuple
+    is taken as already unbound: each view costs about 1 us), a field without the time axis (fewer
+    dimensions than the widest field: a fixed leak) shared by every step, None kept."""
+    dim = max(v.dim() for v in block if isinstance(v, Tensor))
+    views = {}
+    for v in block:
+        if isinstance(v, Tensor) and v.dim() == dim and id(v) not in views:
+            views[id(v)] = v.unbind(0)
+    cols = [views[id(v)] if id(v) in views else v if isinstance(v, tuple) else (v,) * n for v in block]
+    return list(map(type(block)._make, zip(*cols)))
 
 
 def _steps(v: Tensor) -> tuple:
@@ -102,7 +107,8 @@ class GateScan(torch.autograd.Function):
             w = rec.GateWeights(u, s, rec.norm(ln_w, ln_b, eps), u.mT.contiguous())
             pre, gs = _buffer(hs, G), _buffer(hs, H)  # pre: the gate columns become the gate
             means, rstds = [], []
-            for xp, h, out in zip(xproj.unbind(0), hs.unbind(0), _rows(rec.GateStep.of(pre, gs, hs[1:]), T)):
+            h_t = hs.unbind(0)
+            for xp, h, out in zip(xproj.unbind(0), h_t, _rows(rec.GateStep.of(pre, gs, h_t[1:]), T)):
                 mean, rstd = rec.gate_forward_step(w, xp, h, out)
                 means.append(mean), rstds.append(rstd)
         ctx.buffers = pre, hs, gs, means, rstds
@@ -126,14 +132,17 @@ class GateScan(torch.autograd.Function):
         a = step.a.contiguous()
         a_t, ghs = a.unbind(0), _steps(grad_h)
         dys = torch.empty_like(g)  # d LN-output of every step
-        grads = _rows(rec.GateGrads(dys, da), T)
-        dh = ghs[-1]
+        grads = _rows(rec.GateGrads(dys, None if step.gate is None else da), T)
+        das, dh = [], ghs[-1]  # das: the fixed leak's pre-activation gradients, stacked into da after
         for lo, hi in _blocks(T, pre[0].nbytes):
             gate = None if step.gate is None else step.gate[lo:hi]
             fs = _rows(rec.gate_factors(w.s, gate, hp[lo:hi], g[lo:hi]), hi - lo)
             for t in range(hi - 1, lo - 1, -1):
-                dh = rec.gate_backward_step(w, fs[t - lo], dh, ghs[t - 1], a_t[t], means[t], rstds[t], grads[t],
-                                            carry=t > 0)
+                da_t, dh = rec.gate_backward_step(w, fs[t - lo], dh, ghs[t - 1], a_t[t], means[t], rstds[t], grads[t],
+                                                  carry=t > 0)
+                das.append(da_t)
+        if step.gate is None:
+            torch.stack(das[::-1], out=da)
         gw, gb = rec.ln_param_grads(dys, a, means, rstds, w.norm)
         return rec.outer(da, hp), None, gw, gb, None
 
@@ -154,7 +163,8 @@ class GRUScan(torch.autograd.Function):
             qs, gs = _buffer(hs, H), _buffer(hs, H)
             xzr, xh = xproj[..., :2 * H].unbind(0), xproj[..., 2 * H:].unbind(0)
             means, rstds = [], []
-            for xz, xc, h, out in zip(xzr, xh, hs.unbind(0), _rows(rec.GRUStep.of(zr, ah, qs, gs, hs[1:]), T)):
+            h_t = hs.unbind(0)
+            for xz, xc, h, out in zip(xzr, xh, h_t, _rows(rec.GRUStep.of(zr, ah, qs, gs, h_t[1:]), T)):
                 mean, rstd = rec.gru_forward_step(w, xz, xc, h, out)
                 means.append(mean), rstds.append(rstd)
         ctx.buffers = zr, ah, hs, qs, gs, means, rstds
@@ -208,9 +218,10 @@ class LSTMScan(torch.autograd.Function):
             w = rec.LSTMWeights(u, rec.norm(ln_w, ln_b, eps), u.mT.contiguous())
             pre = _buffer(hs, 4 * H)  # pre-activations; the i, f, o columns become the gates
             gs, tcs = _buffer(hs, H), _buffer(hs, H)
-            steps = _rows(rec.LSTMStep.of(pre, gs, tcs, hs[1:], cs[1:]), T)
+            h_t, c_t = hs.unbind(0), cs.unbind(0)
+            steps = _rows(rec.LSTMStep.of(pre, gs, tcs, h_t[1:], c_t[1:]), T)
             means, rstds = [], []
-            for xp, h, c, out in zip(xproj.unbind(0), hs.unbind(0), cs.unbind(0), steps):
+            for xp, h, c, out in zip(xproj.unbind(0), h_t, c_t, steps):
                 mean, rstd = rec.lstm_forward_step(w, xp, h, c, out)
                 means.append(mean), rstds.append(rstd)
         ctx.buffers = pre, hs, cs, gs, tcs, means, rstds

@@ -33,6 +33,7 @@ has no member dimension.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from typing import NamedTuple
 
@@ -42,6 +43,8 @@ from torch.autograd.function import once_differentiable
 
 from learnwin.models import bptt
 from learnwin.models import recurrence as rec
+
+log = logging.getLogger(__name__)
 
 
 class Mode(NamedTuple):
@@ -58,7 +61,8 @@ _forced: list = []  # the stack of :func:`use`
 
 ENV = "LEARNWIN_FUSED"
 """Environment switch of a whole run (a Snakemake job inherits it): ``auto`` (unset), :data:`DEFAULT`;
-``off``, bptt's path on every device (until the GPU check has measured the fused step on a device)."""
+``eager``, :data:`DEFAULT` with eager kernels (no compilation: loops graphed where the default graphs
+them); ``off``, bptt's path on every device (until the GPU check has measured the fused step on a device)."""
 
 
 @contextlib.contextmanager
@@ -77,9 +81,10 @@ def mode_for(device: torch.device) -> Mode | None:
     if _forced:
         return _forced[-1]
     switch = os.environ.get(ENV, "auto")
-    if switch not in ("auto", "off"):
-        raise ValueError(f"{ENV}={switch!r}: expected 'auto' or 'off'")
-    return None if switch == "off" else DEFAULT.get(device.type)
+    if switch not in ("auto", "eager", "off"):
+        raise ValueError(f"{ENV}={switch!r}: expected 'auto', 'eager' or 'off'")
+    mode = None if switch == "off" else DEFAULT.get(device.type)
+    return mode._replace(compile=False) if mode is not None and switch == "eager" else mode
 
 
 def pick(function: type, x: Tensor) -> type:
@@ -99,9 +104,11 @@ def gate_forward_kernel(w: rec.GateWeights, xp, h):
 
 def gate_backward_kernel(w: rec.GateWeights, dh, gh_prev, h_prev, pre, g, mean, rstd):
     """:func:`recurrence.gate_backward_step` on fresh tensors: d pre-activation, d LN output, d h_{t-1}."""
-    step, out = rec.GateStep.of(pre, g, None), rec.GateGrads(torch.empty_like(g), torch.empty_like(pre))
-    dh = rec.gate_backward_step(w, rec.gate_factors(w.s, step.gate, h_prev, g), dh, gh_prev, step.a, mean, rstd, out)
-    return out.da, out.dy, dh
+    step = rec.GateStep.of(pre, g, None)
+    out = rec.GateGrads(torch.empty_like(g), None if step.gate is None else torch.empty_like(pre))
+    da, dh = rec.gate_backward_step(w, rec.gate_factors(w.s, step.gate, h_prev, g), dh, gh_prev, step.a, mean, rstd,
+                                    out)
+    return da, out.dy, dh
 
 
 def gru_forward_kernel(w: rec.GRUWeights, xp, h):
@@ -146,7 +153,7 @@ def _scan(step, w, xproj: Tensor, H: int, states: int = 1) -> tuple:
     """The forward ``step`` over time from zero states, ``step(w, xp_t, *states) -> (*states, *kept)``:
     each state stacked (T + 1, B, H), the zero initial state first, then each kept output
     stacked (None stays None)."""
-    carry = (xproj.new_zeros(*xproj.shape[1:-1], H),) * states
+    carry = tuple(xproj.new_zeros(*xproj.shape[1:-1], H) for _ in range(states))  # distinct: an alias recompiles
     path, kept = [carry], []
     for xp in xproj.unbind(0):
         out = step(w, xp, *carry)
@@ -216,15 +223,62 @@ def _steps(*vs: Tensor | None) -> tuple:
 RECOMPILE_LIMIT = 64
 """Compilations per kernel (one per shape, dtype and gate variant; dynamo's default is 8)."""
 
+BACKEND = "inductor"
+"""torch.compile's backend for the kernels."""
+
 _compiled: dict = {}
+
+_failed: list = []  # the cause of this process's first failed compilation: from then on every kernel runs eager
 
 
 def compiled(step):
-    """``step`` under torch.compile (fullgraph, static shapes), one wrapper per kernel."""
+    """``step`` under torch.compile (fullgraph, static shapes, inductor's deterministic mode where
+    torch's is on), one :class:`Compiled` wrapper per kernel."""
     if step not in _compiled:
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
-        _compiled[step] = torch.compile(step, fullgraph=True, dynamic=False)
+        if torch.are_deterministic_algorithms_enabled():  # no on-device benchmarking that picks the numerics
+            from torch._inductor import config as inductor
+
+            inductor.deterministic = True
+        _compiled[step] = Compiled(step)
     return _compiled[step]
+
+
+class Compiled:
+    """A kernel compiled on its first call per shape, falling back to the eager kernel for the rest
+    of the process where that fails (inductor's CUDA kernels need a C compiler and Python headers to
+    build their launchers; a compile error can surface at compile time or at the first call): the
+    call reruns eagerly, one warning names the cause, and every kernel runs eager from then on. A
+    fault of the kernel itself raises from its eager rerun, as without compiling."""
+
+    def __init__(self, step):
+        self.step, self.fn = step, torch.compile(step, fullgraph=True, dynamic=False, backend=BACKEND)
+
+    def __call__(self, *args):
+        if _failed:
+            return self.step(*args)
+        try:
+            return self.fn(*args)
+        except Exception as error:  # whatever the compiler raised: the eager rerun judges
+            out = self.step(*args)
+            _failed.append(cause(error))
+            log.warning("fused: torch.compile of %s failed (%s); the eager kernels run instead",
+                        self.step.__name__, _failed[0])
+            return out
+
+
+def fallback() -> str | None:
+    """The cause of this process's failed compilation (the kernels run eager since), None while none failed."""
+    return _failed[0] if _failed else None
+
+
+def cause(error: BaseException) -> str:
+    """The innermost exception that ``error`` wraps (dynamo's and inductor's ``inner_exception``, a
+    ``__cause__``), as its type and first line."""
+    while (inner := getattr(error, "inner_exception", None) or error.__cause__) is not None:
+        error = inner
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"
 
 
 class CudaGraph:

@@ -176,7 +176,9 @@ class GateStep(NamedTuple):
     @staticmethod
     def of(pre: Tensor, g: Tensor, h: Tensor | None) -> GateStep:
         H = g.shape[-1]
-        return GateStep(pre, pre[..., :H], pre[..., H:] if pre.shape[-1] > H else None, g, h)
+        if pre.shape[-1] == H:  # the fixed leak: the pre-activation is the LN input
+            return GateStep(pre, pre, None, g, h)
+        return GateStep(pre, pre[..., :H], pre[..., H:], g, h)
 
 
 class GateFactors(NamedTuple):
@@ -188,10 +190,11 @@ class GateFactors(NamedTuple):
 
 
 class GateGrads(NamedTuple):
-    """``dy`` = d LN-output, ``da`` = d pre-activation."""
+    """``dy`` = d LN-output, ``da`` = d pre-activation (None for the fixed leak: its pre-activation
+    gradient is the LayerNorm's input gradient itself, returned, not copied)."""
 
     dy: Tensor
-    da: Tensor
+    da: Tensor | None
 
 
 def gate_forward_step(w: GateWeights, xp: Tensor, h_prev: Tensor, out: GateStep) -> tuple:
@@ -212,15 +215,16 @@ def gate_factors(s: Tensor, gate: Tensor | None, h_prev: Tensor, g: Tensor) -> G
 
 
 def gate_backward_step(w: GateWeights, f: GateFactors, dh: Tensor, gh_prev: Tensor, a: Tensor, mean, rstd,
-                       out: GateGrads, carry: bool = True) -> Tensor | None:
-    """Step t's gradients into ``out`` from dh_t (``dh``); returns dh_{t-1} (with the loss's own
-    gradient of h_{t-1}, ``gh_prev``), or None without ``carry`` (step 0)."""
+                       out: GateGrads, carry: bool = True) -> tuple:
+    """Step t's gradients from dh_t (``dh``): d LN-output into ``out.dy``, the pre-activation's
+    into ``out.da`` (a gated cell's); returns the pre-activation gradient and dh_{t-1} (with the
+    loss's own gradient of h_{t-1}, ``gh_prev``), None for it without ``carry`` (step 0)."""
     dy = torch.mul(dh, f.k, out=out.dy)
-    parts = [_ln_input_grad(dy, a, mean, rstd, w.norm)]
+    da = _ln_input_grad(dy, a, mean, rstd, w.norm)
     if f.kd is not None:  # the shared gate's a_s gradient sums over units
-        parts.append((dh * f.kd).sum(-1, keepdim=True) if w.u.shape[-2] == w.u.shape[-1] + 1 else dh * f.kd)
-    torch.cat(parts, -1, out=out.da)
-    return _mm(torch.addcmul(gh_prev, dh, f.keep), out.da, w.u) if carry else None
+        kd = (dh * f.kd).sum(-1, keepdim=True) if w.u.shape[-2] == w.u.shape[-1] + 1 else dh * f.kd
+        da = torch.cat([da, kd], -1, out=out.da)
+    return da, _mm(torch.addcmul(gh_prev, dh, f.keep), da, w.u) if carry else None
 
 
 # -- GRU: z, r = sigmoid(.), g = tanh(LN(xp_h + (r h_{t-1}) U_h^T)), h_t = h_{t-1} + z (g - h_{t-1}) ----

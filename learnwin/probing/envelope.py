@@ -121,10 +121,10 @@ class DiagonalTransport:
             leak = trace.leak.double().clamp(LEAK_FLOOR, 1.0)
             log_leak = torch.log(leak)
         self.dtype = dtype
-        self.log_leak = self._split(torch.cumsum(log_leak, 1))  # (B, T, P) parts
+        self.log_leak = self._split(prefix_sum(log_leak, 1))  # (B, T, P) parts
         # a zero correction (the diagonal linear cells) makes first order equal order 0 exactly
         first = order >= 1 and bool(trace.correction.any())
-        self.ratio = self._split(torch.cumsum(trace.correction.double() / leak, 1)) if first else None
+        self.ratio = self._split(prefix_sum(trace.correction.double() / leak, 1)) if first else None
         self.receive = trace.receive.to(dtype)
 
     def _split(self, prefix: Tensor) -> tuple[Tensor, ...]:
@@ -156,6 +156,16 @@ def unit_magnitude(gamma: Tensor, units: int) -> Tensor:
     if gamma.shape[-1] == units and not gamma.is_complex():
         return gamma
     return torch.linalg.vector_norm(gamma.unflatten(-1, (units, -1)), dim=-1)
+
+
+def prefix_sum(x: Tensor, dim: int) -> Tensor:
+    """``torch.cumsum(x, dim)`` with the CPU's bits on every device: CUDA's cumsum of floats has no
+    deterministic kernel (torch's deterministic mode raises, learnwin.infra.runtime.deterministic), so
+    a device tensor's sums are taken by the host's sequential kernel and copied back. The sums are
+    over the time axis of one streamed batch, small beside the transport's gathers."""
+    if x.device.type == "cpu":
+        return torch.cumsum(x, dim)
+    return torch.cumsum(x.cpu(), dim).to(x.device)
 
 
 def take_times(x: Tensor, idx: Tensor) -> Tensor:

@@ -56,7 +56,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from learnwin.models.state import real_view
-from learnwin.probing.envelope import receiving_times, unit_timescales
+from learnwin.probing.envelope import prefix_sum, receiving_times, unit_timescales
 
 _TINY = 1e-300
 
@@ -386,7 +386,7 @@ class ExactAccumulator:
         B, T, H = delta.shape
         dmean = delta.abs().double().mean(-1)  # (B, T)
         # dbar numerator per lag l: sum over n and t >= l of mean_q |delta^q_t|
-        self.dbar += dmean.sum(0).flip(0).cumsum(0).flip(0)
+        self.dbar += prefix_sum(dmean.sum(0).flip(0), 0).flip(0)
 
         def visit(k: int, A: tuple[Tensor, ...]) -> None:
             mu = (lam[:, k, None, :] * layout.per_unit(A[-1][:, k:, 0])).double()  # (B, T - k, H)

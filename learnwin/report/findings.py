@@ -1,19 +1,18 @@
 """The findings of a run, generated from its verdict table, as markdown (``findings.md``) and HTML
 (the report's Claims page) (docs/method.md §8b). Both open with what a reader wants first: the
 claim x model pivot of each transport's primary functional (:func:`at_a_glance`) and one plain
-sentence per claim (:func:`summary_sentences`); the detail follows under its own heading.
-
-:func:`sentences` counts, per claim and per noise definition / transport / functional where they
-apply, the rows that hold and names the (model, optimizer) rows under each majority verdict, so each
-sentence carries its numbers; for a claim measured under several envelope functionals
-(docs/method.md §8b) it then says for which rows the verdict holds under all of them, under none, or
-under which ones only (:func:`robustness`). The verdict table is learnwin.stats.claims.to_markdown's.
+sentence per claim with its verdict word (:func:`summary_sentences`); the detail follows as one
+compact table per claim (:func:`detail`): k/n seeds per (model, optimizer) and scope (noise,
+transport, functional). The verdict words and the rows they count are
+learnwin.stats.claims.claim_words's, the rule the README's answer table applies to the recorded
+machines' runs. The verdict table is learnwin.stats.claims.to_markdown's.
 """
 
 from __future__ import annotations
 
 import html
 import os
+import re
 
 import numpy as np
 import pandas as pd
@@ -21,7 +20,7 @@ import pandas as pd
 from learnwin.infra.io import atomic_path
 from learnwin.infra.optimizers import OPTIMIZERS
 from learnwin.infra.registry import CELLS
-from learnwin.stats.claims import NO_EXPECTATION, NOISE_ANY, holds_words, number, to_markdown
+from learnwin.stats.claims import NO_EXPECTATION, NOISE_ANY, claim_words, counted_rows, holds_words, number, to_markdown
 from learnwin.stats.claims import markdown as md_table
 from learnwin.stats.decay import PRIMARY
 
@@ -37,16 +36,24 @@ PIVOT_INDEX = ["claim", "check", "optimizer", "noise", "transport", "functional"
 FACTORS = ("transport", "noise", "optimizer")
 
 
+def _counts(table: pd.DataFrame) -> pd.Series:
+    """"k/n" seeds that agree with the expectation, with ✓ where the row holds (k > n/2)."""
+    return table["k"].astype(str) + "/" + table["n"].astype(str) + np.where(table["holds"], " ✓", "")
+
+
+def _model_order(models) -> list[str]:
+    """The distinct ``models`` in the registry's order (a model it lacks last)."""
+    return sorted(pd.unique(models), key=lambda m: list(CELLS).index(m) if m in CELLS else len(CELLS))
+
+
 def claims_at_a_glance(table: pd.DataFrame) -> pd.DataFrame:
     """One row per (claim, check, optimizer, noise, transport, functional), one column per model (in
     the registry's order): "k/n" seeds that agree with the expectation, marked ✓ where the row holds
     (k > n/2); a cell without an expectation (not scored) shows its majority verdict in italics."""
-    scored = table["k"].astype(str) + "/" + table["n"].astype(str) + np.where(table["holds"], " ✓", "")
-    cell = np.where(table["expected"] == NO_EXPECTATION, "*" + table["verdict"].astype(str) + "*", scored)
+    cell = np.where(table["expected"] == NO_EXPECTATION, "*" + table["verdict"].astype(str) + "*", _counts(table))
     wide = table.assign(cell=cell).pivot_table(index=PIVOT_INDEX, columns="model", values="cell",
                                                aggfunc="first", sort=False)
-    models = pd.unique(table["model"])
-    return wide[sorted(models, key=lambda m: list(CELLS).index(m) if m in CELLS else len(CELLS))].reset_index()
+    return wide[_model_order(table["model"])].reset_index()
 
 
 def primary_rows(table: pd.DataFrame) -> pd.DataFrame:
@@ -73,36 +80,40 @@ def title(claim: str, g: pd.DataFrame) -> str:
     return f"{TITLES[claim]} ({'; '.join(pairs)})"
 
 
+def _factors(rows: pd.DataFrame) -> str:
+    """The factors (transport, noise, optimizer) under whose levels ``rows`` hold at different rates."""
+    depends = []
+    for factor in FACTORS:
+        rates = {level: _rate(s) for level, s in rows.groupby(factor, sort=False)}
+        if len(rates) > 1 and rows.groupby(factor, sort=False)["holds"].mean().nunique() > 1:
+            depends.append(f"{factor} (" + ", ".join(f"{level} {r}" for level, r in rates.items()) + ")")
+    return f"; it depends on the {' and the '.join(depends)}" if depends else ""
+
+
 def summary_sentence(claim: str, g: pd.DataFrame) -> str:
-    """One plain sentence for one claim's primary rows: how many hold, for which models everywhere,
-    somewhere or nowhere, and the factors (transport, noise, optimizer) under which they hold at
-    different rates."""
+    """One plain sentence for one claim's primary rows: its verdict word and count over the rows
+    it counts (learnwin.stats.claims.claim_words: (a) and (b) the learned gates', (c) one per
+    transport), the models it holds for everywhere, somewhere or nowhere, and the factors
+    (transport, noise, optimizer) under which the counted rows hold at different rates."""
     scored = g[(g["expected"] != NO_EXPECTATION) & (g["n"] > 0)]
     empty = f" ({int((g['n'] == 0).sum())} rows without data)" if (g["n"] == 0).any() else ""
-    if scored.empty:
+    words = claim_words([g], claim)
+    if scored.empty or not words:
         return f"({claim}) {title(claim, g)}: not scored, no expectation or no data for these cells."
-    by_model = scored.groupby("model", sort=False)["holds"].agg(["sum", "size"])
+    unit = "learned-gate rows" if claim in ("a", "b") else "rows"
+    if len(words) == 1:
+        (w,) = words.values()
+        head = f" {w.word}: {w.ks[0]} of {w.n} {unit} hold"
+    else:
+        head = ": " + "; ".join(f"{w.word} under the {level} transport, {w.ks[0]} of {w.n} {unit}"
+                                for level, w in words.items())
+    by_model = scored.groupby("model")["holds"].agg(["sum", "size"]).loc[_model_order(scored["model"])]
     every = [m for m, r in by_model.iterrows() if r["sum"] == r["size"]]
     none = [m for m, r in by_model.iterrows() if r["sum"] == 0]
     some = [m for m in by_model.index if m not in every and m not in none]
-    where = [f"{label} for {', '.join(ms)}" for label, ms in
-             (("in every row", every), ("in some", some), ("in none", none)) if ms]
-    depends = []
-    for factor in FACTORS:
-        rates = {level: _rate(s) for level, s in scored.groupby(factor, sort=False)}
-        fractions = {scored.loc[scored[factor] == level, "holds"].mean() for level in rates}
-        if len(rates) > 1 and len(fractions) > 1:
-            depends.append(f"{factor} (" + ", ".join(f"{level} {r}" for level, r in rates.items()) + ")")
-    verdict = ("holds" if scored["holds"].all() else "does not hold" if not scored["holds"].any()
-               else "holds in part")
-    if depends:
-        tail = f"; it depends on the {' and the '.join(depends)}"
-    elif len(scored) > 1:
-        varied = ", ".join(f for f in FACTORS if scored[f].nunique() > 1)
-        tail = f"; the same under every {varied or 'scope'}"
-    else:
-        tail = ""
-    return f"({claim}) {title(claim, g)} {verdict}: {_rate(scored)} rows{empty}, {'; '.join(where)}{tail}."
+    where = "; ".join(f"{label} for {', '.join(ms)}" for label, ms in
+                      (("all rows hold", every), ("some rows", some), ("no row", none)) if ms)
+    return f"({claim}) {title(claim, g)}{head}{empty}; {where}{_factors(counted_rows(g, claim))}."
 
 
 def summary_sentences(table: pd.DataFrame) -> list[str]:
@@ -112,99 +123,97 @@ def summary_sentences(table: pd.DataFrame) -> list[str]:
             else f"({c}) {TITLES[c]}: not measured in this run." for c in TITLES]
 
 
-def _scope(noise: str, transport: str, several_transports: bool) -> str:
-    parts = ([] if noise == NOISE_ANY else [f"{noise} noise"]) + ([f"{transport} transport"] if several_transports else [])
-    return f" ({', '.join(parts)})" if parts else ""
+def _scope_key(scope: tuple[str, str, str]) -> tuple:
+    noise, transport, functional = scope
+    return noise, transport, functional != PRIMARY.get(transport), functional
 
 
-def _name(r) -> str:
-    return f"{r.model} ({r.check})" if r.claim == "c" else f"{r.model}/{r.optimizer}"
+def detail(g: pd.DataFrame) -> pd.DataFrame:
+    """One claim's rows as one table: a row per (model, optimizer), for claim (c) per (model, check);
+    a column per scope (noise, transport and, where a transport has several, functional), each cell
+    "k/n" seeds that agree, ✓ where the row holds, and the majority verdict (in italics, unscored,
+    where the cell has no expectation); "held": the scopes the row holds under, when there are
+    several; the last row counts the rows that hold per scope, and claim (d)'s gives the mean
+    slope under it."""
+    claim = g["claim"].iloc[0]
+    index = ["model", "check" if claim == "c" else "optimizer"]
+    scopes = sorted(set(zip(g["noise"], g["transport"], g["functional"])), key=_scope_key)
+    several = g.groupby("transport")["functional"].nunique().gt(1)
+    names = {s: " ".join([*([] if s[0] == NOISE_ANY else [s[0]]), s[1], *([s[2]] if several[s[1]] else [])])
+             for s in scopes}
+    scored = g["expected"] != NO_EXPECTATION
+    cell = np.where(scored, _counts(g) + " " + g["verdict"].astype(str), "*" + g["verdict"].astype(str) + "*")
+    g = g.assign(scope=[names[s] for s in zip(g["noise"], g["transport"], g["functional"])], cell=cell)
+    wide = g.pivot_table(index=index, columns="scope", values="cell", aggfunc="first", sort=False)
+    wide = wide[[names[s] for s in scopes]].reset_index()
+    wide["model"] = pd.Categorical(wide["model"], _model_order(g["model"]))
+    wide = wide.sort_values("model", kind="stable").astype({"model": str})
+    s = g[scored]
+    last = {c: _rate(s[s["scope"] == c]) if (s["scope"] == c).any() else "–" for c in names.values()}
+    if len(scopes) > 1:
+        held = s.groupby(index, sort=False)["holds"].agg(["sum", "size"])
+        wide["held"] = [f"{int(held.loc[k, 'sum'])}/{int(held.loc[k, 'size'])}" if k in held.index else "–"
+                        for k in zip(wide["model"], wide[index[1]])]
+        last["held"] = ""
+    total = [{"model": "rows held", index[1]: "", **last}]
+    if claim == "d":
+        total.append({"model": "mean slope", index[1]: "", **dict.fromkeys(last, ""),
+                      **{c: number(g.loc[g["scope"] == c, "estimate"].mean()) for c in names.values()}})
+    return pd.concat([wide, pd.DataFrame(total)], ignore_index=True)
 
 
-def robustness(g: pd.DataFrame) -> str:
-    """Per (check, model, optimizer, noise) of one claim's rows: whether its verdict holds under
-    every envelope functional (docs/method.md §8b), under none, or which ones it depends on."""
-    if g["functional"].nunique() < 2:
-        return ""
-    every, none, some = [], [], []
-    for (*_, noise), s in g.groupby(["check", "model", "optimizer", "noise"], sort=False):
-        held = [f"{r.transport} {r.functional}" for r in s.itertuples() if r.holds]
-        name = _name(s.iloc[0]) + ("" if noise == NOISE_ANY else f" ({noise})")
-        if len(held) == len(s):
-            every.append(name)
-        elif not held:
-            none.append(name)
-        else:
-            some.append(f"{name} only under {', '.join(held)}")
-    parts = ([f"holds under every functional for {', '.join(every)}"] if every else []) + (
-        [f"fails under every functional for {', '.join(none)}"] if none else []) + (
-        [f"depends on the functional: {'; '.join(some)}"] if some else [])
-    return " Across functionals, the verdict " + "; it ".join(parts) + "."
-
-
-def _claim_sentence(claim: str, g: pd.DataFrame, several_transports: bool) -> str:
-    """One sentence for one claim: per scope (noise, transport, functional), rows that hold of all,
-    and the rows per verdict; then, for claims measured under several functionals, :func:`robustness`."""
-    unit = "(model, optimizer) rows" if claim != "c" else "(model, check) rows"
-    several_functionals = g["functional"].nunique() > 1
-    parts = []
-    for (noise, transport, functional), s in g.groupby(["noise", "transport", "functional"], sort=True):
-        per_verdict = "; ".join(f"{verdict} in {', '.join(_name(r) for r in v.itertuples())}"
-                                for verdict, v in s.groupby("verdict", sort=True))
-        extra = ""
-        if claim == "d":
-            extra = f"; mean slope {number(s['estimate'].mean())}"
-        scope = _scope(noise, transport, several_transports)
-        if several_functionals:
-            scope = scope[:-1] + f", {functional})" if scope else f" ({transport} {functional})"
-        scored = s[s["expected"] != NO_EXPECTATION]  # a cell without an expectation: reported, not scored
-        held = (f"{int(scored['holds'].sum())} of {len(scored)} {unit} hold{scope}" if len(scored)
-                else f"not scored{scope}, no expectation for these cells")
-        parts.append(f"{held}: {per_verdict}{extra}")
-    return f"({claim}) {title(claim, g)}: " + "; ".join(parts) + "." + robustness(g)
-
-
-def sentences(table: pd.DataFrame) -> list[str]:
-    """One sentence per claim present in the verdict table (learnwin.stats.claims.COLUMNS), in
-    claim order; a claim without rows (e.g. (c) with one optimizer) says so."""
-    several = table["transport"].nunique() > 1
-    out = []
-    for claim in TITLES:
-        g = table[table["claim"] == claim]
-        out.append(_claim_sentence(claim, g, several) if len(g)
-                   else f"({claim}) {TITLES[claim]}: not measured in this run.")
-    return out
+def details(table: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(heading, :func:`detail`) per claim present in the table, in claim order."""
+    return [(f"({c}) {title(c, g)}", detail(g)) for c, g in
+            ((c, table[table["claim"] == c]) for c in TITLES) if len(g)]
 
 
 LEGEND = ("The paper's claims (docs/method.md §8b) on each transport's primary functional: k/n seeds agree "
           "with the expectation, ✓ = the row holds (k > n/2), *italics* = the majority verdict of a cell "
           "without an expectation.")
+DETAIL_LEGEND = ("Each claim under every noise definition, transport and functional: k/n seeds agree, ✓ = the "
+                 "row holds, then the row's majority verdict; held = the scopes a row holds under; rows held = "
+                 "the rows that hold per scope.")
 
 
 def markdown(table: pd.DataFrame) -> str:
-    """findings.md: the pivot and one plain sentence per claim; then, under their own headings, the
-    sentences per functional and the verdict table."""
+    """findings.md: the pivot and one plain sentence per claim; then, under their own headings, one
+    table per claim (:func:`detail`) and the verdict table."""
     lines = ["# Findings", "", LEGEND, "", md_table(at_a_glance(table)), ""]
     lines += [f"- {s}" for s in summary_sentences(table)]
-    lines += ["", "## Per transport, noise and functional", ""] + [f"- {s}" for s in sentences(table)]
-    return "\n".join([*lines, "", "## Verdicts", "", to_markdown(table), ""])
+    lines += ["", "## Per transport, noise and functional", "", DETAIL_LEGEND, ""]
+    for heading, df in details(table):
+        lines += [f"**{heading}**", "", md_table(df), ""]
+    return "\n".join([*lines, "## Verdicts", "", to_markdown(table), ""])
 
 
 def _values(values) -> str:
     return ", ".join(number(v) for v in values)
 
 
+def _td(value) -> str:
+    """A table cell; a "k/n" cell shaded by k/n (red none, green all: the table as a heat map), an
+    unscored "*verdict*" in italics."""
+    text = "–" if not isinstance(value, str) and pd.isna(value) else str(value)
+    counts = re.match(r"(\d+)/(\d+)", text)
+    style = ""
+    if counts and int(counts[2]):
+        style = f' style="background:hsl({120 * int(counts[1]) // int(counts[2])},60%,85%)"'
+    if len(text) > 2 and text[0] == text[-1] == "*":
+        return f"<td><em>{html.escape(text[1:-1])}</em></td>"
+    return f"<td{style}>{html.escape(text)}</td>"
+
+
 def _html_table(df: pd.DataFrame, **attrs) -> str:
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in r) + "</tr>"
-                   for r in df.itertuples(index=False))
+    rows = "".join("<tr>" + "".join(_td(v) for v in r) + "</tr>" for r in df.itertuples(index=False))
     attr = "".join(f' {k}="{v}"' for k, v in attrs.items())
     return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
 def to_html(table: pd.DataFrame) -> str:
-    """One self-contained HTML fragment: the pivot and the plain sentences first; the sentences per
-    functional and the verdict table one click down (a closed <details>)."""
+    """One self-contained HTML fragment: the pivot and the plain sentences first, then one table per
+    claim (the k/n cells shaded as a heat map); the verdict table one click down (a closed <details>)."""
     t = table.assign(**{"k/n": table["k"].astype(str) + "/" + table["n"].astype(str),
                         "holds": holds_words(table, "holds", "fails"),
                         "per-seed values": [_values(v) for v in table["values"]]})
@@ -213,16 +222,18 @@ def to_html(table: pd.DataFrame) -> str:
         + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in HTML_COLUMNS) + "</tr>"
         for _, r in t.iterrows())
     head = "".join(f"<th>{html.escape(c)}</th>" for c in HTML_COLUMNS)
-    items = "".join(f"<li>{html.escape(s)}</li>" for s in sentences(table))
     plain = "".join(f"<li>{html.escape(s)}</li>" for s in summary_sentences(table))
+    per_claim = "".join(f'<h3>{html.escape(h)}</h3>{_html_table(df, **{"class": "claim-detail"})}'
+                        for h, df in details(table))
     style = ("<style>.claims{font-family:sans-serif;font-size:12px}.claims table{border-collapse:collapse}"
              ".claims td,.claims th{border:1px solid #ccc;padding:2px 5px;text-align:left}"
              ".claims tr.holds td:nth-child(11){background:#d7f0d7}.claims tr.fails td:nth-child(11)"
              "{background:#f6dada}</style>")
-    return (f'{style}<div class="claims"><h2>Claims at a glance</h2><p>{html.escape(LEGEND)}</p>'
+    return (f'{style}<div class="claims"><h2>Claims at a glance</h2><p>{html.escape(LEGEND.replace("*italics*", "italics"))}</p>'
             f'{_html_table(at_a_glance(table), id="claims-glance")}<ul>{plain}</ul>'
-            f"<details><summary>Per transport, noise and functional, and every verdict ({len(table)} rows)"
-            f'</summary><ul>{items}</ul><div style="overflow-x:auto"><table id="claims-verdicts"><thead><tr>'
+            f"<h2>Per transport, noise and functional</h2><p>{html.escape(DETAIL_LEGEND)}</p>{per_claim}"
+            f"<details><summary>Every verdict ({len(table)} rows)</summary>"
+            f'<div style="overflow-x:auto"><table id="claims-verdicts"><thead><tr>'
             f"{head}</tr></thead><tbody>{rows}</tbody></table></div></details></div>\n")
 
 

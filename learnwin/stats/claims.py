@@ -45,13 +45,16 @@ primary functional, whose f the window uses: ``k`` of
 lists the n seeds and ``values`` the row's measure for each (w_power; the power exponent c, NaN
 where no power law was fitted; AdamW's value; the slope), ``estimate`` and ``spread`` are their
 mean and sd, ``detail`` spells out the numbers. :func:`to_markdown` renders it and
-:func:`claim_scores` counts the rows that hold per claim.
+:func:`claim_scores` counts the rows that hold per claim. :func:`claim_words` gives a claim its
+verdict word over one or several runs (docs/method.md §8b, "Verdict words"): the README's answer
+table and each run's findings.md use it alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -405,3 +408,77 @@ def to_markdown(table: pd.DataFrame) -> str:
     t = table.assign(**{"k/n": table["k"].astype(str) + "/" + table["n"].astype(str),
                         "holds": holds_words(table)})
     return markdown(t[[*KEY, "expected", "verdict", "k/n", "holds", "detail"]])
+
+
+#: The verdict words of docs/method.md §8b ("Verdict words").
+HOLDS, HOLDS_IN_PART, DOES_NOT_HOLD = "holds", "holds in part", "does not hold"
+#: The envelope class the paper expects of learned gates; claims (a) and (b) are about those cells.
+SLOW_CLASS = "power-law-like"
+#: The column a claim gets one verdict word per level of (docs/method.md §8b): (c) one per transport.
+WORD_PER = {"c": "transport"}
+
+
+def learned_gates(models) -> list[str]:
+    """Of ``models``, the cells the paper expects a power-law-like envelope of (the registry's
+    ``expected_class``): the learned gates claims (a) and (b) speak of."""
+    return [m for m in models if EXPECTED_CLASS.get(m) == SLOW_CLASS]
+
+
+def counted_rows(table: pd.DataFrame, claim: str, **scope) -> pd.DataFrame:
+    """The rows of ``claim`` (with ``column=value`` for each of ``scope``) its verdict word counts
+    (docs/method.md §8b, "Verdict words"): each transport's primary functional (where the table has
+    a ``functional`` column), and of claims (a) and (b) the learned gates' rows only."""
+    rows = table[table["claim"] == claim]
+    if "functional" in rows:
+        rows = rows[rows["functional"] == rows["transport"].map(PRIMARY)]
+    if claim in ("a", "b"):
+        rows = rows[rows["model"].isin(learned_gates(pd.unique(rows["model"])))]
+    for key, value in scope.items():
+        rows = rows[rows[key] == value]
+    return rows
+
+
+def held_counts(tables: Sequence[pd.DataFrame], claim: str, **scope) -> tuple[list[int], int]:
+    """Per verdict table (one per machine's run; columns claim, model, transport, holds and those of
+    ``scope``), the :func:`counted_rows` that hold; and their number, which every table must share."""
+    rows = [counted_rows(t, claim, **scope) for t in tables]
+    sizes = sorted({len(r) for r in rows})
+    if len(sizes) != 1:
+        raise ValueError(f"claim ({claim}) {scope}: the runs count {sizes} rows; the verdict words need the "
+                         "same rows on every machine")
+    return [int(r["holds"].sum()) for r in rows], sizes[0]
+
+
+def verdict_word(ks: Sequence[int], n: int) -> str:
+    """docs/method.md §8b, "Verdict words", on the rows that hold on each machine (``ks``, of ``n``):
+    holds when all do on every machine, does not hold when at most a quarter do on every one, holds
+    in part otherwise."""
+    if n < 1:
+        raise ValueError("a verdict word needs at least one counted row")
+    if all(k == n for k in ks):
+        return HOLDS
+    if all(k <= n / 4 for k in ks):
+        return DOES_NOT_HOLD
+    return HOLDS_IN_PART
+
+
+class Word(NamedTuple):
+    """A claim's verdict word (:func:`verdict_word`) and its counts: rows that hold per run, of n."""
+
+    word: str
+    ks: list[int]
+    n: int
+
+
+def claim_words(tables: Sequence[pd.DataFrame], claim: str) -> dict[str, Word]:
+    """The verdict words of ``claim`` over the runs' verdict tables: one per level of its
+    :data:`WORD_PER` column (keyed by the level, in the first table's order), else one keyed "";
+    none where no row is counted."""
+    split = WORD_PER.get(claim)
+    levels = pd.unique(counted_rows(tables[0], claim)[split]) if split else [""]
+    out = {}
+    for level in levels:
+        ks, n = held_counts(tables, claim, **({split: level} if split else {}))
+        if n:
+            out[str(level)] = Word(verdict_word(ks, n), ks, n)
+    return out
