@@ -250,3 +250,24 @@ def test_compiling_under_the_deterministic_mode_sets_inductor_s(fresh_compiler, 
     finally:
         torch._C._set_deterministic_algorithms(deterministic)
     assert inductor.deterministic
+
+
+@pytest.mark.parametrize("name", GATED)
+def test_evaluation_runs_the_fused_forward_where_the_device_has_a_mode(name, monkeypatch):
+    """Without autograd (train.evaluate) a device with a fused mode runs the fused forward, equal to
+    the step-by-step scan to 1e-10 in float64; without a mode (the CPU's default) it stays the scan."""
+    T, B, D, H = SIZES["ragged"]
+    model = _model(name, H, D, torch.float64)
+    x = torch.randn(B, T, D, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    calls = []
+    for loop, kernel in list(fused.STEPS.items()):
+        monkeypatch.setitem(fused.STEPS, loop, lambda *a, _k=kernel: calls.append(_k) or _k(*a))
+    with torch.no_grad():
+        scan = model(x)
+        assert not calls  # the CPU: the scan
+        with fused.use(EAGER):
+            out = model(x)
+    assert calls and all(k.__name__.endswith("forward_kernel") for k in calls)
+    torch.testing.assert_close(out, scan, rtol=0, atol=1e-10)
+    with torch.enable_grad(), fused.use(EAGER):  # a training forward does not count here: evaluates is False
+        assert not fused.evaluates(x)

@@ -255,9 +255,10 @@ class GatedCell(CellState, nn.Module):
         pass runs through :meth:`fast_forward` (the built-in cells: the hand-written BPTT of
         :mod:`learnwin.models.bptt`, same numbers, first-order only). Everywhere else, or with
         ``reference=True`` (needed for double backward or to differentiate through ``step``), it
-        is the step-by-step autograd scan.
+        is the step-by-step autograd scan. Without autograd on a device with a fused mode (CUDA:
+        evaluation), the fused forward (:func:`learnwin.models.fused.evaluates`).
         """
-        if not reference and bptt.active():
+        if not reference and (bptt.active() or fused.evaluates(x)):
             return self.fast_forward(x)
         outs = self._scan(x, trace=False)
         return outs[0], outs[-1]

@@ -93,6 +93,14 @@ def pick(function: type, x: Tensor) -> type:
     return function if fused is None or mode_for(x.device) is None else fused
 
 
+def evaluates(x: Tensor) -> bool:
+    """Whether a forward without autograd on x runs the fused forward: on a device with a fused mode
+    (CUDA), outside torch.func transforms. Evaluation there costs a fused forward, not the
+    step-by-step scan; elsewhere (the CPU) it stays the scan, whose bits the recorded runs hold."""
+    return (not torch.is_grad_enabled() and torch._C._functorch.peek_interpreter_stack() is None
+            and mode_for(x.device) is not None)
+
+
 # -- kernels: one time step on fresh tensors, the unit compiled ----------------------------------------
 
 def gate_forward_kernel(w: rec.GateWeights, xp, h):
