@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from learnwin.report.formatting import table_after
-from learnwin.stats.claims import claim_words, held_counts
+from learnwin.stats.claims import TRUTH_WORDS, claim_words, held_counts
 from learnwin.stats.decay import PRIMARY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +76,7 @@ def growth_cells(page: str) -> tuple[str, str, str]:
     d = table_after(page, "### Claim (d) on the truth").set_index("model")
     overall = re.search(r"Claim \(d\) on the truth: \*\*(\w+)\*\*", page)[1]
     means = d["mean d"].astype(float)
-    d_text = (f"{overall} on the truth: s - kappa "
+    d_text = (f"{TRUTH_WORDS[overall]} on the truth: s - kappa "
               f"{means.min():.2f} to {means.max():.2f}, {(d['verdict'] != 'consistent with kappa').sum()} of "
               f"{len(d)} cells differ from kappa")
     pred = table_after(page, "### The prediction from the init networks").iloc[0]

@@ -412,6 +412,8 @@ def to_markdown(table: pd.DataFrame) -> str:
 
 #: The verdict words of docs/method.md §8b ("Verdict words").
 HOLDS, HOLDS_IN_PART, DOES_NOT_HOLD = "holds", "holds in part", "does not hold"
+#: Claim (d)'s verdict on the ground truth (§10b: holds, fails, mixed) in the words of §8b.
+TRUTH_WORDS = {"holds": HOLDS, "fails": DOES_NOT_HOLD, "mixed": HOLDS_IN_PART}
 #: The envelope class the paper expects of learned gates; claims (a) and (b) are about those cells.
 SLOW_CLASS = "power-law-like"
 #: The column a claim gets one verdict word per level of (docs/method.md §8b): (c) one per transport.
