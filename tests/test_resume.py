@@ -8,15 +8,12 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-import torch
+from test_budget import GT, MODEL, TASK, one_thread  # noqa: F401  (one_thread: its autouse fixture, one torch thread)
 
 from learnwin.infra import layout, resume
 from learnwin.recovery.budget_job import budget_trainings
 from learnwin.recovery.groundtruth_job import groundtruth_job
 
-TASK = dict(T=16, D=2, noise_std=0.2)
-MODEL = dict(hidden=4, layer_norm=True, const_s=0.2, gru_init_update=0.2, lstm_init_forget=0.8, gate_init="official")
-GT = dict(coef=0.5, n_test=64, n_perm=50, null_quantile=0.99)
 OPTIM = dict(lr=0.05, weight_decay=1e-4)
 LAGS = [1, 3, 5, 7, 9, 11, 13, 15]
 BUDGET = dict(model="gru", optimizer="adamw", seed=3, lags=LAGS, thresholds=[0.1, 0.2, 0.3],
@@ -29,14 +26,6 @@ GROUND = dict(model="gru", optimizer="adamw", seed=3, n_train=[32, 64], lags=LAG
 
 class Killed(Exception):
     """The job's end at its time limit, simulated."""
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture
