@@ -320,6 +320,13 @@ def recovery_runtime_min(cfg: Mapping, model: str, arm: str, gpu: bool = False, 
     return _minutes(training_seconds(cfg, model, n, spec["steps"], gpu), cap)
 
 
+def recovery_longest_runtime_min(cfg: Mapping, model: str, gpu: bool = False, cap: bool = True) -> int:
+    """:func:`recovery_runtime_min` of ``model``'s longest arm that has jobs: what the rule's
+    retries are sized by (:func:`resume_retries`)."""
+    return max(recovery_runtime_min(cfg, model, arm, gpu, cap) for arm, spec in recovery_arms(cfg).items()
+               if spec["seeds"])
+
+
 def recovery_mem_mb(cfg: Mapping, model: str, gpu: bool = False) -> int:
     """Largest training set plus the held-out set, one batch of activations and the score's
     (lags, n_test, n_test) cross products; on a GPU job both on the host and on the device

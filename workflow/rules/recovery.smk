@@ -29,17 +29,6 @@ REC_RUNS = {
 }
 
 
-def longest_arm_runtime_min(cfg, model, gpu, cap):
-    """The runtime of a ground-truth job of ``model`` in its longest arm that has jobs
-    (learnwin.infra.resources.recovery_runtime_min): what its rule's retries are sized by.
-    """
-    return max(
-        resources.recovery_runtime_min(cfg, model, arm, gpu, cap)
-        for arm, spec in REC_ARMS.items()
-        if spec["seeds"]
-    )
-
-
 localrules:
     aggregate_recovery,
     plot_recovery,
@@ -55,7 +44,7 @@ rule train_recovery:
         f"{BENCH}/train_recovery/{REC_JOB}.tsv"
     wildcard_constraints:
         arm="|".join(REC_ARMS),
-    retries: resume_retries("train_recovery", longest_arm_runtime_min, REC_MODELS)
+    retries: resume_retries("train_recovery", resources.recovery_longest_runtime_min, REC_MODELS)
     conda:
         ENV
     threads: 1
