@@ -1,10 +1,15 @@
 """Networks per second (docs/method.md §3, §10b): an ensemble of E networks trained together
-(learnwin.models.ensemble.Ensemble: stacked parameters, one vmapped forward and backward of the
-cells' step-by-step scan, a per-network clip, one optimizer per group of members over their stack)
-against the same E networks trained separately (learnwin.models.train.train_step: the hand-written
-BPTT), for E = 1, 4, 16. Each network has its own init, inputs and targets, clip 1.0; its optimizer
-is AdamW ("adamw" rows) or, with --mixed, AdamW and SGD with momentum by turns ("mixed" rows: the
-(optimizer, seed) runs of a model in one train_ensemble job).
+(learnwin.models.ensemble.Ensemble: stacked parameters, a per-network clip, one optimizer per group
+of members over their stack) three ways: the gated cells' hand-written recurrence with a member
+dimension as Ensemble runs it ("member": fused.pick's Function, bptt's eager driver on the CPU,
+the fused step on CUDA), the same through the fused step in eager mode ("fused eager", on the CPU
+only: the driver CUDA compiles), and one vmapped forward and backward of the cells' step-by-step
+scan (the fallback of the other cells: "vmap"), against the same E networks
+trained separately (learnwin.models.train.train_step: the hand-written BPTT, "separate"), for
+E = 1, 4, 16 (a cell without a hand-written recurrence, a linear cell, runs under vmap in both).
+Each network has its own init, inputs and targets, clip 1.0; its optimizer is AdamW ("adamw"
+rows) or, with --mixed, AdamW and SGD with momentum by turns ("mixed" rows: the (optimizer, seed)
+runs of a model in one train_ensemble job).
 
 With --budget E, the lags of a budget-protocol job (learnwin.recovery.budget_job.budget_trainings):
 the control and E lags, each trained online to N_max (early stop and frontier off, so both do the
@@ -21,8 +26,9 @@ The budget job runs at the default size, budgets 2B, 4B, 8B and 16B (16 steps pe
 config's recovery thresholds, n_test, n_perm, null_quantile and coef (config/config.yaml's where the
 config has none).
 CPU: 1 thread. Each implementation is timed once per round, interleaved, and the best round is
-printed (the machine may be shared): networks x steps / seconds. Before timing, both run 3 steps
-in float64 (E = 4, the default size) and the largest weight difference is printed.
+printed (the machine may be shared): networks x steps / seconds, and the ratios member / separate,
+vmap / separate and member / vmap. Before timing, the member and vmap ensembles and the separate
+trainings run 3 steps in float64 (E = 4, the default size) and the largest weight difference is printed.
 """
 
 import argparse
@@ -34,6 +40,7 @@ import torch
 import yaml
 
 from learnwin.infra import runtime
+from learnwin.models import fused
 from learnwin.models.cells import build_model
 from learnwin.models.ensemble import Ensemble
 from learnwin.models.train import make_optimizer, train_step
@@ -72,9 +79,9 @@ def separate(nets, x, y, names):
     return step, nets
 
 
-def ensemble(nets, x, y, names):
+def ensemble(nets, x, y, names, member_step=True):
     ens = Ensemble(nets, [make_optimizer(name, net.parameters(), OPTIM[name]) for net, name in zip(nets, names)],
-                   names, [OPTIM[name] for name in names])
+                   names, [OPTIM[name] for name in names], member_step=member_step)
 
     def step():
         ens.step(x, y, CLIP)
@@ -86,17 +93,35 @@ def ensemble(nets, x, y, names):
     return step, synced
 
 
+def vmapped(nets, x, y, names):
+    """The ensemble with every cell under vmap (the fallback)."""
+    return ensemble(nets, x, y, names, member_step=False)
+
+
+def fused_eager(nets, x, y, names):
+    """The member ensemble through the fused step, eager."""
+    step, synced = ensemble(nets, x, y, names)
+
+    def eager():
+        with fused.use(fused.Mode(compile=False, graph=False)):
+            step()
+
+    return eager, synced
+
+
 def check(model, T, D, H, B, device, mixed):
-    """Largest |weight difference| after 3 steps in float64, ensemble against separate (E = 4)."""
+    """Largest |weight difference| after 3 steps in float64 of the fused and the vmap ensemble
+    against separate trainings (E = 4)."""
     x, y = data(4, B, T, D, device, torch.float64)
     nets, names = networks(model, 4, D, H, device, torch.float64), optimizers(4, mixed)
     step_sep, a = separate(copy.deepcopy(nets), x, y, names)
-    step_ens, synced = ensemble(nets, x, y, names)
+    ensembles = [make(copy.deepcopy(nets), x, y, names) for make in (ensemble, vmapped)]
     for _ in range(3):
         step_sep()
-        step_ens()
-    b = synced()
-    return max((p - q).abs().max().item() for u, v in zip(a, b) for p, q in zip(u.parameters(), v.parameters()))
+        for step, _ in ensembles:
+            step()
+    return [max((p - q).abs().max().item() for u, v in zip(a, synced()) for p, q in zip(u.parameters(), v.parameters()))
+            for _, synced in ensembles]
 
 
 def sync(device):
@@ -108,7 +133,7 @@ def row(model, E, T, D, H, B, device, steps, rounds, mixed):
     x, y = data(E, B, T, D, device, torch.float32)
     names = optimizers(E, mixed)
     fns = {make.__name__: make(networks(model, E, D, H, device, torch.float32), x, y, names)[0]
-           for make in (separate, ensemble)}
+           for make in (separate, ensemble, vmapped, *([fused_eager] if device == "cpu" else []))}
     for fn in fns.values():
         fn()  # warm-up
     best = dict.fromkeys(fns, 0.0)
@@ -120,8 +145,9 @@ def row(model, E, T, D, H, B, device, steps, rounds, mixed):
                 fn()
             sync(device)
             best[name] = max(best[name], E * steps / (time.perf_counter() - t0))
-    print(f"{model:6s} {'mixed' if mixed else 'adamw':6s} {E:3d} {best['separate']:14.2f} {best['ensemble']:14.2f} "
-          f"{best['ensemble'] / best['separate']:8.2f}", flush=True)
+    sep, mem, vm = best["separate"], best["ensemble"], best["vmapped"]
+    print(f"{model:6s} {'mixed' if mixed else 'adamw':6s} {E:3d} {sep:9.2f} {vm:9.2f} {mem:9.2f} "
+          f"{best.get('fused_eager', float('nan')):11.2f} {vm / sep:9.2f} {mem / sep:10.2f} {mem / vm:11.2f}", flush=True)
 
 
 def budget_row(model, E, cfg, T, D, H, B, device, rounds):
@@ -169,16 +195,17 @@ def main():
     T, D, H, B = sizes["default"]
     print(f"torch {torch.__version__}, {args.device}" + (" 1 thread" if args.device == "cpu" else
                                                           f" {torch.cuda.get_device_name()}"))
-    print("float64 check (E 4, default size, 3 steps), max |ensemble - separate| weight:")
+    print("float64 check (E 4, default size, 3 steps), max |ensemble - separate| weight, member and vmap:")
     for model in models:
         for mixed in kinds:
-            print(f"  {model:6s} {'mixed' if mixed else 'adamw':6s} {check(model, T, D, H, B, args.device, mixed):.1e}",
-                  flush=True)
+            mem, vm = check(model, T, D, H, B, args.device, mixed)
+            print(f"  {model:6s} {'mixed' if mixed else 'adamw':6s} member {mem:.1e} vmap {vm:.1e}", flush=True)
     for size in (["default", "replication"] if args.size == "both" else [args.size]):
         T, D, H, B = sizes[size]
         print(f"\n{size}: T={T} D={D} H={H} batch={B}; networks x steps per second, best of {args.rounds} rounds "
               f"of {args.steps} steps")
-        print(f"{'model':6s} {'optim':6s} {'E':>3s} {'separate':>14s} {'ensemble':>14s} {'ens/sep':>8s}")
+        print(f"{'model':6s} {'optim':6s} {'E':>3s} {'separate':>9s} {'vmap':>9s} {'member':>9s} {'fused eager':>11s} "
+              f"{'vmap/sep':>9s} {'member/sep':>10s} {'member/vmap':>11s}")
         for model in models:
             for mixed in kinds:
                 for E in ensembles:

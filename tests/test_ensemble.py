@@ -1,6 +1,7 @@
 """An ensemble of networks trained together equals separate trainings (learnwin.models.ensemble,
 docs/method.md §3): steps to 1e-10 in float64 for every cell, members of one optimizer or of
-several, and per-run outputs of train_runs, a member's checkpoint files its separate run's."""
+several, and per-run outputs of train_runs, a member's checkpoint files its separate run's; the
+gated cells' fused step with a member dimension (learnwin.models.fused) equals each network's."""
 
 import copy
 
@@ -10,7 +11,7 @@ import torch
 
 from learnwin.infra import io
 from learnwin.infra.registry import MODELS
-from learnwin.models import ensemble, train
+from learnwin.models import bptt, ensemble, fused, recurrence, train
 from learnwin.models.cells import build_model
 from learnwin.models.ensemble import Ensemble
 from learnwin.tasks.splits import write_splits
@@ -71,6 +72,111 @@ def test_steps_equal_separate_trainings(name, layers, shared_x, optimizers):
         assert a.shape == b.shape
         assert (b[:before[i].numel()] - before[i]).abs().max() > 1e-3  # the networks moved
         torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+
+
+EAGER = fused.Mode(compile=False, graph=False)
+
+
+def _recurrence_inputs(name, E, layer_norm):
+    """E networks' ``scan`` inputs (float64, every parameter moved off its init), stacked in the
+    member convention, and each network's own."""
+    nets = _nets(name, E=E, layer_norm=layer_norm)
+    gen = torch.Generator().manual_seed(8)
+    with torch.no_grad():
+        for net in nets:
+            for p in net.parameters():
+                p.add_(0.4 * torch.randn(p.shape, generator=gen, dtype=p.dtype))
+    scans = [net.cell.scan() for net in nets]
+    own = [[t.detach().clone().requires_grad_() if isinstance(t, torch.Tensor) else t for t in s[1]] for s in scans]
+    stacked = [torch.stack([o[k] for o in own]).detach().requires_grad_() if isinstance(t, torch.Tensor) else t
+               for k, t in enumerate(own[0])]
+    return scans[0][0], own, stacked
+
+
+@pytest.mark.parametrize("shared_x", [False, True])
+@pytest.mark.parametrize("layer_norm", [True, False])
+@pytest.mark.parametrize("name", GATED)
+@pytest.mark.parametrize("driver", ["bptt", "fused"])
+def test_member_dimension_equals_each_network(name, layer_norm, shared_x, driver):
+    """bptt's Function (the CPU's) and the fused one (eager) on E networks along a member dimension,
+    against each network through the fused Function and through bptt's: both states and the
+    gradients of a loss on them w.r.t. x and every input, 1e-10 in float64."""
+    E, B, T, D = 3, 4, 7, 3
+    function, own, stacked = _recurrence_inputs(name, E, layer_norm)
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(E, B, T, D, generator=gen, dtype=torch.float64)
+    x = (x[0] if shared_x else x).requires_grad_()
+    wh, wc = torch.randn(2, E, B, T, 5, generator=gen, dtype=torch.float64)
+    members = [ensemble._per_member(t) if isinstance(t, torch.Tensor) else t for t in stacked]
+    with fused.use(EAGER):
+        h, c = _states((function if driver == "bptt" else fused.FUSED[function]).apply(x, *members))
+    assert h.shape == (E, B, T, 5)
+    ((h * wh).sum() + (c.sin() * wc).sum()).backward()
+    leak = 3 if function is bptt.GateScan else None  # the fixed leak s: a buffer
+    tensors = [k for k, t in enumerate(stacked) if isinstance(t, torch.Tensor) and k != leak]
+    for impl in (fused.FUSED[function], function):
+        dx = torch.zeros_like(x)
+        for i in range(E):
+            xi = (x if shared_x else x[i]).detach().requires_grad_()
+            with fused.use(EAGER if impl is not function else None):
+                hi, ci = _states(impl.apply(xi, *own[i]))
+            ((hi * wh[i]).sum() + (ci.sin() * wc[i]).sum()).backward()
+            torch.testing.assert_close(h[i], hi, rtol=0, atol=1e-10)
+            torch.testing.assert_close(c[i], ci, rtol=0, atol=1e-10)
+            dx += xi.grad if shared_x else torch.zeros_like(x).index_copy_(0, torch.tensor([i]), xi.grad[None])
+            for k in tensors:
+                assert own[i][k].grad.abs().max() > 1e-3, k  # not a comparison of zeros
+                torch.testing.assert_close(stacked[k].grad[i], own[i][k].grad, rtol=0, atol=1e-10, msg=str(k))
+                own[i][k].grad = None
+        torch.testing.assert_close(x.grad, dx, rtol=0, atol=1e-10)
+
+
+def _states(out):
+    """(h, c) of a Function's output: the LSTM's two states, the others' hidden state twice."""
+    return out if isinstance(out, tuple) else (out, out)
+
+
+@pytest.mark.parametrize("shared_x", [False, True])
+@pytest.mark.parametrize("layer_norm", [True, False])
+@pytest.mark.parametrize("name", GATED)
+def test_gated_ensembles_step_through_the_member_dimension(name, layer_norm, shared_x, monkeypatch):
+    """The gated cells' ensemble steps run the recurrence once per step on all members (not vmap:
+    one input projection with the member dimension), and four steps with mixed optimizers equal
+    four separate train_step calls per network on the fused step (eager) and on bptt's: weights
+    and optimizer states to 1e-10 in float64; the outputs equal each network's."""
+    optimizers = ("adamw", "sgd_momentum", "rmsprop")
+    nets = _nets(name, layer_norm=layer_norm)
+    cfgs = [STEP_OPTIM[o] for o in optimizers]
+    seps = {mode: copy.deepcopy(nets) for mode in (EAGER, None)}
+    opts = {mode: [train.make_optimizer(o, n.parameters(), c) for o, n, c in zip(optimizers, sep, cfgs)]
+            for mode, sep in seps.items()}
+    ens = ensemble.Ensemble(nets, [train.make_optimizer(o, n.parameters(), c) for o, n, c in zip(optimizers, nets, cfgs)],
+                            optimizers, cfgs)
+    projections = []
+    real = recurrence.project
+    monkeypatch.setattr(recurrence, "project", lambda x, w, b: projections.append(w.shape) or real(x, w, b))
+    before = torch.cat([p.detach().flatten() for p in nets[0].parameters()])
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(4):
+        x = torch.randn(3, 4, 9, 3, generator=gen, dtype=torch.float64)
+        x = x[0] if shared_x else x
+        y = torch.randn(3, 4, 9, generator=gen, dtype=torch.float64)
+        projections.clear()
+        ens.step(x, y, grad_clip=0.5)
+        assert len(projections) == 1 and projections[0][0] == 3  # the three members at once
+        for mode, sep in seps.items():
+            with fused.use(mode):
+                for i, (net, opt) in enumerate(zip(sep, opts[mode])):
+                    train.train_step(net, opt, x if shared_x else x[i], y[i], grad_clip=0.5, run_name="", lr_key="",
+                                     where="")
+    ens.sync()
+    assert (torch.cat([p.detach().flatten() for p in ens.nets[0].parameters()]) - before).abs().max() > 1e-3
+    for mode, sep in seps.items():
+        for i in range(3):
+            torch.testing.assert_close(_flat(ens.nets[i], ens.opts[i]), _flat(sep[i], opts[mode][i]), rtol=0, atol=1e-10)
+    with torch.no_grad():
+        ref = torch.stack([net(x if shared_x else x[i]) for i, net in enumerate(seps[None])])
+    torch.testing.assert_close(ens.outputs(x), ref, rtol=0, atol=1e-10)
 
 
 def test_member_state_is_a_copy():

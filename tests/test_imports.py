@@ -175,7 +175,7 @@ def test_a_users_cell_is_planned_without_torch(tmp_path, fresh_registry):
     (work / "config" / "toy.yaml").write_text(yaml.safe_dump(cfg))
     out = snakemake(work, "-n", "--cores", "1", "--configfile", "config/toy.yaml",
                     env=_without_torch(tmp_path, ROOT / "tests")).stdout
-    jobs = re.findall(r"rule train_model:.*?model=(\w+), seed=\d+\n\s+resources: .*?mem_mb=(\d+)", out, re.S)
+    jobs = re.findall(r"rule train_model:.*?model=(\w+), seed=\d+\n\s+resources: .*?(?<!\w)mem_mb=(\d+)", out, re.S)
     requested = {model: int(mem) for model, mem in jobs}
     fresh_registry.load_cells("toy_cell")
     assert len(jobs) == 2 and requested == {m: resources.train_mem_mb(cfg, m) for m in ("toy", "lstm")}

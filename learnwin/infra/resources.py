@@ -449,9 +449,11 @@ def ensemble_training(cfg: Mapping, members: int) -> bool:
     lags of a budget-protocol job in chunks (:func:`learnwin.recovery.budget_job.budget_trainings`).
 
     Config key ``ensemble``: true, false, or auto (the default): on CUDA only, with more than one
-    member. On CPU an ensemble was measured no faster per network than separate trainings on the
-    hand-written BPTT at a few networks (benchmarks/ensemble.py, docs/performance.md
-    "Ensembles"); on a GPU a step of one network is bound by issuing small kernels, so E networks
+    member. On CPU the gated cells' member step (one thread) trains 1.2-2.1x the networks per
+    second of separate trainings at 4 networks and 1.5-2.5x at 16, 0.86-0.97x at 1
+    (benchmarks/ensemble.py, docs/performance.md "Ensembles"): less than the 6 cores that a
+    model's 6 separate jobs of the default config can spread over, and their numbers stay bitwise
+    those of separate trainings, so auto keeps one network per job there; on a GPU a step of one network is bound by issuing small kernels, so E networks
     at once should cost far less than E (not yet measured: ``benchmarks/ensemble.py --device cuda``). ``device: auto`` is
     resolved on the host that builds the DAG (set ``ensemble: true`` where the jobs run on GPU
     nodes and that host has none); torch is imported only where an NVIDIA driver is loaded.

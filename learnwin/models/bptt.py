@@ -24,8 +24,8 @@ Same numbers as the reference path (equal to rounding; tests/test_bptt.py checks
 every gradient to 1e-10 in float64). The float32 rounding is that of the recorded smoke digest
 (tests/test_smoke_digest.py); it last changed when the input projection moved inside, which
 changed the order of the input weight and bias gradients' sums. First-order only: the backward is not
-differentiable again (double backward raises). Each cell's ``fast_forward`` applies its family's
-Function to :func:`projection` and :func:`layer_norm`; :meth:`learnwin.models.cells.GatedCell.forward`
+differentiable again (double backward raises). Each built-in cell's ``scan`` names its family's
+Function and its inputs (:func:`projection`, :func:`layer_norm`), which ``fast_forward`` applies; :meth:`learnwin.models.cells.GatedCell.forward`
 takes that path only when it is safe (see there).
 """
 
@@ -62,28 +62,40 @@ def _blocks(T: int, row_bytes: int, device: torch.device | str = "cpu"):
 
 
 def _rows(block, n: int) -> list:
-    """The n per-step structs of a struct of time-major tensors (n, B, .), views made once: each
-    field unbound (a field that is another's tensor shares its views, a tuple is taken as already
-    unbound: each view costs about 1 us), a field without the time axis (a fixed leak) shared by
-    every step, None kept."""
+    """The n per-step structs of a struct of time-major tensors (n, B, .) (members: (n, E, B, .)),
+    views made once: each field unbound (a field that is another's tensor shares its views, a tuple
+    is taken as already unbound: each view costs about 1 us), a field without the time axis (fewer
+    dimensions than the widest field: a fixed leak) shared by every step, None kept."""
+    dim = max(v.dim() for v in block if isinstance(v, Tensor))
     views = {}
     for v in block:
-        if isinstance(v, Tensor) and v.dim() >= 3 and id(v) not in views:
+        if isinstance(v, Tensor) and v.dim() == dim and id(v) not in views:
             views[id(v)] = v.unbind(0)
     cols = [views[id(v)] if id(v) in views else v if isinstance(v, tuple) else (v,) * n for v in block]
     return list(map(type(block)._make, zip(*cols)))
 
 
 def _steps(v: Tensor) -> tuple:
-    """(B, T, ...) -> T tensors (B, ...)."""
-    return v.unbind(1)
+    """(B, T, H) -> T tensors (B, H) (members: (E, B, T, H) -> (E, B, H))."""
+    return v.unbind(-2)
 
 
-def _states(like: Tensor, T: int, H: int) -> Tensor:
-    """(T + 1, B, H) buffer of states, entry 0 the zero initial state."""
-    v = like.new_empty(T + 1, like.shape[0], H)
+def _states(x: Tensor, w_in: Tensor, H: int) -> Tensor:
+    """(T + 1, B, H) buffer of states for inputs x (B, T, D), entry 0 the zero initial state;
+    members (w_in (E, G, D), x (E, B, T, D) or shared): (T + 1, E, B, H)."""
+    v = x.new_empty(x.shape[-2] + 1, *w_in.shape[:-2], x.shape[-3], H)
     v[0].zero_()
     return v
+
+
+def _buffer(hs: Tensor, width: int) -> Tensor:
+    """A (T, B, width) buffer (members: (T, E, B, width)) for the state buffer hs."""
+    return hs.new_empty(hs.shape[0] - 1, *hs.shape[1:-1], width)
+
+
+def _visible(states: Tensor) -> Tensor:
+    """A time-major state buffer's steps as a Function's output, (B, T, H) (members: (E, B, T, H))."""
+    return states[1:].movedim(0, -2)
 
 
 class GateScan(torch.autograd.Function):
@@ -92,13 +104,13 @@ class GateScan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w_in, b_in, u, s, ln_w, ln_b, eps):
         ctx.set_materialize_grads(False)
-        B, T, _ = x.shape
-        G, H = w_in.shape[0], u.shape[1]
-        hs = _states(x, T, H)  # the output: allocated outside inference mode
+        G, H = w_in.shape[-2], u.shape[-1]
+        hs = _states(x, w_in, H)  # the output: allocated outside inference mode
+        T = hs.shape[0] - 1
         with torch.inference_mode():
             ctx.x, xproj = rec.project(x, w_in, b_in)
-            w = rec.GateWeights(u, s, rec.norm(ln_w, ln_b, eps), u.T.contiguous())
-            pre, gs = x.new_empty(T, B, G), x.new_empty(T, B, H)  # pre: the gate columns become the gate
+            w = rec.GateWeights(u, s, rec.norm(ln_w, ln_b, eps), u.mT.contiguous())
+            pre, gs = _buffer(hs, G), _buffer(hs, H)  # pre: the gate columns become the gate
             means, rstds = [], []
             h_t = hs.unbind(0)
             for xp, h, out in zip(xproj.unbind(0), h_t, _rows(rec.GateStep.of(pre, gs, h_t[1:]), T)):
@@ -107,7 +119,7 @@ class GateScan(torch.autograd.Function):
         ctx.buffers = pre, hs, gs, means, rstds
         ctx.save_for_backward(w_in, u, s, ln_w, ln_b)
         ctx.eps = eps
-        return hs[1:].transpose(0, 1)
+        return _visible(hs)
 
     @staticmethod
     @once_differentiable
@@ -146,14 +158,14 @@ class GRUScan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w_in, b_in, u_zr, u_h, ln_w, ln_b, eps):
         ctx.set_materialize_grads(False)
-        B, T, _ = x.shape
-        H = u_h.shape[0]
-        hs = _states(x, T, H)  # the output: allocated outside inference mode
+        H = u_h.shape[-1]
+        hs = _states(x, w_in, H)  # the output: allocated outside inference mode
+        T = hs.shape[0] - 1
         with torch.inference_mode():
             ctx.x, xproj = rec.project(x, w_in, b_in)
-            w = rec.GRUWeights(u_zr, u_h, rec.norm(ln_w, ln_b, eps), u_zr.T.contiguous(), u_h.T.contiguous())
-            zr, ah = x.new_empty(T, B, 2 * H), x.new_empty(T, B, H)  # zr: gates, ah: LN input
-            qs, gs = x.new_empty(T, B, H), x.new_empty(T, B, H)
+            w = rec.GRUWeights(u_zr, u_h, rec.norm(ln_w, ln_b, eps), u_zr.mT.contiguous(), u_h.mT.contiguous())
+            zr, ah = _buffer(hs, 2 * H), _buffer(hs, H)  # zr: gates, ah: LN input
+            qs, gs = _buffer(hs, H), _buffer(hs, H)
             xzr, xh = xproj[..., :2 * H].unbind(0), xproj[..., 2 * H:].unbind(0)
             means, rstds = [], []
             h_t = hs.unbind(0)
@@ -163,14 +175,14 @@ class GRUScan(torch.autograd.Function):
         ctx.buffers = zr, ah, hs, qs, gs, means, rstds
         ctx.save_for_backward(w_in, u_zr, u_h, ln_w, ln_b)
         ctx.eps = eps
-        return hs[1:].transpose(0, 1)
+        return _visible(hs)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_h):
         w_in, u_zr, u_h, ln_w, ln_b = ctx.saved_tensors
         zr = ctx.buffers[0]
-        da = zr.new_empty(*zr.shape[:2], 3 * u_h.shape[0])  # pre-activation gradient, outside inference mode
+        da = zr.new_empty(*zr.shape[:-1], 3 * u_h.shape[-1])  # pre-activation gradient, outside inference mode
         with torch.inference_mode():
             w = rec.GRUWeights(u_zr, u_h, rec.norm(ln_w, ln_b, ctx.eps))
             grads = GRUScan._backward(da, grad_h, w, *ctx.buffers)
@@ -203,14 +215,14 @@ class LSTMScan(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, w_in, b_in, u, ln_w, ln_b, eps):
         ctx.set_materialize_grads(False)
-        B, T, _ = x.shape
-        H = u.shape[1]
-        hs, cs = _states(x, T, H), _states(x, T, H)  # the outputs: outside inference mode
+        H = u.shape[-1]
+        hs, cs = _states(x, w_in, H), _states(x, w_in, H)  # the outputs: outside inference mode
+        T = hs.shape[0] - 1
         with torch.inference_mode():
             ctx.x, xproj = rec.project(x, w_in, b_in)
-            w = rec.LSTMWeights(u, rec.norm(ln_w, ln_b, eps), u.T.contiguous())
-            pre = x.new_empty(T, B, 4 * H)  # pre-activations; the i, f, o columns become the gates
-            gs, tcs = x.new_empty(T, B, H), x.new_empty(T, B, H)
+            w = rec.LSTMWeights(u, rec.norm(ln_w, ln_b, eps), u.mT.contiguous())
+            pre = _buffer(hs, 4 * H)  # pre-activations; the i, f, o columns become the gates
+            gs, tcs = _buffer(hs, H), _buffer(hs, H)
             h_t, c_t = hs.unbind(0), cs.unbind(0)
             steps = _rows(rec.LSTMStep.of(pre, gs, tcs, h_t[1:], c_t[1:]), T)
             means, rstds = [], []
@@ -220,7 +232,7 @@ class LSTMScan(torch.autograd.Function):
         ctx.buffers = pre, hs, cs, gs, tcs, means, rstds
         ctx.save_for_backward(w_in, u, ln_w, ln_b)
         ctx.eps = eps
-        return hs[1:].transpose(0, 1), cs[1:].transpose(0, 1)
+        return _visible(hs), _visible(cs)
 
     @staticmethod
     @once_differentiable
@@ -234,7 +246,7 @@ class LSTMScan(torch.autograd.Function):
 
     @staticmethod
     def _backward(da, grad_h, grad_c, w, pre, hs, cs, g, tc, means, rstds):
-        T, _, H = g.shape
+        T, H = g.shape[0], g.shape[-1]
         ag = pre[..., 3 * H:].contiguous()
         ghs = (None,) * T if grad_h is None else _steps(grad_h)
         gcs = (None,) * T if grad_c is None else _steps(grad_c)
@@ -258,9 +270,9 @@ def active() -> bool:
             and torch.autograd.forward_ad._current_level < 0)
 
 
-def projection(cell: nn.Module, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """The first three inputs of every Function here: x and the cell's fused input weight and bias."""
-    return x, torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0)
+def projection(cell: nn.Module) -> tuple[Tensor, Tensor]:
+    """The second and third inputs of every Function here (after x): the cell's fused input weight and bias."""
+    return torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0)
 
 
 def layer_norm(norm: nn.Module) -> tuple:

@@ -9,7 +9,9 @@ transported exactly, and registered to run through the workflow):
   shape (B, T, D), each (B, T, H). ``transported`` is the state along which gradients are
   transported: the hidden state, or the cell state for the LSTM. :class:`GatedCell` provides it
   from ``step``; with grad mode on it calls ``fast_forward(x)`` (override it with a faster path
-  of the same numbers: the built-in cells use :mod:`learnwin.models.bptt`);
+  of the same numbers; the built-in cells name their hand-written recurrence in ``scan()``, which
+  ``fast_forward`` runs through :mod:`learnwin.models.bptt` and an ensemble through
+  :mod:`learnwin.models.fused` with a member dimension);
 * the diagonal probe: ``trace(x) -> Trace``: the same pass with the per-step diagonal Jacobian
   terms of docs/method.md §4 (leak, correction, receiving-end factor), the candidate and the
   pre-synaptic state; ``recurrent_weights() -> list[str]``: names of the H x H recurrent matrices
@@ -168,10 +170,21 @@ class GatedCell(CellState, nn.Module):
         """The step state whose full state is (h, transported); the initial state is that of zeros."""
         return (hidden,)
 
+    def scan(self) -> tuple[type, tuple] | None:
+        """A cell with a hand-written recurrence (:mod:`learnwin.models.recurrence`): bptt's Function of
+        its family and that Function's inputs after x (fused input weight and bias, recurrent weights,
+        LayerNorm weight, bias and eps); None for a cell without one."""
+        return None
+
     def fast_forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """Training path of :meth:`forward` (grad mode on): a cell with a hand-written BPTT or a
-        parallel scan overrides it; by default, the step-by-step autograd scan."""
-        return self.forward(x, reference=True)
+        """Training path of :meth:`forward` (grad mode on): the cell's :meth:`scan` (its Function for
+        x's device, ``fused.pick``), else the step-by-step autograd scan; a cell with another fast
+        path (a parallel scan) overrides it."""
+        scan = self.scan()
+        if scan is None:
+            return self.forward(x, reference=True)
+        out = fused.pick(scan[0], x).apply(x, *scan[1])
+        return out if isinstance(out, tuple) else (out, out)
 
     # -- the full state z = h or (h, c) (docs/method.md §4b; learnwin.models.state) --------------
     @property
@@ -264,10 +277,8 @@ class ConstGate(GatedCell):
         self.b_x = _zeros(hidden_size)
         self.W_h = _orthogonal(hidden_size, hidden_size)
 
-    def fast_forward(self, x):
-        hidden = fused.pick(bptt.GateScan, x).apply(*bptt.projection(self, x), self.recurrent(), self.s,
-                                     *bptt.layer_norm(self.norm))
-        return hidden, hidden
+    def scan(self):
+        return bptt.GateScan, (*bptt.projection(self), self.recurrent(), self.s, *bptt.layer_norm(self.norm))
 
     def input_weights(self):
         return [self.W_x]
@@ -429,10 +440,8 @@ class GRU(GatedCell):
         J.diagonal(dim1=-2, dim2=-1).add_(1 - u)
         return J
 
-    def fast_forward(self, x):
-        hidden = fused.pick(bptt.GRUScan, x).apply(*bptt.projection(self, x), self.recurrent(), self.U_h,
-                                    *bptt.layer_norm(self.norm))
-        return hidden, hidden
+    def scan(self):
+        return bptt.GRUScan, (*bptt.projection(self), self.recurrent(), self.U_h, *bptt.layer_norm(self.norm))
 
     def step(self, xp, hp, state, trace):
         H = self.hidden_size
@@ -507,8 +516,8 @@ class LSTM(GatedCell):
         J[:, H:, H:].diagonal(dim1=-2, dim2=-1).copy_(f)
         return J
 
-    def fast_forward(self, x):
-        return fused.pick(bptt.LSTMScan, x).apply(*bptt.projection(self, x), self.recurrent(), *bptt.layer_norm(self.norm))
+    def scan(self):
+        return bptt.LSTMScan, (*bptt.projection(self), self.recurrent(), *bptt.layer_norm(self.norm))
 
     def state_of(self, hidden, transported):
         return (hidden, transported, torch.zeros_like(hidden))  # h, c, e = o (1 - tanh^2 c): trace only
@@ -547,7 +556,10 @@ class GatedRNN(nn.Module):
 
     def forward(self, x: Tensor, reference: bool = False) -> Tensor:
         """Readout at every step; ``reference`` selects the cell's step-by-step path."""
-        hidden, _ = self.cell(x, reference=reference)
+        return self.readout(self.cell(x, reference=reference)[0])
+
+    def readout(self, hidden: Tensor) -> Tensor:
+        """y_hat (B, T) of the hidden states (B, T, H)."""
         return (hidden @ self.W_out.T + self.b_out).squeeze(-1)
 
 

@@ -1,26 +1,30 @@
 """Networks of one shape trained together along a leading ensemble dimension (docs/method.md §3).
 
 E networks of one architecture (the seeds and optimizers of a cell, the lags of a budget job) take
-one step together: the forward is ``vmap`` of ``functional_call`` over their stacked parameters
-(each member its own inputs or shared ones, its own targets), and one backward of the summed losses
-gives each member its own gradient. The members of one optimizer (name and config) form a group:
+one step together, each member on its own inputs or shared ones, with its own targets, and one
+backward of the summed losses gives each member its own gradient. The forward of the single-layer
+gated cells is their hand-written recurrence with a member dimension (:class:`_MemberScan`: each
+step's matmuls batched over the members; bptt's eager driver on the CPU, the compiled and graphed
+fused step on CUDA); that of other cells (linear cells, stacks, user cells) is ``vmap`` of
+``functional_call`` over the stacked parameters, their step-by-step reference scan. The members of one optimizer (name and config) form a group:
 one stacked leaf per parameter (``torch.func.stack_module_state``) and one torch optimizer over
 those leaves, whose updates (AdamW, Adam, SGD, momentum, RMSprop) are elementwise, so each member's
 slice follows its own state. The groups' leaves are concatenated (``torch.cat``, differentiable)
 into the stack the forward runs on, so the backward fills each group's leaves. The clip is
 ``clip_grad_norm_``'s global norm per member. An ensemble step equals E separate
 :func:`learnwin.models.train.train_step` calls to rounding (tests/test_ensemble.py: 1e-10 in
-float64); under ``vmap`` the cells run their step-by-step reference scan, not the hand-written
-BPTT, so the bits differ.
+float64), not bit for bit: the members' matmuls are batched, and under ``vmap`` the cells run
+their reference scan.
 
 The members stay real modules and optimizers (``nets``, ``opts``): :meth:`Ensemble.sync` copies
 the stacked state back into them (copies, never views into the stack: a kept or saved view would
 follow later steps, and ``torch.save`` of a view writes the whole stack), so checkpoints, best
 epochs and curves are made per member exactly as for a separate run.
 
-Speed (benchmarks/ensemble.py, docs/performance.md "Ensembles"): on CPU the ensemble breaks even
-with separate trainings on the hand-written BPTT near E = 4, so the workflow trains one network
-per job there (:func:`learnwin.infra.resources.ensemble_training`).
+Speed (benchmarks/ensemble.py, docs/performance.md "Ensembles"): on CPU the member step trains
+1.2-2.1x the networks per second of separate trainings at E = 4 and 1.5-2.5x at E = 16, and beats
+vmap at every E; the workflow still trains one network per job there
+(:func:`learnwin.infra.resources.ensemble_training` says why).
 """
 
 from __future__ import annotations
@@ -34,8 +38,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
+from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
+from learnwin.models import fused
 from learnwin.models.train import EVAL_BATCH, Run, curve_row, divergence, epoch_order, load_splits, make_optimizer
 
 log = logging.getLogger(__name__)
@@ -46,9 +52,11 @@ class Ensemble:
     i's made by :func:`learnwin.models.train.make_optimizer` from ``optimizers[i]`` and
     ``optim_configs[i]`` (fresh or with state), stacked for joint steps. ``groups``: the members of
     each (optimizer, config), in order of first appearance; ``leaves``: each group's stacked
-    parameters; ``group_opts``: each group's optimizer over them."""
+    parameters; ``group_opts``: each group's optimizer over them. ``member_step`` False runs every
+    cell under vmap, the fallback (benchmarks/ensemble.py compares the two)."""
 
-    def __init__(self, nets: Sequence, opts: Sequence, optimizers: Sequence[str], optim_configs: Sequence[Mapping]):
+    def __init__(self, nets: Sequence, opts: Sequence, optimizers: Sequence[str], optim_configs: Sequence[Mapping],
+                 *, member_step: bool = True):
         if not len(nets) == len(opts) == len(optimizers) == len(optim_configs):
             raise ValueError(f"Ensemble: {len(nets)} nets, {len(opts)} optimizers, {len(optimizers)} optimizer "
                              f"names and {len(optim_configs)} optimizer configs; one of each per member")
@@ -76,6 +84,7 @@ class Ensemble:
         self._losses = {dims: vmap(loss, in_dims=(0, 0, *dims)) for dims in ((0, 0), (None, 0))}
         self._outputs = {dims: vmap(lambda p, b, x: functional_call(self.base, (p, b), (x,)), in_dims=(0, 0, dims))
                          for dims in (0, None)}
+        self._scan = _MemberScan.of(self.base) if member_step else None
 
     def __len__(self) -> int:
         return len(self.nets)
@@ -90,11 +99,17 @@ class Ensemble:
 
     def losses(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Each member's MSE (E,) on its targets y (E, B, T), inputs x (E, B, T, D) or shared (B, T, D)."""
+        if self._scan is not None:
+            params = self.params()
+            return self._scan.losses(params, self.buffers, self._scan.hidden(params, self.buffers, x), y)
         return self._losses[(0 if x.dim() == y.dim() + 1 else None, 0)](self.params(), self.buffers, x, y)
 
     @torch.no_grad()
     def outputs(self, x: torch.Tensor) -> torch.Tensor:
         """Each member's readout (E, B, T) on x (E, B, T, D), or on shared inputs (B, T, D)."""
+        if self._scan is not None:
+            params = self.params()
+            return self._scan.readouts(params, self.buffers, self._scan.hidden(params, self.buffers, x))
         return self._outputs[0 if x.dim() == 4 else None](self.params(), self.buffers, x)
 
     def step(self, x: torch.Tensor, y: torch.Tensor, grad_clip: float) -> torch.Tensor:
@@ -128,6 +143,62 @@ class Ensemble:
                     for name, t in self.nets[i].named_buffers():
                         t.copy_(self.buffers[name][i])
                     self.opts[i].load_state_dict(_member_state(state, j))
+
+
+class _Split(nn.Module):
+    """One member's network cut at its cell's hand-written recurrence, for ``functional_call`` under
+    ``vmap``: without arguments, the tensors among the recurrence's inputs (``GatedCell.scan``); on
+    hidden states, the readout."""
+
+    def __init__(self, net: nn.Module):
+        super().__init__()
+        self.net = net
+
+    def forward(self, hidden: Tensor | None = None):
+        if hidden is None:
+            return tuple(t for t in self.net.cell.scan()[1] if isinstance(t, Tensor))
+        return self.net.readout(hidden)
+
+
+class _MemberScan:
+    """The members' forward and backward through their cells' hand-written recurrence with a member
+    dimension (:mod:`learnwin.models.recurrence`): each member's recurrence inputs made from its
+    parameters by one vmapped call (the concatenations of ``scan``), the recurrence of all members
+    in one Function, the one ``fused.pick`` gives for the inputs' device (the fused step on CUDA,
+    bptt's eager driver on the CPU), each member's readout and loss vmapped again. For networks whose cell has a
+    hand-written recurrence (``GatedCell.scan``: the single-layer gated cells); :meth:`of` gives
+    None for others (linear cells, stacks, user cells), which run their scan under vmap."""
+
+    def __init__(self, base: nn.Module, function: type, inputs: tuple):
+        split = _Split(base)
+
+        def call(p, b, *args):
+            return functional_call(split, ({f"net.{k}": v for k, v in p.items()},
+                                           {f"net.{k}": v for k, v in b.items()}), args)
+
+        self.function, self.inputs = function, inputs
+        self._parts = vmap(call)
+        self.readouts = vmap(call)
+        self.losses = vmap(lambda p, b, hidden, y: torch.mean((call(p, b, hidden) - y) ** 2))
+
+    @staticmethod
+    def of(base: nn.Module) -> _MemberScan | None:
+        scan = getattr(base.cell, "scan", None)
+        scan = scan() if scan is not None else None
+        return None if scan is None else _MemberScan(base, *scan)
+
+    def hidden(self, params: dict, buffers: dict, x: Tensor) -> Tensor:
+        """Every member's hidden states (E, B, T, H) on x (E, B, T, D) or shared (B, T, D)."""
+        parts = iter(self._parts(params, buffers))
+        args = [_per_member(next(parts)) if isinstance(t, Tensor) else t for t in self.inputs]
+        out = fused.pick(self.function, x).apply(x, *args)
+        return out[0] if isinstance(out, tuple) else out
+
+
+def _per_member(t: Tensor) -> Tensor:
+    """A stacked recurrence input in the member convention of :mod:`learnwin.models.recurrence`:
+    matrices (E, rows, cols) as they are, a network's scalar or vector (E,) or (E, n) as (E, 1, 1) or (E, 1, n)."""
+    return t if t.dim() == 3 else t.view(t.shape[0], *(1,) * (3 - t.dim()), *t.shape[1:])
 
 
 def _stack_states(states: list[dict]) -> dict:

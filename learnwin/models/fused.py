@@ -20,6 +20,14 @@ bptt's GateScan, GRUScan and LSTMScan; :func:`pick` returns the one to run for a
 Same numbers as the fast path up to rounding (tests/test_fused.py: 1e-10 in float64, 1e-5 in
 float32, forward and every gradient). On the CPU the fused step does not win
 (docs/performance.md, "Training step speed"), so it runs there only when asked for (:func:`use`).
+
+Members: the same Functions, loops and kernels train E networks of one shape at once
+(:class:`learnwin.models.ensemble.Ensemble`) when given their inputs with a leading member
+dimension (recurrence.py's convention: x (E, B, T, D) or shared (B, T, D), weights (E, rows, cols),
+per-network vectors (E, 1, .)): each step's matmuls are batched over the members, and the outputs
+are (E, B, T, H). They run in the mode of the device like one network's (on CUDA compiled and
+graphed, a pair of graphs per shape), and eagerly where that mode is bptt's path (the CPU): bptt
+has no member dimension.
 """
 
 from __future__ import annotations
@@ -106,8 +114,8 @@ def gate_backward_kernel(w: rec.GateWeights, dh, gh_prev, h_prev, pre, g, mean, 
 def gru_forward_kernel(w: rec.GRUWeights, xp, h):
     """:func:`recurrence.gru_forward_step` on fresh tensors: h_t, gates, LN input, r h_{t-1}, g, LN stats."""
     H = h.shape[-1]
-    out = rec.GRUStep.of(h.new_empty(h.shape[0], 2 * H), *(torch.empty_like(h) for _ in range(4)))
-    mean, rstd = rec.gru_forward_step(w, xp[:, :2 * H], xp[:, 2 * H:], h, out)
+    out = rec.GRUStep.of(h.new_empty(*h.shape[:-1], 2 * H), *(torch.empty_like(h) for _ in range(4)))
+    mean, rstd = rec.gru_forward_step(w, xp[..., :2 * H], xp[..., 2 * H:], h, out)
     return out.h, out.zr, out.ah, out.q, out.g, mean, rstd
 
 
@@ -145,7 +153,7 @@ def _scan(step, w, xproj: Tensor, H: int, states: int = 1) -> tuple:
     """The forward ``step`` over time from zero states, ``step(w, xp_t, *states) -> (*states, *kept)``:
     each state stacked (T + 1, B, H), the zero initial state first, then each kept output
     stacked (None stays None)."""
-    carry = tuple(xproj.new_zeros(xproj.shape[1], H) for _ in range(states))  # distinct: an alias recompiles
+    carry = tuple(xproj.new_zeros(*xproj.shape[1:-1], H) for _ in range(states))  # distinct: an alias recompiles
     path, kept = [carry], []
     for xp in xproj.unbind(0):
         out = step(w, xp, *carry)
@@ -155,8 +163,8 @@ def _scan(step, w, xproj: Tensor, H: int, states: int = 1) -> tuple:
 
 
 def gate_forward(step, xproj, u, s, ln_w, ln_b, eps):
-    w = rec.GateWeights(u, s, rec.norm(ln_w, ln_b, eps), u.T.contiguous())
-    return _scan(step, w, xproj, u.shape[1])
+    w = rec.GateWeights(u, s, rec.norm(ln_w, ln_b, eps), u.mT.contiguous())
+    return _scan(step, w, xproj, u.shape[-1])
 
 
 def gate_backward(step, grad_h, u, s, ln_w, ln_b, eps, hs, pre, g, mean, rstd):
@@ -165,13 +173,13 @@ def gate_backward(step, grad_h, u, s, ln_w, ln_b, eps, hs, pre, g, mean, rstd):
     for t in range(T - 1, -1, -1):
         das[t], dys[t], dh = step(w, dh, grad_h[max(t - 1, 0)], hs[t], pre[t], g[t], _at(mean, t), _at(rstd, t))
     da, dy = torch.stack(das), torch.stack(dys)
-    gw, gb = rec.ln_param_grads(dy, pre[..., :u.shape[1]], *_steps(mean, rstd), w.norm)
+    gw, gb = rec.ln_param_grads(dy, pre[..., :u.shape[-1]], *_steps(mean, rstd), w.norm)
     return da, rec.outer(da, hs[:-1]), None, gw, gb  # None: s, a fixed leak or not an input
 
 
 def gru_forward(step, xproj, u_zr, u_h, ln_w, ln_b, eps):
-    w = rec.GRUWeights(u_zr, u_h, rec.norm(ln_w, ln_b, eps), u_zr.T.contiguous(), u_h.T.contiguous())
-    return _scan(step, w, xproj, u_h.shape[0])
+    w = rec.GRUWeights(u_zr, u_h, rec.norm(ln_w, ln_b, eps), u_zr.mT.contiguous(), u_h.mT.contiguous())
+    return _scan(step, w, xproj, u_h.shape[-1])
 
 
 def gru_backward(step, grad_h, u_zr, u_h, ln_w, ln_b, eps, hs, zr, ah, q, g, mean, rstd):
@@ -186,8 +194,8 @@ def gru_backward(step, grad_h, u_zr, u_h, ln_w, ln_b, eps, hs, zr, ah, q, g, mea
 
 
 def lstm_forward(step, xproj, u, ln_w, ln_b, eps):
-    w = rec.LSTMWeights(u, rec.norm(ln_w, ln_b, eps), u.T.contiguous())
-    return _scan(step, w, xproj, u.shape[1], states=2)
+    w = rec.LSTMWeights(u, rec.norm(ln_w, ln_b, eps), u.mT.contiguous())
+    return _scan(step, w, xproj, u.shape[-1], states=2)
 
 
 def lstm_backward(step, grad_h, grad_c, u, ln_w, ln_b, eps, hs, cs, pre, g, tc, mean, rstd):
@@ -198,7 +206,7 @@ def lstm_backward(step, grad_h, grad_c, u, ln_w, ln_b, eps, hs, cs, pre, g, tc, 
                                       _at(mean, t), _at(rstd, t))
     da, dy = torch.stack(das), torch.stack(dys)
     return (da, rec.outer(da, hs[:-1]),
-            *rec.ln_param_grads(dy, pre[..., 3 * u.shape[1]:], *_steps(mean, rstd), w.norm))
+            *rec.ln_param_grads(dy, pre[..., 3 * u.shape[-1]:], *_steps(mean, rstd), w.norm))
 
 
 def _at(v: Tensor | None, t: int) -> Tensor | None:
@@ -398,13 +406,15 @@ class FusedLSTMScan(torch.autograd.Function):
 
 
 def _visible(*states: Tensor) -> tuple:
-    """Time-major inference-mode states as the Function's outputs, (B, T, H), ordinary tensors."""
-    return tuple(v.transpose(0, 1) for v in rec.normal(*states))
+    """Time-major inference-mode states as the Function's outputs, (B, T, H) (members: (E, B, T, H)),
+    ordinary tensors."""
+    return tuple(v.movedim(0, -2) for v in rec.normal(*states))
 
 
 def _time_major(grad: Tensor | None, like: Tensor) -> Tensor:
-    """An output's gradient (B, T, H) as a contiguous (T, B, H) tensor; zeros (like ``like``) for None."""
-    return torch.zeros_like(like) if grad is None else grad.transpose(0, 1).contiguous()
+    """An output's gradient (B, T, H) (members: (E, B, T, H)) as a contiguous time-major tensor;
+    zeros (like ``like``) for None."""
+    return torch.zeros_like(like) if grad is None else grad.movedim(-2, 0).contiguous()
 
 
 STEPS = {gate_forward: gate_forward_kernel, gate_backward: gate_backward_kernel, gru_forward: gru_forward_kernel,

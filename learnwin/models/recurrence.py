@@ -19,6 +19,13 @@ it. The order of every sum and product is that of the recorded smoke digest
 
 The sequence-level parts both drivers share are here too: the input projection and its gradients,
 the LayerNorm affine gradients and the recurrent matrices' gradients, each one op over all steps.
+
+Members: every step and sequence-level part also runs E networks of one shape at once
+(:mod:`learnwin.models.ensemble`) along a leading member dimension, told by the weights' shape:
+recurrent matrices (E, rows, H), a step's tensors (E, B, .), time-major buffers (T, E, B, .), and
+the per-network vectors (the fixed leak, the input bias, the LayerNorm affine) (E, 1, .), so they
+broadcast against a step's. The matmuls of a step are then batched over the members (baddbmm);
+without the member dimension every op is that of the recorded digest.
 """
 
 from __future__ import annotations
@@ -44,26 +51,39 @@ def norm(weight: Tensor | None, bias: Tensor | None, eps: float | None) -> Norm 
     return None if eps is None else Norm(weight, bias, eps)
 
 
+def _members(ln: Norm) -> bool:
+    """Whether the LayerNorm affine is per member, (E, 1, H) (module docstring)."""
+    return ln.weight is not None and ln.weight.dim() > 1
+
+
 def ln_forward(a: Tensor, ln: Norm | None):
     """LN(a) with its mean and rstd (a, None, None without LayerNorm)."""
     if ln is None:
         return a, None, None
-    return torch.native_layer_norm(a, a.shape[-1:], ln.weight, ln.bias, ln.eps)
+    if not _members(ln):
+        return torch.native_layer_norm(a, a.shape[-1:], ln.weight, ln.bias, ln.eps)
+    n, mean, rstd = torch.native_layer_norm(a, a.shape[-1:], None, None, ln.eps)
+    return n * ln.weight if ln.bias is None else torch.addcmul(ln.bias, n, ln.weight), mean, rstd
 
 
 def _ln_input_grad(dy: Tensor, a: Tensor, mean: Tensor, rstd: Tensor, ln: Norm | None) -> Tensor:
     """d a from d LN(a) (dy itself without LayerNorm)."""
     if ln is None:
         return dy
+    if _members(ln):  # the affine's part here, the normalisation's in the ATen backward
+        return _ln_backward(dy * ln.weight, a, a.shape[-1:], mean, rstd, None, None, [True, False, False])[0]
     return _ln_backward(dy, a, a.shape[-1:], mean, rstd, ln.weight, ln.bias, [True, False, False])[0]
 
 
 def ln_param_grads(dy: Tensor, a: Tensor, means, rstds, ln: Norm | None):
     """LayerNorm weight and bias gradients over all steps at once, from the per-step means and rstds
-    (None, None without LayerNorm)."""
+    (None, None without LayerNorm); per member (E, 1, H) where the affine is."""
     if ln is None:
         return None, None
     w, b = ln.weight, ln.bias
+    if _members(ln):  # dy, a (T, E, B, H): sums over steps and sequences
+        xhat = (a - torch.stack(means)) * torch.stack(rstds)
+        return (dy * xhat).sum(0).sum(-2, keepdim=True), None if b is None else dy.sum(0).sum(-2, keepdim=True)
     H = a.shape[-1]
     _, gw, gb = _ln_backward(
         dy.reshape(-1, H), a.reshape(-1, H), [H], torch.stack(means).reshape(-1, 1),
@@ -71,24 +91,54 @@ def ln_param_grads(dy: Tensor, a: Tensor, means, rstds, ln: Norm | None):
     return gw, gb
 
 
+def _mm(bias: Tensor, a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
+    """bias + a b (into ``out``): addmm, or baddbmm over the member dimension (b (E, ., .))."""
+    return (torch.addmm if b.dim() == 2 else torch.baddbmm)(bias, a, b, out=out)
+
+
 def outer(da: Tensor, h: Tensor) -> Tensor:
-    """A recurrent matrix's gradient, the sum over steps and sequences of da^T h: (T, B, G), (T, B, H) -> (G, H)."""
+    """A recurrent matrix's gradient, the sum over steps and sequences of da^T h: (T, B, G), (T, B, H) -> (G, H);
+    per member (T, E, B, .) -> (E, G, H)."""
+    if da.dim() == 4:
+        E = da.shape[1]
+        return torch.bmm(da.transpose(0, 1).reshape(E, -1, da.shape[-1]).mT, h.transpose(0, 1).reshape(E, -1, h.shape[-1]))
     return da.reshape(-1, da.shape[-1]).T @ h.reshape(-1, h.shape[-1])
 
 
 def project(x: Tensor, w_in: Tensor, b_in: Tensor) -> tuple[Tensor, Tensor]:
-    """Time-major inputs (T, B, D) and their projection x W_in^T + b_in, (T, B, G), one matmul."""
+    """Time-major inputs (T, B, D) and their projection x W_in^T + b_in, (T, B, G), one matmul.
+    Members (w_in (E, G, D), b_in (E, 1, G)): x (E, B, T, D) or shared (B, T, D), kept as
+    (E, T, B, D) or (T, B, D); the projection (T, E, B, G), one batched matmul."""
+    if w_in.dim() == 3:
+        E, G, D = w_in.shape
+        kept = x.transpose(-3, -2).contiguous()
+        xp = torch.baddbmm(b_in, _member_inputs(kept, E), w_in.mT)
+        return kept, xp.view(E, *kept.shape[-3:-1], G).transpose(0, 1).contiguous()
     x_tm = x.transpose(0, 1).contiguous()
     T, B, D = x_tm.shape
     return x_tm, torch.addmm(b_in, x_tm.view(-1, D), w_in.T).view(T, B, -1)
+
+
+def _member_inputs(kept: Tensor, E: int) -> Tensor:
+    """Kept inputs as (E, T B, D): the members' own, or the shared ones expanded."""
+    D = kept.shape[-1]
+    return kept.view(E, -1, D) if kept.dim() == 4 else kept.view(-1, D).expand(E, -1, -1)
 
 
 def project_grads(needs: tuple, da: Tensor, x_tm: Tensor, w_in: Tensor) -> tuple:
     """Gradients of x, W_in and b_in (a Function's first three inputs, ``needs`` says which)
     from the pre-activation gradient da (T, B, G), each one op over all steps. W_in's is
     (x^T da)^T: autograd's da^T x has the small input size D as its output width, a slow matmul
-    shape (docs/performance.md, "Training step speed")."""
+    shape (docs/performance.md, "Training step speed"). Members: da (T, E, B, G), x_tm as
+    :func:`project` keeps it; shared inputs' gradient sums over the members."""
     need_x, need_w, need_b = needs[:3]
+    if w_in.dim() == 3:
+        E, G, D = w_in.shape
+        flat = da.transpose(0, 1).reshape(E, -1, G)
+        dx = torch.bmm(flat, w_in).view(E, *x_tm.shape[-3:]) if need_x else None
+        dx = None if dx is None else (dx if x_tm.dim() == 4 else dx.sum(0)).transpose(-3, -2)
+        dw = torch.bmm(flat.mT, _member_inputs(x_tm, E)) if need_w else None
+        return dx, dw, flat.sum(1, keepdim=True) if need_b else None
     flat = da.view(-1, da.shape[-1])
     dx = (flat @ w_in).view(x_tm.shape).transpose(0, 1) if need_x else None
     dw = (x_tm.view(-1, x_tm.shape[-1]).T @ flat).T.contiguous() if need_w else None
@@ -149,7 +199,7 @@ class GateGrads(NamedTuple):
 
 def gate_forward_step(w: GateWeights, xp: Tensor, h_prev: Tensor, out: GateStep) -> tuple:
     """Step t into ``out`` from xp_t and h_{t-1}; returns the LayerNorm's mean and rstd."""
-    torch.addmm(xp, h_prev, w.uT, out=out.pre)
+    _mm(xp, h_prev, w.uT, out=out.pre)
     if out.gate is not None:
         out.gate.sigmoid_()
     n, mean, rstd = ln_forward(out.a, w.norm)
@@ -172,9 +222,9 @@ def gate_backward_step(w: GateWeights, f: GateFactors, dh: Tensor, gh_prev: Tens
     dy = torch.mul(dh, f.k, out=out.dy)
     da = _ln_input_grad(dy, a, mean, rstd, w.norm)
     if f.kd is not None:  # the shared gate's a_s gradient sums over units
-        kd = (dh * f.kd).sum(-1, keepdim=True) if w.u.shape[0] == w.u.shape[1] + 1 else dh * f.kd
+        kd = (dh * f.kd).sum(-1, keepdim=True) if w.u.shape[-2] == w.u.shape[-1] + 1 else dh * f.kd
         da = torch.cat([da, kd], -1, out=out.da)
-    return da, torch.addmm(torch.addcmul(gh_prev, dh, f.keep), da, w.u) if carry else None
+    return da, _mm(torch.addcmul(gh_prev, dh, f.keep), da, w.u) if carry else None
 
 
 # -- GRU: z, r = sigmoid(.), g = tanh(LN(xp_h + (r h_{t-1}) U_h^T)), h_t = h_{t-1} + z (g - h_{t-1}) ----
@@ -226,8 +276,8 @@ class GRUGrads(NamedTuple):
 def gru_forward_step(w: GRUWeights, xzr: Tensor, xh: Tensor, h_prev: Tensor, out: GRUStep) -> tuple:
     """Step t into ``out`` from the gates' and the candidate's input projections and h_{t-1};
     returns the LayerNorm's mean and rstd."""
-    torch.addmm(xzr, h_prev, w.uzrT, out=out.zr).sigmoid_()
-    torch.addmm(xh, torch.mul(out.r, h_prev, out=out.q), w.uhT, out=out.ah)
+    _mm(xzr, h_prev, w.uzrT, out=out.zr).sigmoid_()
+    _mm(xh, torch.mul(out.r, h_prev, out=out.q), w.uhT, out=out.ah)
     n, mean, rstd = ln_forward(out.ah, w.norm)
     torch.lerp(h_prev, torch.tanh(n, out=out.g), out.z, out=out.h)
     return mean, rstd
@@ -251,7 +301,7 @@ def gru_backward_step(w: GRUWeights, f: GRUFactors, dh: Tensor, gh_prev: Tensor,
     torch.cat([dh, dq], -1, out=out.dzr).mul_(f.kzr)
     if not carry:
         return dah, None
-    return dah, torch.addmm(torch.addcmul(gh_prev, dh, f.keep).addcmul_(dq, f.r), out.dzr, w.u_zr)
+    return dah, _mm(torch.addcmul(gh_prev, dh, f.keep).addcmul_(dq, f.r), out.dzr, w.u_zr)
 
 
 # -- LSTM: i, f, o = sigmoid(.), g = tanh(LN(.)), c_t = f c_{t-1} + i g, h_t = o tanh(c_t) -------------
@@ -305,7 +355,7 @@ class LSTMGrads(NamedTuple):
 
 def lstm_forward_step(w: LSTMWeights, xp: Tensor, h_prev: Tensor, c_prev: Tensor, out: LSTMStep) -> tuple:
     """Step t into ``out`` from xp_t, h_{t-1} and c_{t-1}; returns the LayerNorm's mean and rstd."""
-    torch.addmm(xp, h_prev, w.uT, out=out.pre)
+    _mm(xp, h_prev, w.uT, out=out.pre)
     out.ifo.sigmoid_()
     n, mean, rstd = ln_forward(out.ag, w.norm)
     c = torch.mul(out.f, c_prev, out=out.c).addcmul_(out.i, torch.tanh(n, out=out.g))
@@ -336,4 +386,4 @@ def lstm_backward_step(w: LSTMWeights, f: LSTMFactors, dh: Tensor, dc: Tensor, g
     torch.cat([dc, dc, dh, dx], -1, out=out.da).mul_(f.k)
     if not carry:
         return None, None
-    return dc * f.f, out.da @ w.u if gh_prev is None else torch.addmm(gh_prev, out.da, w.u)
+    return dc * f.f, out.da @ w.u if gh_prev is None else _mm(gh_prev, out.da, w.u)
