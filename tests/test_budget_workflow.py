@@ -277,6 +277,13 @@ def test_figures_and_their_report_entries(budget_run):
         assert f"{fig}_exploration.png" in names, fig
 
 
+def test_the_jobs_leave_no_resume_state(budget_run):
+    """Each train_budget job kept its finished trainings in its .resume/ directory while it ran
+    (learnwin.infra.resume) and removed it once its scores were written."""
+    scores = list(budget_run.rglob(layout.BUDGET_RUN.rsplit("/", 1)[-1]))
+    assert len(scores) >= len(MODELS) * len(SEEDS) and list(budget_run.rglob(".resume")) == []
+
+
 def test_rerun_has_nothing_to_do_and_the_dataset_dag_is_unchanged(budget_run):
     assert scheduled(budget_run, "recovery", *BUDGET) == {}
     assert scheduled(budget_run, "recovery", *SMOKE) != {}  # the budget protocol is the default

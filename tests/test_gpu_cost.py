@@ -75,7 +75,7 @@ def test_the_committed_table_is_the_h200_upper_bound():
 
 
 def test_long_trainings_ask_the_cap_and_the_retries_they_need():
-    assert resources._minutes(60 * 60 * 30, resumable=True) == resources.MAX_RUNTIME < 24 * 60
+    assert resources._minutes(60 * 60 * 30, cap=True) == resources.MAX_RUNTIME < 24 * 60
     assert resources._minutes(60 * 60 * 30) == 2 * 30 * 60  # a job that cannot resume is not capped
     assert resources.resume_retries(resources.MAX_RUNTIME) is None
     assert resources.resume_retries(resources.MAX_RUNTIME + 1) == 2

@@ -73,6 +73,12 @@ LOGS = f"{ROOT}/logs"
 BENCH = f"{ROOT}/benchmarks"
 
 
+def resume_dir(output: str | os.PathLike) -> Path:
+    """The ``.resume/`` directory of the job that writes ``output``, beside it: what a resumable job
+    keeps until its outputs are written (:mod:`learnwin.infra.resume`)."""
+    return Path(output).parent / ".resume"
+
+
 def figure(name: str, ext: str = "png") -> str:
     """Path of one figure file."""
     return FIGURE.format(name=name, ext=ext)

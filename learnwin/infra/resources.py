@@ -5,9 +5,9 @@ Snakemake passes ``mem_mb`` and ``runtime`` (minutes) to SLURM; a local run igno
 ``gpu_mem_mb`` is a scheduling token that profiles/gpu limits to one device's memory. Each takes the
 resolved config (schema defaults applied). A job that asks a GPU (``gpu=True``: the profile's
 ``gpu`` resource, workflow/rules/common.smk) is timed by the GPU cost table
-(:mod:`learnwin.infra.gpu_cost`), a CPU job by the CPU cost law (:data:`COEF`); a training job's
-request stops at :data:`MAX_RUNTIME`, and a job killed there resumes from its ``.resume/`` state
-when re-submitted (:func:`resume_retries`).
+(:mod:`learnwin.infra.gpu_cost`), a CPU job by the CPU cost law (:data:`COEF`); a resumable job's
+request (the trainings, the ground-truth and budget-protocol jobs) stops at :data:`MAX_RUNTIME`, and
+a job killed there resumes from its ``.resume/`` state when re-submitted (:func:`resume_retries`).
 """
 
 from __future__ import annotations
@@ -33,8 +33,10 @@ MARGIN = 2.0
 #: ... and at least this many minutes.
 MIN_RUNTIME = 10
 #: Longest wall-time request in minutes (23 h: below the 24 h limit of most clusters' GPU partitions).
-#: A training job (train_model, train_ensemble) that needs longer asks this much and resumes from its
-#: ``.resume/`` state when re-submitted (:func:`resume_retries`); the other jobs cannot resume.
+#: A resumable job that needs longer asks this much and resumes from its ``.resume/`` state when
+#: re-submitted (:func:`resume_retries`): train_model and train_ensemble after each epoch
+#: (learnwin.models.train), train_recovery and train_budget after each training or lag chunk
+#: (learnwin.infra.resume). The other jobs cannot resume.
 MAX_RUNTIME = 23 * 60
 #: Seconds of a GPU job's start: torch and CUDA start-up, the fused step's compiles from cold and its
 #: graph captures (benchmarks/gpu_check.sh allows 75 s for eleven step functions: eight times that).
@@ -91,17 +93,17 @@ def cpu_seconds(rule: str, cfg: Mapping, model: str) -> float:
     return float(work(rule, cfg, model) @ np.asarray(COEF[rule]))
 
 
-def _minutes(cpu_s: float, resumable: bool = False) -> int:
+def _minutes(cpu_s: float, cap: bool = False) -> int:
     """:data:`MARGIN` times ``cpu_s`` in minutes, at least :data:`MIN_RUNTIME`; at most
-    :data:`MAX_RUNTIME` for a job that resumes."""
+    :data:`MAX_RUNTIME` where ``cap`` (the request of a job that resumes)."""
     minutes = max(MIN_RUNTIME, math.ceil(MARGIN * cpu_s / 60))
-    return min(minutes, MAX_RUNTIME) if resumable else minutes
+    return min(minutes, MAX_RUNTIME) if cap else minutes
 
 
 def resume_retries(minutes: float) -> int | None:
-    """Re-submissions a resumable job of ``minutes`` (uncapped) needs past the first at
-    :data:`MAX_RUNTIME` each, plus one for a node failure; None (the profile's ``retries``) when
-    one request holds it."""
+    """Re-submissions a resumable job of ``minutes`` (uncapped: its runtime function with
+    ``cap=False``) needs past the first at :data:`MAX_RUNTIME` each, plus one for a node failure;
+    None (the profile's ``retries``) when one request holds it."""
     return math.ceil(minutes / MAX_RUNTIME) if minutes > MAX_RUNTIME else None
 
 
@@ -168,10 +170,10 @@ def train_gpu_mem_mb(cfg: Mapping, model: str) -> int:
     return _mb((t["n_train"] + t["n_val"]) * _sample_bytes(t) + _activation_bytes(cfg, model), base=GPU_CONTEXT_MB)
 
 
-def train_runtime_min(cfg: Mapping, model: str, gpu: bool = False) -> int:
+def train_runtime_min(cfg: Mapping, model: str, gpu: bool = False, cap: bool = True) -> int:
     """Wall-time request of one training job: :data:`MARGIN` times the CPU cost law or the GPU cost
-    table, at most :data:`MAX_RUNTIME` (it resumes)."""
-    return _minutes(_train_model_seconds(cfg, model, gpu), resumable=True)
+    table, at most :data:`MAX_RUNTIME` (it resumes) unless ``cap`` is False."""
+    return _minutes(_train_model_seconds(cfg, model, gpu), cap)
 
 
 def ensemble_runs(cfg: Mapping) -> int:
@@ -194,16 +196,11 @@ def ensemble_gpu_mem_mb(cfg: Mapping, model: str) -> int:
     return _mb(data + ensemble_runs(cfg) * _activation_bytes(cfg, model), base=GPU_CONTEXT_MB)
 
 
-def ensemble_runtime_min(cfg: Mapping, model: str, gpu: bool = False) -> int:
+def ensemble_runtime_min(cfg: Mapping, model: str, gpu: bool = False, cap: bool = True) -> int:
     """Wall-time request of one train_ensemble job: its runs' separate trainings by the CPU cost law
-    or the GPU cost table, an upper bound where an ensemble wins, at most :data:`MAX_RUNTIME` (it resumes)."""
-    return _minutes(ensemble_runs(cfg) * _train_model_seconds(cfg, model, gpu), resumable=True)
-
-
-def uncapped_runtime_min(cfg: Mapping, model: str, gpu: bool, ensemble: bool) -> int:
-    """The minutes a training job (one run, or a model's ``ensemble`` of them) needs, before the
-    :data:`MAX_RUNTIME` cap: what :func:`resume_retries` divides."""
-    return _minutes((ensemble_runs(cfg) if ensemble else 1) * _train_model_seconds(cfg, model, gpu))
+    or the GPU cost table, an upper bound where an ensemble wins, at most :data:`MAX_RUNTIME` (it
+    resumes) unless ``cap`` is False."""
+    return _minutes(ensemble_runs(cfg) * _train_model_seconds(cfg, model, gpu), cap)
 
 
 def snapshot_runtime_min(cfg: Mapping, model: str, gpu: bool = False) -> int:
@@ -314,12 +311,20 @@ def training_seconds(cfg: Mapping, model: str, trainings: int, steps: int, gpu: 
     return (gpu_train_seconds if gpu else recovery_cpu_seconds)(cfg, model, trainings, steps)
 
 
-def recovery_runtime_min(cfg: Mapping, model: str, arm: str, gpu: bool = False) -> int:
+def recovery_runtime_min(cfg: Mapping, model: str, arm: str, gpu: bool = False, cap: bool = True) -> int:
     """Wall-time request of one ground-truth job of ``arm``: :data:`MARGIN` times the cost law
-    with the bound on its trainings."""
+    with the bound on its trainings, at most :data:`MAX_RUNTIME` (it resumes after each training)
+    unless ``cap`` is False."""
     spec = recovery_arms(cfg)[arm]
     n = recovery_trainings(cfg, len(spec["n_train"]), full_grid=arm == "full_grid")
-    return _minutes(training_seconds(cfg, model, n, spec["steps"], gpu))
+    return _minutes(training_seconds(cfg, model, n, spec["steps"], gpu), cap)
+
+
+def recovery_longest_runtime_min(cfg: Mapping, model: str, gpu: bool = False, cap: bool = True) -> int:
+    """:func:`recovery_runtime_min` of ``model``'s longest arm that has jobs: what the rule's
+    retries are sized by (:func:`resume_retries`)."""
+    return max(recovery_runtime_min(cfg, model, arm, gpu, cap) for arm, spec in recovery_arms(cfg).items()
+               if spec["seeds"])
 
 
 def recovery_mem_mb(cfg: Mapping, model: str, gpu: bool = False) -> int:
@@ -352,13 +357,15 @@ def budget_cpu_seconds(cfg: Mapping, model: str) -> float:
     return recovery_cpu_seconds(cfg, model, 1 + len(recovery_lags(cfg)), steps)
 
 
-def budget_runtime_min(cfg: Mapping, model: str, gpu: bool = False) -> int:
+def budget_runtime_min(cfg: Mapping, model: str, gpu: bool = False, cap: bool = True) -> int:
     """Wall-time request of one budget-protocol job: :data:`MARGIN` times its worst-case cost law;
-    on a GPU, its trainings by the GPU cost table, one at a time (an upper bound under a lag ensemble)."""
+    on a GPU, its trainings by the GPU cost table, one at a time (an upper bound under a lag
+    ensemble); at most :data:`MAX_RUNTIME` (it resumes after each training or lag chunk) unless
+    ``cap`` is False."""
     if not gpu:
-        return _minutes(budget_cpu_seconds(cfg, model))
+        return _minutes(budget_cpu_seconds(cfg, model), cap)
     steps = cfg["recovery"]["budgets"][-1] // cfg["train"]["batch_size"]
-    return _minutes(gpu_train_seconds(cfg, model, 1 + len(recovery_lags(cfg)), steps))
+    return _minutes(gpu_train_seconds(cfg, model, 1 + len(recovery_lags(cfg)), steps), cap)
 
 
 def budget_mem_mb(cfg: Mapping, model: str, gpu: bool = False) -> int:

@@ -16,8 +16,6 @@ settings and is ignored when they changed.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import logging
 import math
 import shutil
@@ -31,6 +29,7 @@ import torch
 
 from learnwin.infra import io
 from learnwin.infra.optimizers import spec_of
+from learnwin.infra.resume import fingerprint
 from learnwin.models.cells import build_model
 from learnwin.tasks.splits import load_split
 
@@ -122,10 +121,6 @@ def train_step(net, opt, x: torch.Tensor, y: torch.Tensor, *, grad_clip: float, 
     opt.step()
 
 
-def _fingerprint(*parts) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 def _state(module) -> dict:
     """A deep copy of ``module.state_dict()`` (a model's or an optimizer's).
 
@@ -169,7 +164,7 @@ class Run:
         self.opt = make_optimizer(optimizer, self.net.parameters(), optim_config)
         self.meta = checkpoint_meta(model, optimizer, seed, input_size=xtr.shape[-1], model_config=model_config,
                                     optim_config=optim_config)
-        self.fingerprint = _fingerprint(model, optimizer, seed, model_config, optim_config, train_config,
+        self.fingerprint = fingerprint(model, optimizer, seed, model_config, optim_config, train_config,
                                         self.int_epochs, xtr.shape, float(ytr.sum()))
         self.start, self.curve, self.best, self.diverged, self.diverged_at = 0, [], None, "", 0
         state_path = self.work / "state.pt"

@@ -23,6 +23,11 @@ runs the control and the lags of one (model, seed). The estimators are :mod:`lea
   fires leaves the ensemble. After each chunk the frontier rule runs over its lags in order, and
   the rows of lags past where it stops are dropped: the scores table has the sequential job's rows,
   its r and null equal to rounding (tests/test_budget.py), its ``seconds`` the chunk's.
+* **Resume.** Each finished training (the control, a lag) or, under an ensemble, each chunk keeps
+  its score rows in the job's ``.resume/`` directory (``resume``, :class:`learnwin.infra.resume.Units`);
+  a re-run with the same settings takes them from there. Every training starts from its own seeds
+  (the paired init, the permutation of (init, N_max), the scores' permutations), so a skipped unit
+  shifts nothing after it: the resumed job's table is the uninterrupted one's (tests/test_resume.py).
 * **Same networks.** :func:`budget_networks` rebuilds a (model, seed)'s init and its first grid
   lag's training as checkpoints, for the prediction and claim (d), snapshotted by
   :func:`learnwin.recovery.task.groundtruth_snapshots`.
@@ -34,11 +39,14 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
+from learnwin.infra.resume import Units
 from learnwin.models.ensemble import Ensemble
 from learnwin.models.train import checkpoint, checkpoint_meta, divergence, train_step
 from learnwin.recovery.task import (
@@ -117,11 +125,12 @@ def online_ensemble(
 class _Job:
     """One (model, seed) of the budget protocol (docs/method.md §10b): its data, paired init and
     targets, the control's score rows as they come, the learned criterion, and its trainings, one
-    at a time (:meth:`trained`) or as one ensemble (:meth:`together`)."""
+    at a time (:meth:`trained`) or as one ensemble (:meth:`together`); ``units`` keeps the finished
+    ones (:meth:`lag_rows`; None: none kept)."""
 
     def __init__(self, *, model: str, optimizer: str, seed: int, lags: Sequence[int], thresholds: Sequence[float],
                  budgets: Sequence[int], batch_size: int, task: Mapping, model_config: Mapping, optim_config: Mapping,
-                 train_config: Mapping, gt: Mapping, device: str):
+                 train_config: Mapping, gt: Mapping, device: str, units: Units | None = None):
         self.model, self.optimizer, self.device, self.gt = model, optimizer, device, gt
         self.model_config, self.optim_config, self.batch_size = model_config, optim_config, batch_size
         self.grad_clip = train_config["grad_clip"]
@@ -135,6 +144,7 @@ class _Job:
         self.perm = np.random.default_rng([self.init, n_max]).permutation(n_max)
         self.name, self.lr_key = f"model={model} optimizer={optimizer} seed={seed}", f"optim.{optimizer}.lr"
         self.control: list[dict] = []  # the control's rows, budget by budget
+        self.units = units or Units(None, (), self.name)
 
     def network(self):
         """(network, optimizer) at the paired init."""
@@ -201,24 +211,39 @@ class _Job:
     def lag_rows(self, ensemble: int, early_stop: bool) -> Iterator[list[dict]]:
         """Each grid lag's score rows, in lag order, the control's first (into :attr:`control`): one
         training at a time (``ensemble`` 0), or in chunks of ``ensemble`` lags, the control with the
-        first; a consumer that stops early trains no further chunk."""
+        first; a consumer that stops early trains no further chunk. Each training (each chunk) is
+        one of :attr:`units`: a finished one's rows are taken from there."""
         if not ensemble:
-            self.trained(*self.member(None))
+            self.control[:] = self.units.run("control", partial(self.alone, None))
             for i in range(self.lags.size):
-                yield self.trained(*self.member(i, early_stop))
+                yield self.units.run(f"lag={self.lags[i]}", partial(self.alone, i, early_stop))
             return
         log.info("%s: the lags in chunks of %d as one ensemble each, the control with the first", self.name, ensemble)
         for first in range(0, self.lags.size, ensemble):
-            chunk = [self.member(i, early_stop) for i in range(first, min(first + ensemble, self.lags.size))]
-            self.together([self.member(None), *chunk] if first == 0 else chunk, self.budgets)
-            yield from (member[-1] for member in chunk)
+            done = self.units.run(f"lags={self.lags[first]}..", partial(self.chunk_rows, first, ensemble, early_stop))
+            if first == 0:
+                self.control[:] = done["control"]
+            yield from done["lags"]
+
+    def alone(self, i: int | None, early_stop: bool = True) -> list[dict]:
+        """The score rows of the control (``i`` None) or of grid lag i trained alone (:meth:`member`,
+        :meth:`trained`)."""
+        return self.trained(*self.member(i, early_stop))
+
+    def chunk_rows(self, first: int, ensemble: int, early_stop: bool) -> dict:
+        """The score rows of the chunk of ``ensemble`` grid lags from index ``first`` trained as one
+        ensemble (the control with the first chunk): ``control`` (:attr:`control`) and ``lags``,
+        one list per lag."""
+        chunk = [self.member(i, early_stop) for i in range(first, min(first + ensemble, self.lags.size))]
+        self.together([self.member(None), *chunk] if first == 0 else chunk, self.budgets)
+        return {"control": self.control, "lags": [member[-1] for member in chunk]}
 
 
 def budget_trainings(
     *, model: str, optimizer: str, seed: int, lags: Sequence[int], thresholds: Sequence[float],
     budgets: Sequence[int], batch_size: int, frontier_stop: int, task: Mapping, model_config: Mapping,
     optim_config: Mapping, train_config: Mapping, gt: Mapping, early_stop: bool = True, ensemble: int = 0,
-    device: str = "cpu",
+    device: str = "cpu", resume: str | Path | None = None,
 ) -> pd.DataFrame:
     """The scores of one (model, seed): one row per (target, lag, N) scored, target "control" (at
     every grid lag and budget) or "task" (the lag's own training, at its lag, at each budget until
@@ -228,10 +253,17 @@ def budget_trainings(
     ``early_stop`` = False runs every lag to N_max (a check); ``ensemble`` = E > 0 trains the lags
     in chunks of E as one ensemble each (the same rows, r and null to rounding).
     ``train_config["grad_clip"]`` and ``gt`` (coef, n_test, n_perm, null_quantile) as in §10.
+    ``resume``: the job's ``.resume/`` directory, where each finished training (chunk) keeps its
+    rows and from which a re-run with the same settings goes on (None: nothing kept).
     """
+    settings = dict(model=model, optimizer=optimizer, seed=seed, lags=sorted(lags), thresholds=thresholds,
+                    budgets=budgets, batch_size=batch_size, task=task, model_config=model_config,
+                    optim_config=optim_config, train_config=train_config, gt=gt, early_stop=early_stop,
+                    ensemble=ensemble, device=device)
+    units = Units(resume, settings, f"model={model} optimizer={optimizer} seed={seed}")
     job = _Job(model=model, optimizer=optimizer, seed=seed, lags=lags, thresholds=thresholds, budgets=budgets,
                batch_size=batch_size, task=task, model_config=model_config, optim_config=optim_config,
-               train_config=train_config, gt=gt, device=device)
+               train_config=train_config, gt=gt, device=device, units=units)
     table, unlearned = [], 0
     for i, rows in enumerate(job.lag_rows(ensemble, early_stop)):
         table += [dict(target="task", **row) for row in rows]

@@ -19,17 +19,27 @@ sequences of the seed's train stream (nested across N).
   snapshot lag grid; trainings are cached per (N, lag), so the thresholds share them, and each
   threshold's bisection starts from the bracket the cached lags give (warm start).
   ``full_grid`` trains every lag instead (the monotonicity check).
+* **Resume.** Each finished training (an N's control, an (N, lag)) keeps its score rows in the
+  job's ``.resume/`` directory (``resume``, :class:`learnwin.infra.resume.Units`); a re-run with
+  the same settings takes them from there, in the order the bisection asks for them (a cached lag
+  is not known to a bisection before it is asked for, as in an uninterrupted run). Every training
+  starts from its own seeds (the paired init, the epoch orders of :func:`train`, the permutation
+  of (init, N), the scores' permutations), so a skipped training shifts nothing after it: the
+  resumed job's tables are the uninterrupted one's (tests/test_resume.py).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
+from learnwin.infra.resume import Units
 from learnwin.models.train import checkpoint, checkpoint_meta, train_epoch
 from learnwin.recovery.task import check_recorded, held_out_scores, init_seed, initial, job_data
 from learnwin.stats.groundtruth import bisect_window, margin
@@ -55,9 +65,11 @@ def train(model: str, optimizer: str, x: torch.Tensor, y: torch.Tensor, *, init:
 def groundtruth_job(
     *, model: str, optimizer: str, seed: int, n_train: Sequence[int], lags: Sequence[int],
     thresholds: Sequence[float], steps: int, arm: str, task: Mapping, model_config: Mapping,
-    optim_config: Mapping, train_config: Mapping, gt: Mapping, device: str = "cpu",
+    optim_config: Mapping, train_config: Mapping, gt: Mapping, device: str = "cpu", resume: str | Path | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(scores, window) of one (model, seed) over ``n_train``.
+    """(scores, window) of one (model, seed) over ``n_train``; ``resume``: the job's ``.resume/``
+    directory, where each finished training keeps its score rows and from which a re-run with the
+    same settings goes on (None: nothing kept).
 
     scores: one row per (N, lag, target) scored: target "task" (the lag's own training, at its
     lag) or "control" (the shuffled-target training, at every lag), with r, null, the training's
@@ -68,10 +80,14 @@ def groundtruth_job(
     lags = np.asarray(sorted(lags), dtype=int)
     init = init_seed(seed, model)
     data = job_data(seed, task, gt, max(n_train), device)
+    name = f"model={model} optimizer={optimizer} seed={seed}"
+    settings = dict(model=model, optimizer=optimizer, seed=seed, n_train=sorted(n_train), lags=lags.tolist(),
+                    thresholds=thresholds, steps=steps, arm=arm, task=task, model_config=model_config,
+                    optim_config=optim_config, train_config=train_config, gt=gt, device=device)
     kw = dict(model=model, optimizer=optimizer, init=init, steps=steps, coef=gt["coef"], lags=lags,
               thresholds=thresholds, full_grid=arm == "full_grid", device=device, gt=gt,
               train_kw=dict(model_config=model_config, optim_config=optim_config, train_config=train_config),
-              name=f"model={model} optimizer={optimizer} seed={seed}")
+              name=name, units=Units(resume, settings, f"{name} arm={arm}"))
     score_rows, window_rows = [], []
     for N in sorted(n_train):
         s_rows, w_rows = _one_n(N, data, **kw)
@@ -86,9 +102,9 @@ def groundtruth_job(
 
 
 def _one_n(N, data, *, model, optimizer, init, steps, coef, lags, thresholds, full_grid, device,
-           gt, train_kw, name) -> tuple[list, list]:
+           gt, train_kw, name, units) -> tuple[list, list]:
     """Score and window rows of one N: the control, then the bisection per threshold (trainings
-    cached per lag), or every lag first when ``full_grid``."""
+    cached per lag), or every lag first when ``full_grid``; each training one of ``units``."""
     x = torch.from_numpy(data["x_all"][:N]).to(device)
 
     def targets(lag):
@@ -98,24 +114,31 @@ def _one_n(N, data, *, model, optimizer, init, steps, coef, lags, thresholds, fu
         return train(model, optimizer, x, y, init=init, steps=steps, run_name=f"{name} N={N} {label}",
                      **train_kw)[0]
 
-    t0 = time.perf_counter()
-    perm = np.random.default_rng([init, N]).permutation(N)
-    net = fit(targets(int(lags[0]))[perm], "control")
-    r_ctrl, null_ctrl = held_out_scores(net, data, lags, init=init, gt=gt)
-    seconds = time.perf_counter() - t0
-    score_rows = [dict(N=N, lag=int(lag), target="control", r=r, null=nl, seconds=seconds)
-                  for lag, r, nl in zip(lags, r_ctrl, null_ctrl)]
-    ctrl = dict(zip(lags.tolist(), r_ctrl))
+    def control() -> list[dict]:
+        t0 = time.perf_counter()
+        perm = np.random.default_rng([init, N]).permutation(N)
+        net = fit(targets(int(lags[0]))[perm], "control")
+        r_ctrl, null_ctrl = held_out_scores(net, data, lags, init=init, gt=gt)
+        seconds = time.perf_counter() - t0
+        return [dict(N=N, lag=int(lag), target="control", r=r, null=nl, seconds=seconds)
+                for lag, r, nl in zip(lags, r_ctrl, null_ctrl)]
+
+    def task(lag: int) -> dict:
+        t0 = time.perf_counter()
+        net = fit(targets(lag), f"lag={lag}")
+        r, nl = held_out_scores(net, data, [lag], init=init, gt=gt)
+        return dict(N=N, lag=lag, target="task", r=float(r[0]), null=float(nl[0]), seconds=time.perf_counter() - t0)
+
+    score_rows = list(units.run(f"N={N} control", control))
+    ctrl = {row["lag"]: row["r"] for row in score_rows}
     cache: dict[int, tuple[float, float]] = {}
 
     def task_score(lag: int) -> tuple[float, float]:
+        lag = int(lag)
         if lag not in cache:
-            t0 = time.perf_counter()
-            net = fit(targets(lag), f"lag={lag}")
-            r, nl = held_out_scores(net, data, [lag], init=init, gt=gt)
-            cache[lag] = (float(r[0]), float(nl[0]))
-            score_rows.append(dict(N=N, lag=lag, target="task", r=cache[lag][0], null=cache[lag][1],
-                                   seconds=time.perf_counter() - t0))
+            row = units.run(f"N={N} lag={lag}", partial(task, lag))
+            cache[lag] = (row["r"], row["null"])
+            score_rows.append(row)
         return cache[lag]
 
     def margin_at(lag: int, thr: float) -> float:

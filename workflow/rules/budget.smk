@@ -1,8 +1,10 @@
 # Stage recovery under the budget protocol (docs/method.md §10b): one job per (model, seed) trains
 # the shuffled-target control and the lags online, one pass over fresh sequences of the seed's
 # train stream, scored at every budget of recovery.budgets, with early stop and the frontier rule
-# (learnwin.recovery.budget_job); one job per (model, seed) snapshots its init and its first lag's
-# training (the same networks). Per seed set (exploration: recovery.seeds; confirm:
+# (learnwin.recovery.budget_job); it keeps each finished training (lag chunk) in its .resume/
+# state, asks at most learnwin.infra.resources.MAX_RUNTIME and is re-submitted as often as it
+# needs (retries). One job per (model, seed) snapshots its init and its first lag's training (the
+# same networks). Per seed set (exploration: recovery.seeds; confirm:
 # recovery.confirm_seeds) the aggregate reads N̂_emp(l) and H_emp(N) off the scores
 # (learnwin.stats.budget), fits claims (b) and (d) on them, predicts the window from the networks and
 # scores the prediction, the confirmatory test included (learnwin.stats.prediction); one job draws
@@ -38,6 +40,7 @@ rule train_budget:
         f"{LOGS}/train_budget/{BUDGET_JOB}.log",
     benchmark:
         f"{BENCH}/train_budget/{BUDGET_JOB}.tsv"
+    retries: resume_retries("train_budget", resources.budget_runtime_min, REC_MODELS)
     conda:
         ENV
     threads: 1

@@ -104,13 +104,15 @@ def sized(rule, mem_mb, runtime, gpu_mem_mb):
     )
 
 
-def resume_retries(rule, ensemble):
-    """Re-submissions of a training rule whose jobs need longer than one request
-    (learnwin.infra.resources.MAX_RUNTIME); each resumes from its .resume/ state. None: the
-    profile's retries."""
+def resume_retries(rule, runtime, models=None):
+    """Re-submissions of a resumable rule whose jobs need longer than one request
+    (learnwin.infra.resources.MAX_RUNTIME); each resumes from its .resume/ state. ``runtime``:
+    the rule's learnwin.infra.resources function of (config, model, gpu, cap), its longest job
+    over ``models`` (default: the top-level models) before the cap. None: the profile's retries.
+    """
     gpu = asks_gpu(rule)
     return resources.resume_retries(
-        max(resources.uncapped_runtime_min(config, m, gpu, ensemble) for m in MODELS)
+        max(runtime(config, m, gpu, cap=False) for m in models or MODELS)
     )
 
 

@@ -1,6 +1,8 @@
 # Stage recovery (beyond the paper): the ground truth of the learnability window (docs/method.md
 # §10). One job per (arm, model, seed) runs every training of its N ladder in one process: per N,
-# a shuffled-target control and a bisection over lags (learnwin.recovery.groundtruth_job). Arms: main
+# a shuffled-target control and a bisection over lags (learnwin.recovery.groundtruth_job); it keeps
+# each finished training in its .resume/ state, asks at most learnwin.infra.resources.MAX_RUNTIME and
+# is re-submitted as often as its longest arm needs (retries). Arms: main
 # (every seed, every N), full_grid (every lag, first seed, recovery.validate_n_train: the
 # monotonicity check), double_steps (2 x steps at the largest N, first recovery.steps_check_seeds
 # seeds: the convergence check). snapshot_recovery snapshots each main-arm (model, seed)'s own
@@ -42,6 +44,7 @@ rule train_recovery:
         f"{BENCH}/train_recovery/{REC_JOB}.tsv"
     wildcard_constraints:
         arm="|".join(REC_ARMS),
+    retries: resume_retries("train_recovery", resources.recovery_longest_runtime_min, REC_MODELS)
     conda:
         ENV
     threads: 1

@@ -25,7 +25,7 @@ if resources.ensemble_training(config, resources.ensemble_runs(config)):
             f"{LOGS}/train_ensemble/{{model}}.log",
         benchmark:
             f"{BENCH}/train_ensemble/{{model}}.tsv"
-        retries: resume_retries("train_ensemble", ensemble=True)
+        retries: resume_retries("train_ensemble", resources.ensemble_runtime_min)
         conda:
             ENV
         threads: 1
@@ -68,7 +68,7 @@ else:
             f"{LOGS}/train_model/{{optimizer}}/{{model}}/seed{{seed}}.log",
         benchmark:
             f"{BENCH}/train_model/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
-        retries: resume_retries("train_model", ensemble=False)
+        retries: resume_retries("train_model", resources.train_runtime_min)
         conda:
             ENV
         threads: 1
