@@ -72,7 +72,7 @@ def _rows(block, n: int) -> list:
         if isinstance(v, Tensor) and v.dim() == dim and id(v) not in views:
             views[id(v)] = v.unbind(0)
     cols = [views[id(v)] if id(v) in views else v if isinstance(v, tuple) else (v,) * n for v in block]
-    return list(map(type(block)._make, zip(*cols)))
+    return [tuple.__new__(type(block), row) for row in zip(*cols)]  # NamedTuple._make without its Python frame
 
 
 def _steps(v: Tensor) -> tuple:

@@ -39,28 +39,25 @@ _ln_backward = torch.ops.aten.native_layer_norm_backward.default
 
 
 class Norm(NamedTuple):
-    """The LayerNorm on the candidate's pre-activation (docs/method.md §2)."""
+    """The LayerNorm on the candidate's pre-activation (docs/method.md §2); ``members``: its affine is
+    per member, (E, 1, H) (module docstring), said once here, not asked per step."""
 
     weight: Tensor | None
     bias: Tensor | None
     eps: float
+    members: bool = False
 
 
 def norm(weight: Tensor | None, bias: Tensor | None, eps: float | None) -> Norm | None:
     """The LayerNorm of a Function's last three inputs (None without LayerNorm: eps None)."""
-    return None if eps is None else Norm(weight, bias, eps)
-
-
-def _members(ln: Norm) -> bool:
-    """Whether the LayerNorm affine is per member, (E, 1, H) (module docstring)."""
-    return ln.weight is not None and ln.weight.dim() > 1
+    return None if eps is None else Norm(weight, bias, eps, weight is not None and weight.dim() > 1)
 
 
 def ln_forward(a: Tensor, ln: Norm | None):
     """LN(a) with its mean and rstd (a, None, None without LayerNorm)."""
     if ln is None:
         return a, None, None
-    if not _members(ln):
+    if not ln.members:
         return torch.native_layer_norm(a, a.shape[-1:], ln.weight, ln.bias, ln.eps)
     n, mean, rstd = torch.native_layer_norm(a, a.shape[-1:], None, None, ln.eps)
     return n * ln.weight if ln.bias is None else torch.addcmul(ln.bias, n, ln.weight), mean, rstd
@@ -70,7 +67,7 @@ def _ln_input_grad(dy: Tensor, a: Tensor, mean: Tensor, rstd: Tensor, ln: Norm |
     """d a from d LN(a) (dy itself without LayerNorm)."""
     if ln is None:
         return dy
-    if _members(ln):  # the affine's part here, the normalisation's in the ATen backward
+    if ln.members:  # the affine's part here, the normalisation's in the ATen backward
         return _ln_backward(dy * ln.weight, a, a.shape[-1:], mean, rstd, None, None, [True, False, False])[0]
     return _ln_backward(dy, a, a.shape[-1:], mean, rstd, ln.weight, ln.bias, [True, False, False])[0]
 
@@ -81,7 +78,7 @@ def ln_param_grads(dy: Tensor, a: Tensor, means, rstds, ln: Norm | None):
     if ln is None:
         return None, None
     w, b = ln.weight, ln.bias
-    if _members(ln):  # dy, a (T, E, B, H): sums over steps and sequences
+    if ln.members:  # dy, a (T, E, B, H): sums over steps and sequences
         xhat = (a - torch.stack(means)) * torch.stack(rstds)
         return (dy * xhat).sum(0).sum(-2, keepdim=True), None if b is None else dy.sum(0).sum(-2, keepdim=True)
     H = a.shape[-1]
