@@ -3,11 +3,13 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from learnwin.tasks import synthetic
 from learnwin.tasks.splits import load_split, write_splits
 from learnwin.tasks.synthetic import (
     LEARNS_R2,
     components,
     make_split,
+    targets,
     task_vector,
     variance_shares,
 )
@@ -47,6 +49,23 @@ def test_components_are_exactly_rounded_float32_sums_in_input_order():
     assert np.array_equal(components(np.ascontiguousarray(x), u), got)
     assert np.array_equal(components(x[:3], u), got[:3])
     np.testing.assert_allclose(got, x.astype(np.float64) @ u.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
+def test_a_split_drawn_in_blocks_has_one_draws_bits(monkeypatch):
+    """make_split draws its sequences a block at a time: inputs and targets are bit for bit those
+    of one (n, T, D + 1) float64 draw cast to float32 (the generator fills in order), for blocks of
+    3 sequences (the last one short), of one sequence, and of the whole split."""
+    task = dict(TASK, noise_std=0.3)
+    rng = np.random.default_rng([5, 1])  # seed 5's train stream
+    draw = rng.standard_normal((10, 20, 4)).astype(np.float32)
+    x_ref, noise = draw[..., :3], draw[..., 3]
+    y_ref = (targets(x_ref, task_vector(5, 3), task["lags"], task["coefs"]) + 0.3 * noise).astype(np.float32)
+    per_sequence = 20 * 4 * 8
+    for block_bytes in (3 * per_sequence + 5, per_sequence, synthetic.DRAW_BYTES):
+        monkeypatch.setattr(synthetic, "DRAW_BYTES", block_bytes)
+        x, y = make_split(5, "train", 10, **task)
+        assert x.dtype == y.dtype == np.float32 and x.flags.c_contiguous
+        assert np.array_equal(x, x_ref) and np.array_equal(y, y_ref), block_bytes
 
 
 def test_deterministic_per_seed_and_different_across_seeds():

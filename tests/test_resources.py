@@ -173,7 +173,9 @@ def test_memory_requests_follow_the_state_width():
 
 def test_budget_requests_follow_the_worst_case_steps(monkeypatch):
     """A budget-protocol job (docs/method.md §10b) is sized at worst: the control and every grid lag
-    trained to N_max, (1 + lags) x N_max / B steps; its memory holds the N_max stream."""
+    trained to N_max, (1 + lags) x N_max / B steps; its memory holds the N_max stream in float32 (inputs
+    and noise) and three (N_max, T) float32 series (the components, the control's targets and their
+    permuted copy)."""
     monkeypatch.setattr(resources, "COEF", {"train_model": (10.0, 1e-3, 0.0), "take_snapshot": (0, 0, 0, 0)})
     cfg = _config(T=16, H=4, n=64)
     cfg["recovery"] = {**cfg["recovery"], "budgets": [64, 128, 256], "lags": [1, 3, 5], "n_test": 32, "n_perm": 20}
@@ -184,7 +186,7 @@ def test_budget_requests_follow_the_worst_case_steps(monkeypatch):
     per_step = [resources.budget_cpu_seconds(c, "gru") - 10.0 for c in (cfg, longer)]
     assert per_step[1] / per_step[0] == pytest.approx(2**20 / 256)  # the steps grow with N_max only
     assert resources.budget_mem_mb(longer, "gru") - resources.budget_mem_mb(cfg, "gru") == pytest.approx(
-        2 * (2**20 - 256) * 16 * (cfg["task"]["D"] + 1) * 4 / 2**20, abs=1)
+        (2**20 - 256) * 16 * (cfg["task"]["D"] + 1 + 3) * 4 / 2**20, abs=1)
 
 
 def test_budget_snapshot_requests_train_the_first_lag_to_n_max_at_worst(monkeypatch):

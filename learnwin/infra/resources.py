@@ -339,14 +339,20 @@ def _gpu_extra(gpu: bool) -> int:
     return GPU_HOST_MB if gpu else 0
 
 
-def _scored_training_mem_mb(cfg: Mapping, model: str, sequences: int) -> int:
-    """``sequences`` training sequences plus the held-out set, one batch of activations and the
-    score's (lags, n_test, n_test) cross products."""
+def _scored_training_mem_mb(cfg: Mapping, model: str, sequences: int, networks: int = 1) -> int:
+    """``sequences`` training sequences plus the held-out set, a batch of activations of each of
+    ``networks`` and the score's cross products (:func:`_score_bytes`)."""
+    data = (sequences + cfg["recovery"]["n_test"]) * _sample_bytes(cfg["task"])
+    return _mb(data + networks * _activation_bytes(cfg, model) + _score_bytes(cfg), base=1200)
+
+
+def _score_bytes(cfg: Mapping) -> int:
+    """The held-out score's float64 arrays (learnwin.stats.groundtruth.lag_scores) at every grid lag
+    at once (a control is scored at all of them): per lag C (n_test, n_test), the permutation
+    gather (n_perm, n_test) and 4 (n_test, T) arrays."""
     rec = cfg["recovery"]
-    data = (sequences + rec["n_test"]) * _sample_bytes(cfg["task"])
     n, T = rec["n_test"], cfg["task"]["T"]
-    cross = 8 * T * n * (n + rec["n_perm"] + 4 * T)  # per lag: C, the permutation gather, 4 (n, T) arrays
-    return _mb(data + _activation_bytes(cfg, model) + cross, base=1200)
+    return 8 * len(recovery_lags(cfg)) * n * (n + rec["n_perm"] + 4 * T)
 
 
 def budget_cpu_seconds(cfg: Mapping, model: str) -> float:
@@ -369,12 +375,18 @@ def budget_runtime_min(cfg: Mapping, model: str, gpu: bool = False, cap: bool = 
 
 
 def budget_mem_mb(cfg: Mapping, model: str, gpu: bool = False) -> int:
-    """The N_max stream twice over (inputs and noise, plus the components and one training's
-    targets), the held-out set, one batch of activations and the score's cross products; under a
-    lag ensemble (:func:`lag_ensemble`) the targets and a batch's activations of its other members."""
+    """Host memory of one budget-protocol job (learnwin.recovery.budget_job): the N_max stream in
+    float32 (inputs and noise; drawn a block at a time, learnwin.tasks.synthetic.make_split, a
+    transient below what follows), its components u . x_t, the targets of the E lags of a lag
+    ensemble (:func:`lag_ensemble`; 0 one training at a time) and of the control, with the
+    control's unpermuted targets while they are permuted (E + 2), the held-out set and the score's
+    cross products; on the CPU a batch's activations of each of the E + 1 networks trained at once
+    (one at a time: 1), on a GPU :data:`GPU_HOST_MB` instead (the activations are on the device, to
+    which each batch of the stream moves as it is used: :func:`scored_gpu_mem_mb`)."""
     n_max, E = cfg["recovery"]["budgets"][-1], lag_ensemble(cfg)
-    members = E * (n_max * cfg["task"]["T"] * 4 + _activation_bytes(cfg, model))
-    return _scored_training_mem_mb(cfg, model, 2 * n_max) + _mb(members, base=0) + _gpu_extra(gpu)
+    series = (1 + E + 2) * n_max * cfg["task"]["T"] * 4  # (n_max, T) float32: the components, E + 2 targets
+    networks = 0 if gpu else E + 1
+    return _scored_training_mem_mb(cfg, model, n_max, networks) + _mb(series, base=0) + _gpu_extra(gpu)
 
 
 def lag_ensemble(cfg: Mapping) -> int:
@@ -420,12 +432,11 @@ def budget_snapshot_mem_mb(cfg: Mapping, model: str, gpu: bool = False) -> int:
 
 def scored_gpu_mem_mb(cfg: Mapping, model: str, members: int = 1) -> int:
     """Device memory of a ground-truth or budget-protocol training: ``members`` networks' batch of
-    activations (a lag ensemble's chunk and its control, :func:`lag_ensemble`), the held-out set and the score's cross products."""
-    rec = cfg["recovery"]
-    n, T = rec["n_test"], cfg["task"]["T"]
-    cross = 8 * T * n * (n + rec["n_perm"] + 4 * T)
-    return _mb(members * _activation_bytes(cfg, model) + rec["n_test"] * _sample_bytes(cfg["task"]) + cross,
-               base=GPU_CONTEXT_MB)
+    activations (a lag ensemble's chunk and its control, :func:`lag_ensemble`), the held-out set and
+    the score's cross products (:func:`_score_bytes`). A budget job's stream stays on the host, one
+    batch at a time on the device (learnwin.recovery.budget_job.online)."""
+    held_out = cfg["recovery"]["n_test"] * _sample_bytes(cfg["task"])
+    return _mb(members * _activation_bytes(cfg, model) + held_out + _score_bytes(cfg), base=GPU_CONTEXT_MB)
 
 
 def snapshot_gpu_mem_mb(cfg: Mapping, model: str) -> int:

@@ -23,6 +23,10 @@ runs the control and the lags of one (model, seed). The estimators are :mod:`lea
   fires leaves the ensemble. After each chunk the frontier rule runs over its lags in order, and
   the rows of lags past where it stops are dropped: the scores table has the sequential job's rows,
   its r and null equal to rounding (tests/test_budget.py), its ``seconds`` the chunk's.
+* **Stream on the host.** The seed's stream (inputs, components, targets) stays in host memory, on
+  CUDA too; each batch moves to the device as it is used (:func:`online`, :func:`online_ensemble`):
+  the device holds the networks, a batch and the held-out set, the host what
+  :func:`learnwin.infra.resources.budget_mem_mb` counts.
 * **Resume.** Each finished training (the control, a lag) or, under an ensemble, each chunk keeps
   its score rows in the job's ``.resume/`` directory (``resume``, :class:`learnwin.infra.resume.Units`);
   a re-run with the same settings takes them from there. Every training starts from its own seeds
@@ -66,27 +70,29 @@ log = logging.getLogger(__name__)
 
 
 def online(net, opt, x: torch.Tensor, y: torch.Tensor, *, budgets: Sequence[int], batch_size: int, grad_clip: float,
-           run_name: str, lr_key: str) -> Iterator[int]:
-    """Train ``net`` online on (x, y) (docs/method.md §10b): step k on sequences kB .. (k+1)B - 1.
+           run_name: str, lr_key: str, device: str = "cpu") -> Iterator[int]:
+    """Train ``net`` (on ``device``) online on (x, y) (docs/method.md §10b): step k on sequences
+    kB .. (k+1)B - 1, each batch moved to ``device`` as it is used (x and y may stay on the host).
     Yields each budget N of the increasing ``budgets`` (multiples of B, at most len(x)) after the
     step that completes it; the caller may score the network there, or stop."""
     done = 0
     for N in budgets:
         for start in range(done, N, batch_size):
             stop = start + batch_size
-            train_step(net, opt, x[start:stop], y[start:stop], grad_clip=grad_clip, run_name=run_name,
-                       lr_key=lr_key, where=f"N={stop}")
+            train_step(net, opt, x[start:stop].to(device), y[start:stop].to(device), grad_clip=grad_clip,
+                       run_name=run_name, lr_key=lr_key, where=f"N={stop}")
         done = N
         yield N
 
 
 def online_ensemble(
-    nets: Sequence, opts: Sequence, x: torch.Tensor, ys: torch.Tensor, *, optimizer: str, optim_config: Mapping,
-    budgets: Sequence[int], batch_size: int, grad_clip: float, run_names: Sequence[str], lr_key: str,
-    x_test: torch.Tensor, scored: Callable[[int, int, np.ndarray], bool],
+    nets: Sequence, opts: Sequence, x: torch.Tensor, ys: Sequence[np.ndarray], *, optimizer: str,
+    optim_config: Mapping, budgets: Sequence[int], batch_size: int, grad_clip: float, run_names: Sequence[str],
+    lr_key: str, x_test: torch.Tensor, scored: Callable[[int, int, np.ndarray], bool], device: str = "cpu",
 ) -> None:
-    """Train each ``nets[k]`` (with ``opts[k]``, all ``optimizer`` with ``optim_config``) online on (x,
-    ``ys[k]``) as :func:`online` does, all as one ensemble on the shared inputs
+    """Train each ``nets[k]`` (with ``opts[k]``, all ``optimizer`` with ``optim_config``, on
+    ``device``) online on (x, ``ys[k]``) as :func:`online` does, each batch of the inputs and of the
+    active members' targets moved to ``device`` as it is used, all as one ensemble on the shared inputs
     (:class:`learnwin.models.ensemble.Ensemble`; docs/method.md §3, §10b). After the step that
     completes each budget N, ``scored(k, N, pred)`` gets each member's predictions (n, T) on
     ``x_test``, in member order, and returns whether its training ends there: the member then
@@ -96,16 +102,17 @@ def online_ensemble(
     """
     active = list(range(len(nets)))
 
-    def ensemble_of(members: list[int]) -> tuple[Ensemble, torch.Tensor]:
-        return (Ensemble([nets[k] for k in members], [opts[k] for k in members], [optimizer] * len(members),
-                         [optim_config] * len(members)), ys[torch.tensor(members).to(ys.device)])
+    def ensemble_of(members: list[int]) -> Ensemble:
+        return Ensemble([nets[k] for k in members], [opts[k] for k in members], [optimizer] * len(members),
+                        [optim_config] * len(members))
 
-    ens, y = ensemble_of(active)
+    ens = ensemble_of(active)
     done = 0
     for N in budgets:
         for start in range(done, N, batch_size):
             stop = start + batch_size
-            losses = ens.step(x[start:stop], y[:, start:stop], grad_clip)
+            y = torch.from_numpy(np.stack([ys[k][start:stop] for k in active])).to(device)
+            losses = ens.step(x[start:stop].to(device), y, grad_clip)
             if not torch.isfinite(losses).all():  # one sync per step, as train_step's loss.item()
                 j = next(j for j, loss in enumerate(losses.tolist()) if not math.isfinite(loss))
                 raise divergence(run_names[active[j]], losses[j].item(), f"N={stop}", lr_key,
@@ -118,7 +125,7 @@ def online_ensemble(
             active = [k for k in active if k not in left]
             if not active:
                 return
-            ens, y = ensemble_of(active)
+            ens = ensemble_of(active)
     ens.sync()
 
 
@@ -140,7 +147,7 @@ class _Job:
         n_max = int(self.budgets[-1])
         self.init = init_seed(seed, model)
         self.data = job_data(seed, task, gt, n_max, device)
-        self.x = torch.from_numpy(self.data["x_all"]).to(device)
+        self.x = torch.from_numpy(self.data["x_all"])  # on the host: online moves each batch to the device
         self.perm = np.random.default_rng([self.init, n_max]).permutation(n_max)
         self.name, self.lr_key = f"model={model} optimizer={optimizer} seed={seed}", f"optim.{optimizer}.lr"
         self.control: list[dict] = []  # the control's rows, budget by budget
@@ -175,9 +182,9 @@ class _Job:
         it early."""
         net, opt = self.network()
         t0 = time.perf_counter()
-        for N in online(net, opt, self.x, torch.from_numpy(y).to(self.device), budgets=self.budgets,
-                        batch_size=self.batch_size, grad_clip=self.grad_clip, run_name=f"{self.name} {label}",
-                        lr_key=self.lr_key):
+        for N in online(net, opt, self.x, torch.from_numpy(y), budgets=self.budgets, batch_size=self.batch_size,
+                        grad_clip=self.grad_clip, run_name=f"{self.name} {label}", lr_key=self.lr_key,
+                        device=self.device):
             r, null = held_out_scores(net, self.data, score_lags, init=self.init, gt=self.gt)
             net.train()
             seconds = time.perf_counter() - t0
@@ -201,11 +208,11 @@ class _Job:
             rows += [dict(N=N, lag=int(lag), r=a, null=b, seconds=seconds) for lag, a, b in zip(score_lags, r, null)]
             return stop is not None and stop(rows)
 
-        ys = torch.from_numpy(np.stack([m[0] for m in members])).to(self.device)
-        online_ensemble([net for net, _ in pairs], [opt for _, opt in pairs], self.x, ys, optimizer=self.optimizer,
-                        optim_config=self.optim_config, budgets=budgets, batch_size=self.batch_size,
-                        grad_clip=self.grad_clip, run_names=[f"{self.name} {m[1]}" for m in members],
-                        lr_key=self.lr_key, x_test=self.data["x_test"], scored=scored)
+        online_ensemble([net for net, _ in pairs], [opt for _, opt in pairs], self.x, [m[0] for m in members],
+                        optimizer=self.optimizer, optim_config=self.optim_config, budgets=budgets,
+                        batch_size=self.batch_size, grad_clip=self.grad_clip,
+                        run_names=[f"{self.name} {m[1]}" for m in members], lr_key=self.lr_key,
+                        x_test=self.data["x_test"], scored=scored, device=self.device)
         return pairs
 
     def lag_rows(self, ensemble: int, early_stop: bool) -> Iterator[list[dict]]:
@@ -316,10 +323,10 @@ def budget_networks(
         r = last["r"] if last["N"] == n_stop else float("nan")
     else:
         data = job_data(seed, task, gt, n_stop, device)
-        y = torch.from_numpy(lag_targets(data["y0_all"], data["comp_train"], lag, gt["coef"])).to(device)
-        for _ in online(net, opt, torch.from_numpy(data["x_all"]).to(device), y, budgets=budgets[budgets <= n_stop],
+        y = torch.from_numpy(lag_targets(data["y0_all"], data["comp_train"], lag, gt["coef"]))
+        for _ in online(net, opt, torch.from_numpy(data["x_all"]), y, budgets=budgets[budgets <= n_stop],
                         batch_size=batch_size, grad_clip=train_config["grad_clip"],
-                        run_name=f"{who} lag={lag}", lr_key=f"optim.{optimizer}.lr"):
+                        run_name=f"{who} lag={lag}", lr_key=f"optim.{optimizer}.lr", device=device):
             pass
         r = held_out_scores(net, data, [lag], init=init, gt=gt)[0][0]
     check_recorded(r, recorded, N=n_stop, lag=lag, who=who)

@@ -63,15 +63,27 @@ def variance_shares(task) -> np.ndarray:
     return part / (part.sum() + task["noise_std"] ** 2)
 
 
+#: Bytes of one block of :func:`make_split`'s float64 draw (128 MiB): a split is drawn a block of
+#: sequences at a time, so it holds the float32 split plus one block, not the whole draw in float64.
+DRAW_BYTES = 2**27
+
+
 def make_split(
     seed: int, split: str, n: int, T: int, D: int, lags, coefs, noise_std: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Inputs (n, T, D) and targets (n, T), float32, for one split of one seed."""
+    """Inputs (n, T, D) and targets (n, T), float32, for one split of one seed. The (n, T, D + 1)
+    standard normal draw (inputs, noise) is taken a block of sequences at a time (:data:`DRAW_BYTES`):
+    the generator fills in order, so the blocks hold one whole draw's values, and the targets of a
+    sequence depend on it alone (:func:`components`): the same bits as one draw (tests/test_data.py)."""
     rng = np.random.default_rng([seed, _STREAM[split]])
-    draw = rng.standard_normal((n, T, D + 1)).astype(np.float32)
-    x, noise = draw[..., :D], draw[..., D]
-    y = targets(x, task_vector(seed, D), lags, coefs) + noise_std * noise
-    return np.ascontiguousarray(x), y.astype(np.float32)
+    u = task_vector(seed, D)
+    x, y = np.empty((n, T, D), np.float32), np.empty((n, T), np.float32)
+    block = max(1, DRAW_BYTES // (T * (D + 1) * 8))
+    for start in range(0, n, block):  # blocks of sequences
+        draw = rng.standard_normal((min(block, n - start), T, D + 1)).astype(np.float32)
+        x[start:start + len(draw)] = draw[..., :D]
+        y[start:start + len(draw)] = targets(draw[..., :D], u, lags, coefs) + noise_std * draw[..., D]
+    return x, y
 
 
 def draw(seed: int, task: Mapping, split: str, n: int) -> tuple[np.ndarray, np.ndarray]:
