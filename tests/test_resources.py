@@ -229,3 +229,27 @@ def test_ensemble_requests(monkeypatch):
     steps = 2**20 // cfg["train"]["batch_size"]
     assert resources.budget_snapshot_runtime_min(cuda, "gru") == resources._minutes(
         resources.recovery_snapshot_cpu_seconds(cfg, "gru", steps, 4)) > resources.budget_snapshot_runtime_min(cpu, "gru")
+
+
+def test_ensembles_are_cut_to_the_device_memory():
+    """On the paper's size (T 1024, H 128, batch 512) an LSTM's batch of activations is ~20 GB: a
+    budget job's lag chunk holds as many lags as fit :data:`resources.GPU_MEMORY_MB` beside its
+    control (the largest such chunk, checked one network past it), and ``ensemble: auto`` trains a
+    model's 5 runs one per job where their ensemble would not fit; ``ensemble: true`` still
+    trains them together."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    paper = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    for key, value in paper.items():
+        cfg[key] = {**cfg[key], **value} if isinstance(value, dict) and isinstance(cfg.get(key), dict) else value
+    cuda = {**cfg, "device": "cuda", "ensemble": True}
+    models = cuda["recovery"]["models"] or cuda["models"]
+    E = resources.lag_ensemble(cuda)
+    assert 0 < E < min(cuda["recovery"]["ensemble_lags"], len(resources.recovery_lags(cuda)))
+    assert max(resources.scored_gpu_mem_mb(cuda, m, E + 1) for m in models) <= resources.GPU_MEMORY_MB
+    assert max(resources.scored_gpu_mem_mb(cuda, m, E + 2) for m in models) > resources.GPU_MEMORY_MB
+    assert resources.train_together(cuda)
+    auto = {**cuda, "ensemble": "auto"}
+    assert resources.ensemble_gpu_mem_mb(auto, "lstm") > resources.GPU_MEMORY_MB and not resources.train_together(auto)
+    small = {**auto, "task": {**auto["task"], "T": 64}}  # the same runs at T 64 fit: together
+    assert resources.train_together(small) and resources.lag_ensemble(small) == min(
+        small["recovery"]["ensemble_lags"], len(resources.recovery_lags(small)))

@@ -225,7 +225,7 @@ def test_paper_requests_on_cpu_nodes_are_capped_and_resumed(tmp_path):
     assert longest > 3 * GPU_NODE["runtime"] and res.resume_retries(longest) == -(-longest // res.MAX_RUNTIME)
 
 
-@pytest.mark.parametrize("protocol", ["budget", "dataset"])
+@pytest.mark.parametrize("protocol", ["budget", "dataset", "budget, ensemble"])
 def test_paper_recovery_jobs_are_capped_and_resumed(tmp_path, protocol):
     """The recovery jobs of the paper config through profiles/slurm, targets ``recovery`` (the budget
     protocol, paper.yaml's; or the dataset protocol, ``--config recovery={protocol: dataset}``) and
@@ -234,11 +234,13 @@ def test_paper_recovery_jobs_are_capped_and_resumed(tmp_path, protocol):
     on a GPU, and its rule retries as often as its longest job needs (each attempt resumes from its
     ``.resume/`` state); every job fits a GPU node as asked, host memory included: a budget job holds
     the seed's stream of N_max = 2^20 sequences (T 1024, D 16) in float32 on the host, 91 GiB as asked
-    on a GPU (learnwin.infra.resources.budget_mem_mb)."""
+    on a GPU (learnwin.infra.resources.budget_mem_mb); under ``--config ensemble=true`` its lags train
+    in chunks that fit the device (learnwin.infra.resources.lag_ensemble)."""
     _require_plugin()
     from learnwin.infra import resources as res
 
-    extra = ("--config", "recovery={protocol: dataset}") if protocol == "dataset" else ()
+    extra = {"budget": (), "dataset": ("--config", "recovery={protocol: dataset}"),
+             "budget, ensemble": ("--config", "ensemble=true")}[protocol]
     _, resources, _ = _paper_dry_run(tmp_path, *extra, targets=("recovery", "recovery_confirm"))
     config = _paper_config()
     _fits_a_gpu_node(resources)

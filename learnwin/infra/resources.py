@@ -48,6 +48,11 @@ EVAL_SHARE = 0.5
 GPU_HOST_MB = 4000
 #: Device memory of any CUDA job beside its arrays: the context and the caching allocator's slack.
 GPU_CONTEXT_MB = 1000
+#: Device memory an ensemble plans on: an 80 GB H100's, less its context and the allocator's share
+#: (profiles/gpu lets its CUDA jobs hold 75000 MB at once). A budget job's lag chunks are cut to fit
+#: it (:func:`lag_ensemble`); ``ensemble: auto`` trains a model's runs one per job where their
+#: ensemble would not fit it (:func:`train_together`).
+GPU_MEMORY_MB = 76_000
 #: Bound on the memory curve's batched-backward work arrays (learnwin.probing.memory chunks its receiving
 #: times to stay within it): 16 arrays within 256 MB keep each below glibc's largest heap block (32 MB),
 #: which runtime.keep_freed_memory then reuses instead of faulting in fresh pages (benchmarks/malloc.py).
@@ -394,7 +399,16 @@ def lag_ensemble(cfg: Mapping) -> int:
     ``recovery.ensemble_lags`` (at most the grid's) where :func:`ensemble_training` says so for a
     chunk and the control, else 0 (one training at a time)."""
     E = min(cfg["recovery"]["ensemble_lags"], len(recovery_lags(cfg)))
-    return E if ensemble_training(cfg, E + 1) else 0
+    if not ensemble_training(cfg, E + 1):
+        return 0
+    fit = min(_members_that_fit(cfg, m) for m in cfg["recovery"]["models"] or cfg["models"]) - 1  # the control
+    return min(E, fit) if fit > 0 else 0
+
+
+def _members_that_fit(cfg: Mapping, model: str) -> int:
+    """Networks of ``model`` a scored training holds in :data:`GPU_MEMORY_MB` (:func:`scored_gpu_mem_mb`)."""
+    free = GPU_MEMORY_MB - scored_gpu_mem_mb(cfg, model, 0)
+    return int(free * 2**20 // max(_activation_bytes(cfg, model), 1))
 
 
 def recovery_snapshot_cpu_seconds(cfg: Mapping, model: str, steps: int | None = None, trainings: int = 1,
@@ -451,6 +465,16 @@ def snapshot_gpu_mem_mb(cfg: Mapping, model: str) -> int:
     curve = min(memory_curve_bytes(curve_batch, t["T"], h, t["T"]),  # the memory curve at the device's budget
                 max(DEVICE_MEMORY_CURVE_BYTES, memory_curve_bytes(curve_batch, t["T"], h, 1))) / 2**20
     return max(snapshot_mem_mb(cfg, model) - 1200, math.ceil(peak), math.ceil(curve)) + GPU_CONTEXT_MB
+
+
+def train_together(cfg: Mapping) -> bool:
+    """Whether one train_ensemble job per model trains its (optimizer, seed) runs together:
+    :func:`ensemble_training` says so and, under ``ensemble: auto``, every model's ensemble fits
+    :data:`GPU_MEMORY_MB` (:func:`ensemble_gpu_mem_mb`); else one train_model job per run."""
+    if not ensemble_training(cfg, ensemble_runs(cfg)):
+        return False
+    return cfg.get("ensemble", "auto") != "auto" or all(
+        ensemble_gpu_mem_mb(cfg, m) <= GPU_MEMORY_MB for m in cfg["models"])
 
 
 def ensemble_training(cfg: Mapping, members: int) -> bool:

@@ -4,9 +4,9 @@
 # (learnwin.infra.resources.MAX_RUNTIME) is re-submitted as often as it needs (retries).
 
 
-# On CUDA (learnwin.infra.resources.ensemble_training, config key `ensemble`) one job per model trains
+# On CUDA (learnwin.infra.resources.train_together, config key `ensemble`) one job per model trains
 # its (optimizer, seed) runs together (learnwin.models.ensemble) and writes each run's usual outputs.
-if resources.ensemble_training(config, resources.ensemble_runs(config)):
+if resources.train_together(config):
 
     rule train_ensemble:
         input:
