@@ -177,8 +177,7 @@ class _MemberScan:
                                            {f"net.{k}": v for k, v in b.items()}), args)
 
         self.function, self.inputs = function, inputs
-        self._parts = vmap(call)
-        self.readouts = vmap(call)
+        self._parts = self.readouts = vmap(call)  # no hidden states: the recurrence's inputs; with them: readouts
         self.losses = vmap(lambda p, b, hidden, y: torch.mean((call(p, b, hidden) - y) ** 2))
 
     @staticmethod
