@@ -202,7 +202,7 @@ class GatedCell(CellState, nn.Module):
 
     def step_input(self, x: Tensor) -> Tensor:
         """The fused input projection xp = x W_in^T + b_in that :meth:`cell_step` takes."""
-        return F.linear(x, torch.cat(self.input_weights(), 0), torch.cat(self.input_biases(), 0))
+        return F.linear(x, *bptt.projection(self))
 
     def cell_step(self, xp: Tensor, z: Tensor) -> tuple[Tensor, Tensor]:
         """(hidden_t, z_t) from the projected input ``xp`` and z_{t-1}, through :meth:`step`."""
@@ -234,9 +234,7 @@ class GatedCell(CellState, nn.Module):
 
     # -- scan ---------------------------------------------------------------------------
     def _scan(self, x: Tensor, trace: bool):
-        w_in = torch.cat(self.input_weights(), 0)
-        b_in = torch.cat(self.input_biases(), 0)
-        xproj = F.linear(x, w_in, b_in).unbind(1)  # T x (B, G*H)
+        xproj = F.linear(x, *bptt.projection(self)).unbind(1)  # T x (B, G*H)
         u_rec = self.recurrent()
         zero = x.new_zeros(x.shape[0], self.hidden_size)
         state = self.state_of(zero, zero)

@@ -26,8 +26,8 @@ Members: the same Functions, loops and kernels train E networks of one shape at 
 dimension (recurrence.py's convention: x (E, B, T, D) or shared (B, T, D), weights (E, rows, cols),
 per-network vectors (E, 1, .)): each step's matmuls are batched over the members, and the outputs
 are (E, B, T, H). They run in the mode of the device like one network's (on CUDA compiled and
-graphed, a pair of graphs per shape), and eagerly where that mode is bptt's path (the CPU): bptt
-has no member dimension.
+graphed, a pair of graphs per shape); where the device has no fused mode (the CPU), :func:`pick`
+gives bptt's Functions, which take the member dimension too.
 """
 
 from __future__ import annotations
