@@ -16,25 +16,9 @@
 LAG_ENSEMBLE = resources.lag_ensemble(config)
 
 
-def costed(size):
-    """``size`` (a learnwin.infra.resources function of (config, model, ...)) with a plain module
-    (REC_MODULES) sized as the LSTM, the costliest registered cell: its cost law is unknown.
-    """
-    return lambda cfg, model, *args, **kw: size(
-        cfg, "lstm" if model in REC_MODULES else model, *args, **kw
-    )
-
-
 BUDGET_RETRIES = resume_retries(
     "train_budget", costed(resources.budget_runtime_min), REC_MODELS
 )
-
-
-def budget_model_config(wildcards):
-    """The model section a budget job builds its network from: a plain module's import path."""
-    if wildcards.model in REC_MODULES:
-        return {"module": REC_MODULES[wildcards.model]}
-    return section("model")
 
 
 BUDGET_ENSEMBLE = {"ensemble": LAG_ENSEMBLE} if LAG_ENSEMBLE else {}

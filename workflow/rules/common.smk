@@ -170,3 +170,19 @@ def budget_runs(path, models=None):
         model=models or REC_MODELS,
         seed=BUDGET_SEEDS[wc.seed_set],
     )
+
+
+def costed(size):
+    """``size`` (a learnwin.infra.resources function of (config, model, ...)) with a plain module
+    (REC_MODULES) sized as the LSTM, the costliest registered cell: its cost law is unknown.
+    """
+    return lambda cfg, model, *args, **kw: size(
+        cfg, "lstm" if model in REC_MODULES else model, *args, **kw
+    )
+
+
+def budget_model_config(wildcards):
+    """The model section a budget job builds its network from: a plain module's import path."""
+    if wildcards.model in REC_MODULES:
+        return {"module": REC_MODULES[wildcards.model]}
+    return section("model")

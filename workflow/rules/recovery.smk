@@ -143,9 +143,7 @@ rule aggregate_recovery:
         scores=REC_RUNS["scores"],
         window=REC_RUNS["window"],
         H_N_agg=STATS["H_N_agg"],
-        decay=expand(
-            DECAY, optimizer=REC_OPT, model=REC_CELLS, epoch=str(REC["epoch"])
-        ),
+        decay=expand(DECAY, optimizer=REC_OPT, model=REC_CELLS, epoch=str(REC["epoch"])),
     output:
         **{name: layout.RECOVERY[name] for name in layout.RECOVERY},
     log:
