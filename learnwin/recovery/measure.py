@@ -62,7 +62,8 @@ def measure_window(
     held-out sequences at each budget, with early stop and the frontier rule (``frontier_stop``, 0:
     every lag). ``name`` seeds the paired init as a model name does in the workflow, so a
     registered cell's builder named as the cell gives the workflow's scores. ``optim_config``: the
-    optimizer's hyper-parameters (None: adamw's lr 0.005, weight decay 1e-4). ``resume``: a
+    optimizer's hyper-parameters (None: adamw's lr 0.005, weight decay 1e-4; another optimizer's
+    defaults). ``resume``: a
     directory where each finished training is kept and from which a re-run with the same settings
     goes on. ``progress``: one line per lag on stderr.
 
@@ -78,7 +79,8 @@ def measure_window(
     network = plain_network(make_model, name, T)
     network.make(D)  # a factory or an output that cannot train stops here, before any training
     source = f"{getattr(make_model, '__module__', '')}:{getattr(make_model, '__qualname__', repr(make_model))}"
-    optim_config = dict(lr=0.005, weight_decay=1e-4) if optim_config is None and optimizer == "adamw" else optim_config
+    if optim_config is None:  # the config's adamw; another optimizer's own defaults
+        optim_config = dict(lr=0.005, weight_decay=1e-4) if optimizer == "adamw" else {}
     tables, t0 = [], time.perf_counter()
     for seed in seeds:
         run = Settings(model=name, optimizer=optimizer, seed=seed, lags=lags, budgets=budgets, batch_size=batch_size,
