@@ -13,7 +13,9 @@ The public face, for use on your own cells and checkpoints:
 - :class:`BlockSpec` and :func:`register_block` -- a block of your own that stacks any cell
   (``learnwin.infra.blocks``, docs/method.md §2c), registered as a cell is;
 - :func:`probe` -- envelope, per-unit rates, psi and the total gradient of a cell on data (§4-5);
-- :func:`snapshot_checkpoint` -- the same for a trained checkpoint, as the workflow runs it.
+- :func:`snapshot_checkpoint` -- the same for a trained checkpoint, as the workflow runs it;
+- :func:`measure_window` -- the window of any sequence model (a plain ``nn.Module``) under a
+  training budget, by the workflow's budget protocol (``learnwin.recovery.measure``, §10b).
 
 The stages live in subpackages (docs/architecture.md): ``models`` (data, cells, stacks,
 training), ``probing`` (envelope, transports, psi), ``stats`` (tails, decay classes, window,
@@ -36,6 +38,7 @@ _PUBLIC = {
     "register_block": "learnwin.infra.registry",
     "probe": "learnwin.probing.snapshot",
     "snapshot_checkpoint": "learnwin.probing.snapshot",
+    "measure_window": "learnwin.recovery.measure",
 }
 __all__ = ["__version__", *_PUBLIC]
 

@@ -44,6 +44,16 @@ BAD = {
     "dataset protocol without the main run's optimizer": (
         lambda cfg: cfg.update(optimizers=["sgd_momentum"], recovery={**cfg["recovery"], "protocol": "dataset"}),
         r"recovery.optimizer = 'adamw' must be one of optimizers = \['sgd_momentum'\]"),
+    "recovery model neither a cell nor a module": (
+        lambda cfg: cfg["recovery"].update(models=["gru", "mine"], modules={"other": "pkg.mod:make"}),
+        r"recovery.models \['mine'\] are not registered cells; .* recovery.models may also name recovery.modules "
+        r"\['other'\]"),
+    "module named as a cell": (_set(["recovery", "modules"], {"gru": "pkg.mod:make"}),
+                               r"recovery.modules: 'gru' must match \[a-z\]\[a-z0-9_\]\* and not be a registered cell"),
+    "module path without its function": (_set(["recovery", "modules"], {"mine": "pkg.mod"}),
+                                         r"'pkg.mod' does not match"),
+    "module in the main run": (lambda cfg: cfg.update(models=["gru", "mine"], recovery={**cfg["recovery"], "modules": {
+        "mine": "pkg.mod:make"}}), r"models \['mine'\] are not registered cells"),
     "cells module missing": (_set(["model", "cells_module"], "no_such_cells"),
                              r"model.cells_module = 'no_such_cells' cannot be imported"),
     "unknown optimizer": (_set(["optimizers"], ["adamw", "lbfgs"]),
@@ -121,6 +131,8 @@ def test_budget_protocol_needs_no_main_run_of_its_models():
     cfg.update(models=["mingru"], optimizers=["sgd_momentum"],
                recovery={**cfg["recovery"], "protocol": "budget", "models": ["gru", "lstm"]})
     assert resolve(cfg)["recovery"]["models"] == ["gru", "lstm"]
+    cfg["recovery"].update(models=["gru", "mine"], modules={"mine": "pkg.mod:make"})  # a plain module (§10b)
+    assert resolve(cfg)["recovery"]["modules"] == {"mine": "pkg.mod:make"}
 
 
 def test_cuda_is_checked_where_the_job_runs_not_where_the_dag_is_built(monkeypatch):

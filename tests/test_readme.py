@@ -1,4 +1,5 @@
-"""The README's library example runs and recovers the analytic time scales tau = -1/log(a)."""
+"""The README's library example runs and recovers the analytic time scales tau = -1/log(a); its
+measure_window example prints what the README shows."""
 
 import contextlib
 import io
@@ -34,3 +35,21 @@ def test_readme_library_example():
     assert env["f"].is_monotonic_decreasing and len(scope["psi"]) == 32 * 13
     shown = re.search(r"It prints .*?\n\n```\n(.*?)```", text, re.S).group(1)
     assert out.getvalue() == shown  # the output the README shows
+
+
+def test_readme_measure_window_example():
+    """The "Measure your own model's window" example prints the output the README shows, and its
+    window is the learned prefix of its learning budgets (read from the printed tables)."""
+    text = README.read_text().split("<!-- measure-example -->", 1)[1]
+    code = re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    scope: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        exec(compile(code, "README.md", "exec"), scope)
+    shown = re.search(r"It prints .*?\n\n```\n(.*?)```", text, re.S).group(1)
+    assert out.getvalue() == shown
+    window, budget = scope["w"].window, scope["w"].learning_budget
+    at = budget[budget["threshold"] == 0.2].set_index("lag")
+    for row in window[window["threshold"] == 0.2].itertuples():
+        learned = [lag for lag, grid in at["N_hat_grid"].items() if grid <= row.N]
+        prefix = [lag for lag in at.index if lag <= row.H_emp]
+        assert set(prefix) <= set(learned) and (row.H_emp == at.index[-1] or at.index[len(prefix)] not in learned)

@@ -11,6 +11,7 @@ the one check that needs the job's host, a visible CUDA device, runs in the job 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -143,11 +144,17 @@ def check_models(config: Mapping) -> None:
         registry.load_cells(module)
     except ImportError as err:
         raise ConfigError(f"model.cells_module = {module!r} cannot be imported: {err}") from err
-    for key, names in (("models", config["models"]), ("recovery.models", config["recovery"]["models"] or [])):
-        unknown = [m for m in names if m not in registry.CELLS]
+    modules = config["recovery"].get("modules") or {}
+    for key, names, plain in (("models", config["models"], {}),
+                              ("recovery.models", config["recovery"]["models"] or [], modules)):
+        unknown = [m for m in names if m not in registry.CELLS and m not in plain]
         if unknown:
             raise ConfigError(f"{key} {unknown} are not registered cells; allowed: {', '.join(registry.CELLS)}"
-                              + ("" if module else " (a cell of your own: set model.cells_module)"))
+                              + ("" if module else " (a cell of your own: set model.cells_module)")
+                              + (f"; recovery.models may also name recovery.modules {sorted(modules)}" if modules else ""))
+    for name in modules:
+        if name in registry.CELLS or not re.fullmatch(r"[a-z][a-z0-9_]*", name):
+            raise ConfigError(f"recovery.modules: {name!r} must match [a-z][a-z0-9_]* and not be a registered cell")
     block = registry.shape(config["model"])[1]
     if block != "published" and block not in registry.BLOCKS:
         raise ConfigError(f"model.block = {block!r} is not a registered block; allowed: published, "

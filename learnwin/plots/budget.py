@@ -39,8 +39,8 @@ OUTLINE = [patheffects.withStroke(linewidth=2.6, foreground="k")]
 
 
 def _models(df: pd.DataFrame) -> list[str]:
-    """The models of ``df`` in the registry's order."""
-    return [m for m in MODEL_COLORS if m in set(df["model"])]
+    """The models of ``df`` in the registry's order, then the others (plain modules, black)."""
+    return [m for m in MODEL_COLORS if m in set(df["model"])] + sorted(set(df["model"]) - set(MODEL_COLORS))
 
 
 def _at(df: pd.DataFrame, threshold: float) -> pd.DataFrame:
@@ -105,7 +105,7 @@ def _per_threshold(df: pd.DataFrame, draw, *, xlabel: str, ylabel: str, extra: l
             no_data(ax)
             continue
         for model in models:
-            draw(ax, rows[rows["model"] == model], MODEL_COLORS[model])
+            draw(ax, rows[rows["model"] == model], MODEL_COLORS.get(model, "k"))
         ax.set_xlabel(xlabel)
         ax.set_title(f"r > {t:g}")
     axes[0, 0].set_ylabel(ylabel)

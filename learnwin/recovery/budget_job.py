@@ -43,6 +43,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
@@ -53,18 +54,21 @@ import torch
 from learnwin.infra.resume import Units
 from learnwin.models.ensemble import Ensemble
 from learnwin.models.train import checkpoint, checkpoint_meta, divergence, train_step
+from learnwin.recovery.plain import network_of
 from learnwin.recovery.task import (
     PREDICT_BATCH,
+    Network,
     check_recorded,
     held_out_scores,
+    init_network,
     init_seed,
     initial,
     job_data,
+    lag_task,
     scores_of,
 )
 from learnwin.stats.budget import budget_grid, first_pair
 from learnwin.stats.groundtruth import margin
-from learnwin.tasks.synthetic import lag_targets
 
 log = logging.getLogger(__name__)
 
@@ -129,34 +133,73 @@ def online_ensemble(
     ens.sync()
 
 
-class _Job:
+@dataclass(frozen=True)
+class Settings:
+    """One (model, seed) of the budget protocol (docs/method.md §10b), as the workflow's rule gives
+    it (its wildcards and params): ``budgets`` multiples of ``batch_size``; ``train_config["grad_clip"]``
+    and ``gt`` (coef, n_test, n_perm, null_quantile) as in §10; ``thresholds`` the learned
+    criterion's (its early stop and frontier rule)."""
+
+    model: str
+    optimizer: str
+    seed: int
+    lags: Sequence[int]
+    budgets: Sequence[int]
+    batch_size: int
+    task: Mapping
+    model_config: Mapping
+    optim_config: Mapping
+    train_config: Mapping
+    gt: Mapping
+    thresholds: Sequence[float] = ()
+    device: str = "cpu"
+
+
+@dataclass
+class Member:
+    """One training of a job (:meth:`BudgetJob.member`): its targets ``y`` (n, T), its ``label`` in the
+    run's name, the ``lags`` it is scored at, ``stop(rows)`` that ends it early (None: never), and
+    its score ``rows`` as they come."""
+
+    y: np.ndarray
+    label: str
+    lags: list[int]
+    stop: Callable[[list[dict]], bool] | None
+    rows: list[dict]
+
+
+class BudgetJob:
     """One (model, seed) of the budget protocol (docs/method.md §10b): its data, paired init and
     targets, the control's score rows as they come, the learned criterion, and its trainings, one
-    at a time (:meth:`trained`) or as one ensemble (:meth:`together`); ``units`` keeps the finished
-    ones (:meth:`lag_rows`; None: none kept)."""
+    at a time (:meth:`trained`) or as one ensemble (:meth:`together`), of ``network`` (None: the
+    registered cell ``run.model`` or the plain module of ``run.model_config``,
+    :func:`learnwin.recovery.plain.network_of`). ``early_stop`` and ``ensemble`` as
+    :func:`budget_trainings` takes them; ``resume`` keeps the finished trainings (:meth:`lag_rows`;
+    None: none kept)."""
 
-    def __init__(self, *, model: str, optimizer: str, seed: int, lags: Sequence[int], thresholds: Sequence[float],
-                 budgets: Sequence[int], batch_size: int, task: Mapping, model_config: Mapping, optim_config: Mapping,
-                 train_config: Mapping, gt: Mapping, device: str, units: Units | None = None):
-        self.model, self.optimizer, self.device, self.gt = model, optimizer, device, gt
-        self.model_config, self.optim_config, self.batch_size = model_config, optim_config, batch_size
-        self.grad_clip = train_config["grad_clip"]
-        self.budgets = budget_grid(budgets, batch_size)
-        self.lags = np.asarray(sorted(lags), dtype=int)
-        self.thr = np.array([min(thresholds), max(thresholds)], dtype=float)[:, None]  # frontier's, early stop's
+    def __init__(self, run: Settings, network: Network | None = None, *, early_stop: bool = True,
+                 ensemble: int = 0, resume: str | Path | None = None):
+        self.run, self.early_stop, self.ensemble = run, early_stop, ensemble
+        self.spec = network or network_of(run.model, run.model_config, run.task["T"])
+        self.grad_clip = run.train_config["grad_clip"]
+        self.budgets = budget_grid(run.budgets, run.batch_size)
+        self.lags = np.asarray(sorted(run.lags), dtype=int)
+        self.thr = np.array([min(run.thresholds), max(run.thresholds)], dtype=float)[:, None]  # frontier's, early stop's
         n_max = int(self.budgets[-1])
-        self.init = init_seed(seed, model)
-        self.data = job_data(seed, task, gt, n_max, device)
+        self.init = init_seed(run.seed, run.model)
+        self.data = job_data(run.seed, run.task, run.gt, n_max, run.device)
         self.x = torch.from_numpy(self.data["x_all"])  # on the host: online moves each batch to the device
         self.perm = np.random.default_rng([self.init, n_max]).permutation(n_max)
-        self.name, self.lr_key = f"model={model} optimizer={optimizer} seed={seed}", f"optim.{optimizer}.lr"
+        self.name = f"model={run.model} optimizer={run.optimizer} seed={run.seed}"
+        self.lr_key = f"optim.{run.optimizer}.lr"
         self.control: list[dict] = []  # the control's rows, budget by budget
-        self.units = units or Units(None, (), self.name)
+        settings = {**asdict(run), "lags": self.lags.tolist(), "early_stop": early_stop, "ensemble": ensemble}
+        self.units = Units(resume, settings, self.name)
 
     def network(self):
         """(network, optimizer) at the paired init."""
-        return initial(self.model, self.optimizer, self.x.shape[-1], init=self.init, model_config=self.model_config,
-                       optim_config=self.optim_config, device=self.device)
+        return init_network(self.spec, self.run.optimizer, self.x.shape[-1], init=self.init,
+                            optim_config=self.run.optim_config, device=self.run.device)
 
     def learned(self, rows: list[dict], i: int) -> np.ndarray:
         """(smallest, largest threshold) x budgets scored so far: grid lag ``i`` learned (the
@@ -165,85 +208,103 @@ class _Job:
         r_ctrl = np.array([row["r"] for row in self.control[:len(rows) * self.lags.size]])
         return margin(r, r_ctrl.reshape(len(rows), self.lags.size)[:, i], null, self.thr) > 0
 
-    def member(self, i: int | None, early_stop: bool = True) -> tuple:
-        """(targets, label, scored lags, stop, rows) of the control (``i`` None: the first grid
-        lag's targets under one permutation of the stream, scored at every grid lag, its rows
-        :attr:`control`) or of grid lag i's training, whose ``stop(rows)`` (with ``early_stop``)
-        ends it once learned at two consecutive budgets under the largest threshold."""
+    def member(self, i: int | None) -> Member:
+        """The control (``i`` None: the first grid lag's targets under one permutation of the
+        stream, scored at every grid lag, its rows :attr:`control`) or grid lag i's training, which
+        (with :attr:`early_stop`) stops once learned at two consecutive budgets under the largest
+        threshold."""
         lag = int(self.lags[0 if i is None else i])
-        y = lag_targets(self.data["y0_all"], self.data["comp_train"], lag, self.gt["coef"])
+        y = lag_task(self.run.seed, self.run.task, self.data, lag, self.run.gt["coef"])
         if i is None:
-            return y[self.perm], "control", self.lags.tolist(), None, self.control
-        stop = (lambda rows: first_pair(self.learned(rows, i)[1]) >= 0) if early_stop else None
-        return y, f"lag={lag}", [lag], stop, []
+            return Member(y[self.perm], "control", self.lags.tolist(), None, self.control)
+        stop = (lambda rows: first_pair(self.learned(rows, i)[1]) >= 0) if self.early_stop else None
+        return Member(y, f"lag={lag}", [lag], stop, [])
 
-    def trained(self, y: np.ndarray, label: str, score_lags, stop, rows: list[dict]) -> list[dict]:
-        """One training on targets ``y``: its score rows, appended to ``rows``; ``stop(rows)`` ends
-        it early."""
+    def trained(self, member: Member) -> list[dict]:
+        """One training, alone: its score rows, appended to ``member.rows``."""
         net, opt = self.network()
-        t0 = time.perf_counter()
-        for N in online(net, opt, self.x, torch.from_numpy(y), budgets=self.budgets, batch_size=self.batch_size,
-                        grad_clip=self.grad_clip, run_name=f"{self.name} {label}", lr_key=self.lr_key,
-                        device=self.device):
-            r, null = held_out_scores(net, self.data, score_lags, init=self.init, gt=self.gt)
+        t0, rows = time.perf_counter(), member.rows
+        for N in online(net, opt, self.x, torch.from_numpy(member.y), budgets=self.budgets,
+                        batch_size=self.run.batch_size, grad_clip=self.grad_clip,
+                        run_name=f"{self.name} {member.label}", lr_key=self.lr_key, device=self.run.device):
+            r, null = held_out_scores(net, self.data, member.lags, init=self.init, gt=self.run.gt)
             net.train()
             seconds = time.perf_counter() - t0
-            rows += [dict(N=int(N), lag=int(lag), r=a, null=b, seconds=seconds) for lag, a, b in zip(score_lags, r, null)]
-            if stop is not None and stop(rows):
+            rows += [dict(N=int(N), lag=int(lag), r=a, null=b, seconds=seconds) for lag, a, b in zip(member.lags, r, null)]
+            if member.stop is not None and member.stop(rows):
                 break
         return rows
 
-    def together(self, members: Sequence[tuple], budgets: Sequence[int]) -> list[tuple]:
-        """The trainings ``members`` (as :meth:`member` gives them, the control first if in) to
-        ``budgets`` as one ensemble (:func:`online_ensemble`): their score rows appended to their
-        rows (``seconds``: the ensemble's wall time from the init); returns each one's (network,
-        optimizer) at its last scored budget."""
+    def together(self, members: Sequence[Member], budgets: Sequence[int]) -> list[tuple]:
+        """The trainings ``members`` (the control first if in) to ``budgets`` as one ensemble
+        (:func:`online_ensemble`): their score rows appended to their rows (``seconds``: the
+        ensemble's wall time from the init); returns each one's (network, optimizer) at its last
+        scored budget."""
         pairs = [self.network() for _ in members]
         t0 = time.perf_counter()
 
         def scored(k: int, N: int, pred: np.ndarray) -> bool:
-            _, _, score_lags, stop, rows = members[k]
-            r, null = scores_of(pred, self.data, score_lags, init=self.init, gt=self.gt)
+            m = members[k]
+            r, null = scores_of(pred, self.data, m.lags, init=self.init, gt=self.run.gt)
             seconds = time.perf_counter() - t0
-            rows += [dict(N=N, lag=int(lag), r=a, null=b, seconds=seconds) for lag, a, b in zip(score_lags, r, null)]
-            return stop is not None and stop(rows)
+            m.rows += [dict(N=N, lag=int(lag), r=a, null=b, seconds=seconds) for lag, a, b in zip(m.lags, r, null)]
+            return m.stop is not None and m.stop(m.rows)
 
-        online_ensemble([net for net, _ in pairs], [opt for _, opt in pairs], self.x, [m[0] for m in members],
-                        optimizer=self.optimizer, optim_config=self.optim_config, budgets=budgets,
-                        batch_size=self.batch_size, grad_clip=self.grad_clip,
-                        run_names=[f"{self.name} {m[1]}" for m in members], lr_key=self.lr_key,
-                        x_test=self.data["x_test"], scored=scored, device=self.device)
+        online_ensemble([net for net, _ in pairs], [opt for _, opt in pairs], self.x, [m.y for m in members],
+                        optimizer=self.run.optimizer, optim_config=self.run.optim_config, budgets=budgets,
+                        batch_size=self.run.batch_size, grad_clip=self.grad_clip,
+                        run_names=[f"{self.name} {m.label}" for m in members], lr_key=self.lr_key,
+                        x_test=self.data["x_test"], scored=scored, device=self.run.device)
         return pairs
 
-    def lag_rows(self, ensemble: int, early_stop: bool) -> Iterator[list[dict]]:
+    def lag_rows(self) -> Iterator[list[dict]]:
         """Each grid lag's score rows, in lag order, the control's first (into :attr:`control`): one
-        training at a time (``ensemble`` 0), or in chunks of ``ensemble`` lags, the control with the
-        first; a consumer that stops early trains no further chunk. Each training (each chunk) is
-        one of :attr:`units`: a finished one's rows are taken from there."""
-        if not ensemble:
+        training at a time (:attr:`ensemble` 0), or in chunks of :attr:`ensemble` lags, the control
+        with the first; a consumer that stops early trains no further chunk. Each training (each
+        chunk) is one of :attr:`units`: a finished one's rows are taken from there."""
+        if not self.ensemble:
             self.control[:] = self.units.run("control", partial(self.alone, None))
             for i in range(self.lags.size):
-                yield self.units.run(f"lag={self.lags[i]}", partial(self.alone, i, early_stop))
+                yield self.units.run(f"lag={self.lags[i]}", partial(self.alone, i))
             return
-        log.info("%s: the lags in chunks of %d as one ensemble each, the control with the first", self.name, ensemble)
-        for first in range(0, self.lags.size, ensemble):
-            done = self.units.run(f"lags={self.lags[first]}..", partial(self.chunk_rows, first, ensemble, early_stop))
+        log.info("%s: the lags in chunks of %d as one ensemble each, the control with the first", self.name,
+                 self.ensemble)
+        for first in range(0, self.lags.size, self.ensemble):
+            done = self.units.run(f"lags={self.lags[first]}..", partial(self.chunk_rows, first))
             if first == 0:
                 self.control[:] = done["control"]
             yield from done["lags"]
 
-    def alone(self, i: int | None, early_stop: bool = True) -> list[dict]:
+    def task_rows(self, frontier_stop: int) -> Iterator[list[dict]]:
+        """Each grid lag's score rows (:meth:`lag_rows`) until the frontier rule stops after
+        ``frontier_stop`` consecutive lags with no learned pair by N_max under the smallest
+        threshold (0: every lag)."""
+        unlearned = 0
+        for i, rows in enumerate(self.lag_rows()):
+            yield rows
+            unlearned = unlearned + 1 if first_pair(self.learned(rows, i)[0]) < 0 else 0
+            if frontier_stop and unlearned >= frontier_stop:
+                return
+
+    def table(self, task: Sequence[dict]) -> pd.DataFrame:
+        """The scores table of the control's rows and the lags' rows ``task``, keyed by the job."""
+        keys = dict(model=self.run.model, optimizer=self.run.optimizer, seed=self.run.seed)
+        rows = [dict(target="control", **row) for row in self.control] + [dict(target="task", **row) for row in task]
+        out = pd.DataFrame(rows, columns=["target", "lag", "N", "r", "null", "seconds"]).assign(**keys)
+        return out[[*keys, "target", "lag", "N", "r", "null", "seconds"]]
+
+    def alone(self, i: int | None) -> list[dict]:
         """The score rows of the control (``i`` None) or of grid lag i trained alone (:meth:`member`,
         :meth:`trained`)."""
-        return self.trained(*self.member(i, early_stop))
+        return self.trained(self.member(i))
 
-    def chunk_rows(self, first: int, ensemble: int, early_stop: bool) -> dict:
-        """The score rows of the chunk of ``ensemble`` grid lags from index ``first`` trained as one
-        ensemble (the control with the first chunk): ``control`` (:attr:`control`) and ``lags``,
+    def chunk_rows(self, first: int) -> dict:
+        """The score rows of the chunk of :attr:`ensemble` grid lags from index ``first`` trained as
+        one ensemble (the control with the first chunk): ``control`` (:attr:`control`) and ``lags``,
         one list per lag."""
-        chunk = [self.member(i, early_stop) for i in range(first, min(first + ensemble, self.lags.size))]
+        chunk = [self.member(i) for i in range(first, min(first + self.ensemble, self.lags.size))]
         self.together([self.member(None), *chunk] if first == 0 else chunk, self.budgets)
-        return {"control": self.control, "lags": [member[-1] for member in chunk]}
+        return {"control": self.control, "lags": [member.rows for member in chunk]}
 
 
 def budget_trainings(
@@ -256,30 +317,17 @@ def budget_trainings(
     every grid lag and budget) or "task" (the lag's own training, at its lag, at each budget until
     it stopped), with r, null and seconds (the training's wall time from its init to that score).
 
-    ``budgets``: increasing multiples of ``batch_size``; ``frontier_stop`` = 0 runs every lag;
-    ``early_stop`` = False runs every lag to N_max (a check); ``ensemble`` = E > 0 trains the lags
-    in chunks of E as one ensemble each (the same rows, r and null to rounding).
-    ``train_config["grad_clip"]`` and ``gt`` (coef, n_test, n_perm, null_quantile) as in §10.
-    ``resume``: the job's ``.resume/`` directory, where each finished training (chunk) keeps its
-    rows and from which a re-run with the same settings goes on (None: nothing kept).
+    The keywords are :class:`Settings`'; ``frontier_stop`` = 0 runs every lag; ``early_stop`` =
+    False runs every lag to N_max (a check); ``ensemble`` = E > 0 trains the lags in chunks of E as
+    one ensemble each (the same rows, r and null to rounding). ``resume``: the job's ``.resume/``
+    directory, where each finished training (chunk) keeps its rows and from which a re-run with the
+    same settings goes on (None: nothing kept).
     """
-    settings = dict(model=model, optimizer=optimizer, seed=seed, lags=sorted(lags), thresholds=thresholds,
-                    budgets=budgets, batch_size=batch_size, task=task, model_config=model_config,
-                    optim_config=optim_config, train_config=train_config, gt=gt, early_stop=early_stop,
-                    ensemble=ensemble, device=device)
-    units = Units(resume, settings, f"model={model} optimizer={optimizer} seed={seed}")
-    job = _Job(model=model, optimizer=optimizer, seed=seed, lags=lags, thresholds=thresholds, budgets=budgets,
-               batch_size=batch_size, task=task, model_config=model_config, optim_config=optim_config,
-               train_config=train_config, gt=gt, device=device, units=units)
-    table, unlearned = [], 0
-    for i, rows in enumerate(job.lag_rows(ensemble, early_stop)):
-        table += [dict(target="task", **row) for row in rows]
-        unlearned = unlearned + 1 if first_pair(job.learned(rows, i)[0]) < 0 else 0
-        if frontier_stop and unlearned >= frontier_stop:
-            break
-    keys = dict(model=model, optimizer=optimizer, seed=seed)
-    out = pd.DataFrame([dict(target="control", **row) for row in job.control] + table).assign(**keys)
-    return out[[*keys, "target", "lag", "N", "r", "null", "seconds"]]
+    run = Settings(model=model, optimizer=optimizer, seed=seed, lags=lags, budgets=budgets, batch_size=batch_size,
+                   task=task, model_config=model_config, optim_config=optim_config, train_config=train_config, gt=gt,
+                   thresholds=thresholds, device=device)
+    job = BudgetJob(run, early_stop=early_stop, ensemble=ensemble, resume=resume)
+    return job.table([row for rows in job.task_rows(frontier_stop) for row in rows])
 
 
 def budget_networks(
@@ -315,15 +363,16 @@ def budget_networks(
     if ensemble:
         if not thresholds:
             raise ValueError(f"{who}: budget_networks under an ensemble needs the job's thresholds (its early stop)")
-        job = _Job(model=model, optimizer=optimizer, seed=seed, lags=lags, thresholds=thresholds, budgets=budgets,
-                   batch_size=batch_size, task=task, train_config=train_config, gt=gt, device=device, **kw)
+        job = BudgetJob(Settings(model=model, optimizer=optimizer, seed=seed, lags=lags, budgets=budgets,
+                            batch_size=batch_size, task=task, train_config=train_config, gt=gt, thresholds=thresholds,
+                            device=device, **kw), ensemble=ensemble)
         chunk = [job.member(i) for i in (None, *range(min(ensemble, job.lags.size)))]
         net, opt = job.together(chunk, budgets[budgets <= n_stop])[1]
-        last = chunk[1][-1][-1]  # the first lag's last score row
+        last = chunk[1].rows[-1]  # the first lag's last score row
         r = last["r"] if last["N"] == n_stop else float("nan")
     else:
         data = job_data(seed, task, gt, n_stop, device)
-        y = torch.from_numpy(lag_targets(data["y0_all"], data["comp_train"], lag, gt["coef"]))
+        y = torch.from_numpy(lag_task(seed, task, data, lag, gt["coef"]))
         for _ in online(net, opt, torch.from_numpy(data["x_all"]), y, budgets=budgets[budgets <= n_stop],
                         batch_size=batch_size, grad_clip=train_config["grad_clip"],
                         run_name=f"{who} lag={lag}", lr_key=f"optim.{optimizer}.lr", device=device):

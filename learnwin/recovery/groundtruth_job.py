@@ -41,9 +41,8 @@ import torch
 
 from learnwin.infra.resume import Units
 from learnwin.models.train import checkpoint, checkpoint_meta, train_epoch
-from learnwin.recovery.task import check_recorded, held_out_scores, init_seed, initial, job_data
+from learnwin.recovery.task import check_recorded, held_out_scores, init_seed, initial, job_data, lag_task
 from learnwin.stats.groundtruth import bisect_window, margin
-from learnwin.tasks.synthetic import lag_targets
 
 ARMS = ("main", "full_grid", "double_steps")
 
@@ -87,7 +86,7 @@ def groundtruth_job(
     kw = dict(model=model, optimizer=optimizer, init=init, steps=steps, coef=gt["coef"], lags=lags,
               thresholds=thresholds, full_grid=arm == "full_grid", device=device, gt=gt,
               train_kw=dict(model_config=model_config, optim_config=optim_config, train_config=train_config),
-              name=name, units=Units(resume, settings, f"{name} arm={arm}"))
+              name=name, units=Units(resume, settings, f"{name} arm={arm}"), task_of=partial(lag_task, seed, task))
     score_rows, window_rows = [], []
     for N in sorted(n_train):
         s_rows, w_rows = _one_n(N, data, **kw)
@@ -102,13 +101,14 @@ def groundtruth_job(
 
 
 def _one_n(N, data, *, model, optimizer, init, steps, coef, lags, thresholds, full_grid, device,
-           gt, train_kw, name, units) -> tuple[list, list]:
+           gt, train_kw, name, units, task_of) -> tuple[list, list]:
     """Score and window rows of one N: the control, then the bisection per threshold (trainings
-    cached per lag), or every lag first when ``full_grid``; each training one of ``units``."""
+    cached per lag), or every lag first when ``full_grid``; each training one of ``units``;
+    ``task_of(data, lag, coef, N)`` a lag's targets (:func:`learnwin.recovery.task.lag_task`)."""
     x = torch.from_numpy(data["x_all"][:N]).to(device)
 
     def targets(lag):
-        return torch.from_numpy(lag_targets(data["y0_all"][:N], data["comp_train"][:N], lag, coef)).to(device)
+        return torch.from_numpy(task_of(data, lag, coef, N)).to(device)
 
     def fit(y, label):
         return train(model, optimizer, x, y, init=init, steps=steps, run_name=f"{name} N={N} {label}",
@@ -181,7 +181,7 @@ def groundtruth_networks(
     meta = {**checkpoint_meta(model, optimizer, seed, input_size=D, **kw), "task_lag": lag}
     net, opt = initial(model, optimizer, D, init=init, device=device, **kw)
     nets = {"init": checkpoint(net, opt, "init", meta, float("nan"))}
-    y = torch.from_numpy(lag_targets(data["y0_all"], data["comp_train"], lag, gt["coef"])).to(device)
+    y = torch.from_numpy(lag_task(seed, task, data, lag, gt["coef"])).to(device)
     net, opt = train(model, optimizer, torch.from_numpy(data["x_all"]).to(device), y, init=init, steps=steps,
                      train_config=train_config, run_name=f"model={model} seed={seed} N={N} lag={lag}", **kw)
     check_recorded(held_out_scores(net, data, [lag], init=init, gt=gt)[0][0], recorded, N=N, lag=lag,

@@ -1,25 +1,30 @@
 """The networks both ground-truth protocols train and rebuild (docs/method.md §10, §10b) on the
-synthetic task's single-lag stream (:mod:`learnwin.tasks.synthetic`): a seed's data on the
-device, the paired init of a (model, seed), the held-out score of a trained network, the check
-that a rebuilt network is the one scored, and the snapshots of the rebuilt networks for the
-prediction (:mod:`learnwin.stats.prediction`).
+single-lag stream of the config's task (``task.kind`` through the task table): a seed's data on the
+device and a lag's targets, the network a protocol trains (:class:`Network`: a registered cell or any module,
+:mod:`learnwin.recovery.plain`), the paired init of a (model, seed), the held-out score of a
+trained network, the check that a rebuilt network is the one scored, and the snapshots of the
+rebuilt networks for the prediction (:mod:`learnwin.stats.prediction`).
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pandas as pd
 import torch
+from torch import nn
 
 from learnwin.infra.config import lag_grid
+from learnwin.infra.tasks import spec_of
 from learnwin.models.cells import build_model
 from learnwin.models.train import make_optimizer
 from learnwin.probing.snapshot import snapshot_state
 from learnwin.stats.groundtruth import lag_scores
-from learnwin.tasks.synthetic import make_split, stream
+from learnwin.tasks.synthetic import components, lag_targets
 
 
 def init_seed(seed: int, model: str) -> int:
@@ -28,18 +33,58 @@ def init_seed(seed: int, model: str) -> int:
 
 
 def job_data(seed: int, task: Mapping, gt: Mapping, n_max: int, device: str = "cpu") -> dict:
-    """The single-lag stream of a seed's trainings (:func:`learnwin.tasks.synthetic.stream`, its
-    first ``gt["n_test"]`` diag sequences held out), x_test on ``device``."""
-    data = stream(seed, task, n_max, gt["n_test"])
-    data["x_test"] = torch.from_numpy(data["x_test"]).to(device)
-    return data
+    """The single-lag stream of a seed's trainings on the task ``task.kind`` (through the task
+    table, :mod:`learnwin.infra.tasks`; docs/method.md §10): the first ``n_max`` train sequences
+    with the task's noise-only targets (x_all, y0_all: its draw with no lag) and their components
+    u . x_t along the seed's direction (comp_train), and the first ``gt["n_test"]`` diag sequences
+    (x_test on ``device``, comp_test). :func:`lag_task` gives a lag's targets."""
+    spec = spec_of(task)
+    draw, u = spec.load("draw"), spec.load("direction")(seed, task)
+    none = {**task, "lags": [], "coefs": []}
+    x_all, y0_all = draw(seed, none, "train", n_max)
+    x_test, _ = draw(seed, none, "diag", gt["n_test"])
+    return dict(x_all=x_all, y0_all=y0_all, comp_train=components(x_all, u), comp_test=components(x_test, u),
+                x_test=torch.from_numpy(x_test).to(device))
+
+
+def lag_task(seed: int, task: Mapping, data: Mapping, lag: int, coef: float, n: int | None = None) -> np.ndarray:
+    """Targets (n, T) of the single-lag task at ``lag`` with coefficient ``coef`` on the first ``n``
+    (None: all) train sequences of ``data`` (:func:`job_data` of ``seed`` and ``task``): the task's
+    draw with that one lag; the synthetic task's from the stream's noise and components, without
+    drawing again (the same values bit for bit, tests/test_recovery_task.py)."""
+    n = len(data["x_all"]) if n is None else n
+    if task.get("kind", "synthetic") == "synthetic":
+        return lag_targets(data["y0_all"][:n], data["comp_train"][:n], lag, coef)
+    return spec_of(task).load("draw")(seed, {**task, "lags": [lag], "coefs": [coef]}, "train", n)[1]
+
+
+@dataclass(frozen=True)
+class Network:
+    """What a ground-truth protocol trains (docs/method.md §10b): ``name``, the model's (its init
+    seed's, :func:`init_seed`, and its runs'), and ``make(input_size)``, a fresh module mapping
+    inputs (B, T, D) to predictions (B, T), built under the init's torch seed."""
+
+    name: str
+    make: Callable[[int], nn.Module]
+
+
+def registered(model: str, model_config: Mapping) -> Network:
+    """The registered cell ``model`` with its readout under the ``model`` section (:func:`build_model`)."""
+    return Network(model, partial(build_model, model, **model_config))
 
 
 def initial(model: str, optimizer: str, input_size: int, *, init: int, model_config: Mapping,
             optim_config: Mapping, device: str = "cpu"):
     """(network, optimizer) of a (model, seed) at initialisation (torch seed ``init``)."""
+    return init_network(registered(model, model_config), optimizer, input_size, init=init,
+                        optim_config=optim_config, device=device)
+
+
+def init_network(network: Network, optimizer: str, input_size: int, *, init: int, optim_config: Mapping,
+                 device: str = "cpu"):
+    """(module, optimizer) of ``network`` at initialisation (torch seed ``init``)."""
     torch.manual_seed(init)
-    net = build_model(model, input_size, **model_config).to(device)
+    net = network.make(input_size).to(device)
     return net, make_optimizer(optimizer, net.parameters(), optim_config)
 
 
@@ -82,7 +127,7 @@ def groundtruth_snapshots(
     their single-lag task; ``snapshot`` is the config's snapshot section."""
     first = next(iter(nets.values()))  # the networks share their seed and task
     seed, lag = first["seed"], first["task_lag"]
-    x, y = make_split(seed, "diag", task["n_diag"], task["T"], task["D"], [lag], [gt["coef"]], task["noise_std"])
+    x, y = spec_of(task).load("draw")(seed, {**task, "lags": [lag], "coefs": [gt["coef"]]}, "diag", task["n_diag"])
     tables = []
     for name, state in nets.items():
         keys = dict(model=state["cell"], optimizer=state["optimizer_name"], seed=seed, epoch=name)

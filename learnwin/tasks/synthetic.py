@@ -7,9 +7,10 @@ drawn once per seed. Each split (train, val, diag) has its own seeded stream der
 sequences of a split are the same whatever its size: changing n_train changes neither val nor
 diag, nor the first sequences of train.
 
-Single-lag stream (docs/method.md §1 with one lag, §10b): y_t = c (u . x_{t-l}) 1[t >= l] + eps_t.
-Training sets are prefixes of the seed's train stream; the scores are taken on the first
-``n_test`` sequences of the diag stream, never trained on.
+Single-lag stream (docs/method.md §1 with one lag, §10b): y_t = c (u . x_{t-l}) 1[t >= l] + eps_t
+(:func:`lag_targets`, from the noise and the components u . x_t). Training sets are prefixes of the
+seed's train stream; the scores are taken on the first ``n_test`` sequences of the diag stream,
+never trained on (:func:`learnwin.recovery.task.job_data`).
 """
 
 from __future__ import annotations
@@ -94,18 +95,6 @@ def draw(seed: int, task: Mapping, split: str, n: int) -> tuple[np.ndarray, np.n
 def direction(seed: int, task: Mapping) -> np.ndarray:
     """The seed's unit vector u (the task table's ``direction``)."""
     return task_vector(seed, task["D"])
-
-
-def stream(seed: int, task: Mapping, n_max: int, n_test: int) -> dict:
-    """The single-lag stream of a seed's trainings: the first ``n_max`` sequences of the train
-    stream with noise-only targets (x_all, y0_all) and their components comp_train = u . x_t, and
-    the first ``n_test`` of the diag stream (x_test, comp_test)."""
-    T, D, noise = task["T"], task["D"], task["noise_std"]
-    u = task_vector(seed, D)
-    x_all, y0_all = make_split(seed, "train", n_max, T, D, [], [], noise)
-    x_test, _ = make_split(seed, "diag", n_test, T, D, [], [], noise)
-    return dict(x_all=x_all, y0_all=y0_all, comp_train=components(x_all, u), comp_test=components(x_test, u),
-                x_test=x_test)
 
 
 def lag_targets(y0: np.ndarray, comp: np.ndarray, lag: int, coef: float) -> np.ndarray:

@@ -14,6 +14,13 @@
 # chunks of recovery.ensemble_lags along a leading ensemble dimension, and snapshot_budget trains its
 # first chunk again (with the thresholds of its early stop) to rebuild the network it scored.
 LAG_ENSEMBLE = resources.lag_ensemble(config)
+
+
+BUDGET_RETRIES = resume_retries(
+    "train_budget", costed(resources.budget_runtime_min), REC_MODELS
+)
+
+
 BUDGET_ENSEMBLE = {"ensemble": LAG_ENSEMBLE} if LAG_ENSEMBLE else {}
 BUDGET_SEEDS = {"exploration": REC_SEEDS, "confirm": REC["confirm_seeds"]}
 BUDGET_JOB = "{optimizer}/{model}/seed{seed}"
@@ -40,24 +47,26 @@ rule train_budget:
         f"{LOGS}/train_budget/{BUDGET_JOB}.log",
     benchmark:
         f"{BENCH}/train_budget/{BUDGET_JOB}.tsv"
-    retries: resume_retries("train_budget", resources.budget_runtime_min, REC_MODELS)
+    retries: BUDGET_RETRIES
     conda:
         ENV
     threads: 1
     resources:
         **sized(
             "train_budget",
-            resources.budget_mem_mb,
-            resources.budget_runtime_min,
-            lambda cfg, model: resources.scored_gpu_mem_mb(
-                cfg, model, LAG_ENSEMBLE + 1
+            costed(resources.budget_mem_mb),
+            costed(resources.budget_runtime_min),
+            costed(
+                lambda cfg, model: resources.scored_gpu_mem_mb(
+                    cfg, model, LAG_ENSEMBLE + 1
+                )
             ),
         ),
         train_slot=1,
     params:
         **BUDGET_ENSEMBLE,
-        task={k: config["task"][k] for k in ("T", "D", "noise_std")},
-        model_config=section("model"),
+        task=REC_TASK,
+        model_config=budget_model_config,
         optim_config=section("optim", REC_OPT),
         train_config={k: config["train"][k] for k in ("batch_size", "grad_clip")},
         gt={k: REC[k] for k in ("coef", "n_test", "n_perm", "null_quantile")},
@@ -98,7 +107,7 @@ rule snapshot_budget:
             if BUDGET_ENSEMBLE
             else {}
         ),
-        task={k: config["task"][k] for k in ("T", "D", "noise_std", "n_diag")},
+        task={**REC_TASK, "n_diag": config["task"]["n_diag"]},
         model_config=section("model"),
         optim_config=section("optim", REC_OPT),
         train_config={k: config["train"][k] for k in ("batch_size", "grad_clip")},
@@ -116,7 +125,7 @@ rule snapshot_budget:
 rule aggregate_budget:
     input:
         **{
-            f"network_{name}": budget_runs(path)
+            f"network_{name}": budget_runs(path, REC_CELLS)
             for name, path in layout.BUDGET_SNAPSHOT.items()
         },
         scores=budget_runs(layout.BUDGET_RUN),

@@ -15,7 +15,7 @@ INT_EPOCHS = [e for e in SNAPSHOT_EPOCHS if e.isdigit()]
 
 wildcard_constraints:
     seed=r"\d+",
-    model="|".join(MODELS),
+    model="|".join(dict.fromkeys([*MODELS, *(config["recovery"]["models"] or [])])),
     optimizer="|".join(OPTIMIZERS),
     epoch=r"\d+|best|final",
     split="train|val|diag",
@@ -160,9 +160,29 @@ def figure_inputs(spec):
 FIGURE_TARGETS = expand(layout.FIGURE, name=lwfigures.FIGURES, ext=["png", "pdf"])
 
 
-def budget_runs(path):
+def budget_runs(path, models=None):
     """``path`` (a pattern of one (optimizer, model, seed)) of every job of a budget-protocol seed
-    set (``BUDGET_SEEDS``, workflow/rules/budget.smk)."""
+    set (``BUDGET_SEEDS``, workflow/rules/budget.smk), of ``models`` (default: the recovery's).
+    """
     return lambda wc: expand(
-        path, optimizer=REC_OPT, model=REC_MODELS, seed=BUDGET_SEEDS[wc.seed_set]
+        path,
+        optimizer=REC_OPT,
+        model=models or REC_MODELS,
+        seed=BUDGET_SEEDS[wc.seed_set],
     )
+
+
+def costed(size):
+    """``size`` (a learnwin.infra.resources function of (config, model, ...)) with a plain module
+    (REC_MODULES) sized as the LSTM, the costliest registered cell: its cost law is unknown.
+    """
+    return lambda cfg, model, *args, **kw: size(
+        cfg, "lstm" if model in REC_MODULES else model, *args, **kw
+    )
+
+
+def budget_model_config(wildcards):
+    """The model section a budget job builds its network from: a plain module's import path."""
+    if wildcards.model in REC_MODULES:
+        return {"module": REC_MODULES[wildcards.model]}
+    return section("model")

@@ -12,17 +12,34 @@
 REC = config["recovery"]
 REC_SEEDS = REC["seeds"] or SEEDS
 REC_MODELS = REC["models"] or MODELS
+# models of your own that are any nn.Module (recovery.modules, docs/method.md §10b "Any model"):
+# the budget protocol's trainings only, no snapshot and no prediction; REC_CELLS: the others
+REC_MODULES = {m: path for m, path in REC["modules"].items() if m in REC_MODELS}
+REC_CELLS = [m for m in REC_MODELS if m not in REC_MODULES]
+if REC_MODULES:
+    print(
+        f"Note: {', '.join(REC_MODULES)} (recovery.modules) run the budget protocol's trainings "
+        "only; their snapshot_budget jobs and the prediction are skipped (no trace interface)",
+        file=sys.stderr,
+    )
 REC_OPT = REC["optimizer"]
 REC_LAGS = lwconfig.recovery_lags(config)
 REC_ARMS = resources.recovery_arms(config)
 REC_JOB = "{arm}/{optimizer}/{model}/seed{seed}"
+# the single-lag stream's task (learnwin.recovery.task.job_data): its kind and module where not
+# the default, so that the synthetic task's jobs keep their params
+REC_TASK = {
+    k: config["task"][k]
+    for k in ("T", "D", "noise_std", "kind", "module")
+    if k in ("T", "D", "noise_std") or config["task"]["kind"] != "synthetic"
+}
 
 
 REC_RUNS = {
     name: [
         path.format(arm=arm, optimizer=REC_OPT, model=m, seed=s)
         for arm, spec in REC_ARMS.items()
-        for m in REC_MODELS
+        for m in REC_CELLS
         for s in spec["seeds"]
     ]
     for name, path in layout.RECOVERY_RUN.items()
@@ -44,7 +61,7 @@ rule train_recovery:
         f"{BENCH}/train_recovery/{REC_JOB}.tsv"
     wildcard_constraints:
         arm="|".join(REC_ARMS),
-    retries: resume_retries("train_recovery", resources.recovery_longest_runtime_min, REC_MODELS)
+    retries: resume_retries("train_recovery", resources.recovery_longest_runtime_min, REC_CELLS)
     conda:
         ENV
     threads: 1
@@ -59,7 +76,7 @@ rule train_recovery:
         train_slot=1,
         gpu=0,
     params:
-        task={k: config["task"][k] for k in ("T", "D", "noise_std")},
+        task=REC_TASK,
         model=section("model"),
         optim=section("optim", REC_OPT),
         train={k: config["train"][k] for k in ("batch_size", "grad_clip")},
@@ -96,7 +113,7 @@ rule snapshot_recovery:
             ),
         ),
     params:
-        task={k: config["task"][k] for k in ("T", "D", "noise_std", "n_diag")},
+        task={**REC_TASK, "n_diag": config["task"]["n_diag"]},
         model_config=section("model"),
         optim_config=section("optim", REC_OPT),
         train_config={k: config["train"][k] for k in ("batch_size", "grad_clip")},
@@ -118,7 +135,7 @@ rule aggregate_recovery:
             f"network_{name}": expand(
                 path,
                 optimizer=REC_OPT,
-                model=REC_MODELS,
+                model=REC_CELLS,
                 seed=REC_ARMS["main"]["seeds"],
             )
             for name, path in layout.RECOVERY_SNAPSHOT.items()
@@ -126,9 +143,7 @@ rule aggregate_recovery:
         scores=REC_RUNS["scores"],
         window=REC_RUNS["window"],
         H_N_agg=STATS["H_N_agg"],
-        decay=expand(
-            DECAY, optimizer=REC_OPT, model=REC_MODELS, epoch=str(REC["epoch"])
-        ),
+        decay=expand(DECAY, optimizer=REC_OPT, model=REC_CELLS, epoch=str(REC["epoch"])),
     output:
         **{name: layout.RECOVERY[name] for name in layout.RECOVERY},
     log:

@@ -24,6 +24,10 @@ learning_budget = budget.learning_budget(scores, params.thresholds, params.budge
 window = budget.window_by_budget(learning_budget, params.budgets)
 h_emp = budget.window_over_seeds(window)
 truth = window.rename(columns={"H_emp": "H"})
+cells = set(own["envelope"]["model"])  # a plain module (recovery.modules) has no snapshot: no prediction
+if set(truth["model"]) - cells:
+    log.info("no snapshots, so no prediction and no claim (d), for %s (recovery.modules)",
+             sorted(set(truth["model"]) - cells))
 with ProcessPoolExecutor(snakemake.threads, mp_context=multiprocessing.get_context("fork")) as pool:
     slopes = growth.seed_growth(truth, map_fn=pool.map)
     fits = growth.growth_table(truth, slopes, map_fn=pool.map)
@@ -31,12 +35,14 @@ with ProcessPoolExecutor(snakemake.threads, mp_context=multiprocessing.get_conte
         own["envelope"], own["psi"], own["total"], alpha_cfg=params.alpha, window_cfg=params.window,
         decay_cfg=params.decay, map_fn=pool.map)
     growth_pred, levels, pred_scores = prediction.prediction_tables(
-        prediction.measured_means(truth), fits, {name: (network_h_n, network_decay, name) for name in prediction.NETWORKS},
+        prediction.measured_means(truth[truth["model"].isin(cells)]), fits[fits["model"].isin(cells)],
+        {name: (network_h_n, network_decay, name) for name in prediction.NETWORKS},
         optimizer=params.optimizer, primary=[tuple(prediction.CONFIRMATORY[k] for k in ("networks", "transport", "noise"))],
         map_fn=pool.map)
 groups = seedlevel.groups_table(slopes, dict(Column("expected_growth")))
 confirm = prediction.confirmatory_table(levels)
-learning_slope = budget.learning_slope(learning_budget, own["envelope"], budget.kappa_inputs(network_h_n))
+learning_slope = budget.learning_slope(learning_budget[learning_budget["model"].isin(cells)], own["envelope"],
+                                      budget.kappa_inputs(network_h_n))
 log.info("growth:\n%s\ngroups:\n%s\n(d):\n%s\nconfirm:\n%s", fits.to_string(), groups.to_string(),
          learning_slope.to_string(), confirm.to_string())
 tables = dict(scores=scores, learning_budget=learning_budget, window=window, H_emp=h_emp, growth=fits, slopes=slopes,
