@@ -35,6 +35,7 @@ from learnwin.infra import layout, resources
 from learnwin.infra.provenance import git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 SITTINGS = "sittings.yaml"  # in RUN: one entry per kept unit: its commit, CPU and wall seconds
 UNIT = {"scores": layout.BUDGET_RUN, **layout.BUDGET_SNAPSHOT}
 BENCH = {rule: f"{layout.BENCH}/{rule}/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
@@ -123,7 +124,7 @@ def main() -> None:
     estimate(cfg, units, run)
     if args.estimate:
         return
-    smk = ["snakemake", "--cores", str(args.cores), "--configfile", str(args.config.resolve()), "--rerun-triggers", "mtime"]
+    options = ["--cores", str(args.cores), "--configfile", str(args.config.resolve()), "--rerun-triggers", "mtime"]
     for u in units:  # restore: scores before snapshots, so the snapshots are the newer
         if done(run, u):
             for rel in paths(UNIT, **u).values():
@@ -135,7 +136,7 @@ def main() -> None:
             continue
         t0 = time.time()
         targets = [p for u in todo for p in paths(UNIT, **u).values()]
-        subprocess.run([*smk, *targets], cwd=ROOT, check=True)
+        subprocess.run([*SNAKEMAKE, *targets, *options], cwd=ROOT, check=True)  # targets first: the options take lists
         for u in todo:
             kept = [*paths(UNIT, **u).values(), *paths(BENCH, **u).values()]
             for rel in kept:
@@ -149,7 +150,7 @@ def main() -> None:
                        f"({cpu_name()})")
         print(f"seed {seed}: {len(todo)} jobs in {time.time() - t0:.0f} s", flush=True)
     if all(done(run, u) for u in units):
-        subprocess.run([*smk, "recovery"], cwd=ROOT, check=True)
+        subprocess.run([*SNAKEMAKE, "recovery", *options], cwd=ROOT, check=True)
         for path in layout.BUDGET.values():
             rel = path.format(seed_set="exploration")
             copy(ROOT / rel, run / rel)
