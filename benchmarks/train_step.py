@@ -37,15 +37,15 @@ cuDNN's. nn.GRU has no such kernel on CPU. The row "nn.LSTM no oneDNN" (CPU) or 
 (CUDA) is the same module with that library switched off: torch's own step-by-step loop of ATen ops,
 the kind of loop the cells run.
 
-Before and after a change of the fast path, in one run: ``--before`` names an earlier version of
-learnwin/models/bptt.py (``git show REV:learnwin/models/bptt.py > before.py``), whose Functions are timed on the
-same cells (through their ``fast_forward``), interleaved with the others; the table gains its ms and the after / before ratio.
+Before and after a change of the fast path, in one run: ``--before REV`` names a git revision whose
+learnwin/models/bptt.py (on that revision's recurrence.py) is timed on the same cells (through their
+``fast_forward``), interleaved with the others; the table gains its ms and the after / before ratio.
 """
 
 import argparse
 import contextlib
-import importlib.util
 import os
+import subprocess
 import sys
 import time
 import types
@@ -55,10 +55,12 @@ from unittest import mock
 import torch
 import yaml
 
+import learnwin.models
 from learnwin.infra import runtime
 from learnwin.infra.registry import CELLS, MODELS
-from learnwin.models import bptt, cells, fused
+from learnwin.models import fused
 from learnwin.models.cells import GatedCell, build_model
+from learnwin.models.families import gate, gru, lstm
 from learnwin.models.train import make_optimizer
 
 REPLICATION = {"T": 1024, "D": 16, "H": 128, "B": 512}
@@ -79,26 +81,40 @@ class TorchRNN(torch.nn.Module):
 
 
 class Before(torch.nn.Module):
-    """A cell's model whose ``fast_forward`` applies the Functions of an earlier
-    learnwin.models.bptt (``--before``; the helpers it calls them with stay the current ones)."""
+    """A cell's model whose training path runs the Functions of an earlier learnwin.models.bptt
+    (``--before``): its generic ``Scan``, or, before there was one, its Function of the cell's family
+    (:data:`FUNCTIONS`); the cells, their ``scan()`` inputs and the families stay the current ones."""
 
-    FUNCTIONS = ("GateScan", "GRUScan", "LSTMScan")
+    FUNCTIONS = {gate.Gate: "GateScan", gru.GRU: "GRUScan", lstm.LSTM: "LSTMScan"}
 
     def __init__(self, model, before):
         super().__init__()
         self.model = model
-        self.bptt = types.SimpleNamespace(**{**vars(bptt), **{n: getattr(before, n) for n in self.FUNCTIONS}})
+        if hasattr(before, "Scan"):
+            self.scan = before.Scan
+        else:
+            functions = {family: getattr(before, name) for family, name in self.FUNCTIONS.items()}
+            self.scan = types.SimpleNamespace(apply=lambda family, x, *args: functions[family].apply(x, *args))
 
     def forward(self, x):
-        with mock.patch.object(cells, "bptt", self.bptt):
+        with mock.patch.object(fused, "pick", lambda x: self.scan):
             return self.model(x)
 
 
-def load_module(path):
-    spec = importlib.util.spec_from_file_location("bptt_before", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def load_before(rev: str) -> types.ModuleType:
+    """learnwin/models/bptt.py of the git revision ``rev``, run on that revision's
+    learnwin/models/recurrence.py (the step math its Functions call)."""
+    def module(path: str, name: str) -> types.ModuleType:
+        source = subprocess.run(["git", "show", f"{rev}:{path}"], check=True, capture_output=True, text=True).stdout
+        out = types.ModuleType(name)
+        sys.modules[name] = out  # NamedTuples look their module up
+        exec(compile(source, f"{rev}:{path}", "exec"), out.__dict__)
+        return out
+
+    rec = module("learnwin/models/recurrence.py", "recurrence_before")
+    with mock.patch.dict(sys.modules, {"learnwin.models.recurrence": rec}), \
+            mock.patch.object(learnwin.models, "recurrence", rec):
+        return module("learnwin/models/bptt.py", "bptt_before")
 
 
 def library_off(device):
@@ -273,13 +289,13 @@ def main():
     ap.add_argument("--sizes", help="comma-separated, timed in that order: default, medium, replication, long, "
                                     f"stacks (without it: {SIZES})")
     ap.add_argument("--layers", default="2,4", help="comma-separated layer counts of the stacks table")
-    ap.add_argument("--before", help="an earlier learnwin/models/bptt.py to time beside the current one")
+    ap.add_argument("--before", help="a git revision whose learnwin/models/bptt.py is timed beside the current one")
     args = ap.parse_args()
     runtime.deterministic()  # as the jobs run, before CUDA starts
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit(f"--device cuda: torch {torch.__version__} sees no CUDA device")
-    before = load_module(args.before) if args.before else None
+    before = load_before(args.before) if args.before else None
     cfg = yaml.safe_load(open(args.config))
     if device.type == "cpu":
         torch.set_num_threads(1)
