@@ -33,7 +33,9 @@ learnwin.models.fused.mode_for; bptt's fast path where none) is printed as a row
 table, ``gpu_cost step FAMILY T H BATCH MS_PER_STEP`` (read by ``python -m learnwin.infra.gpu_cost LOG``).
 
 On CPU, nn.LSTM runs oneDNN's fused LSTM kernel (one call per layer, forward and backward); on CUDA,
-cuDNN's. nn.GRU has no such kernel on CPU. The row "nn.LSTM no oneDNN" (CPU) or "nn.LSTM no cuDNN"
+cuDNN's, with TF32 off (``torch.backends.cudnn.rnn.fp32_precision = "ieee"``, the float32 the cells
+compute in) as the baseline every ratio divides by, and torch's TF32 default beside it ("nn.LSTM TF32",
+"nn.GRU TF32"). Each cell's CUDA graphs are released after its row (learnwin.models.fused.release). nn.GRU has no such kernel on CPU. The row "nn.LSTM no oneDNN" (CPU) or "nn.LSTM no cuDNN"
 (CUDA) is the same module with that library switched off: torch's own step-by-step loop of ATen ops,
 the kind of loop the cells run.
 
@@ -56,6 +58,7 @@ import torch
 import yaml
 
 import learnwin.models
+import learnwin.models.recurrence
 from learnwin.infra import runtime
 from learnwin.infra.registry import CELLS, MODELS
 from learnwin.models import fused
@@ -103,18 +106,35 @@ class Before(torch.nn.Module):
 
 def load_before(rev: str) -> types.ModuleType:
     """learnwin/models/bptt.py of the git revision ``rev``, run on that revision's
-    learnwin/models/recurrence.py (the step math its Functions call)."""
-    def module(path: str, name: str) -> types.ModuleType:
-        source = subprocess.run(["git", "show", f"{rev}:{path}"], check=True, capture_output=True, text=True).stdout
+    learnwin/models/recurrence.py (the step math its Functions call) where it has one."""
+    def module(path: str, name: str) -> types.ModuleType | None:
+        shown = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True)
+        if shown.returncode:
+            return None
         out = types.ModuleType(name)
         sys.modules[name] = out  # NamedTuples look their module up
-        exec(compile(source, f"{rev}:{path}", "exec"), out.__dict__)
+        exec(compile(shown.stdout, f"{rev}:{path}", "exec"), out.__dict__)
         return out
 
-    rec = module("learnwin/models/recurrence.py", "recurrence_before")
+    rec = module("learnwin/models/recurrence.py", "recurrence_before") or learnwin.models.recurrence
     with mock.patch.dict(sys.modules, {"learnwin.models.recurrence": rec}), \
             mock.patch.object(learnwin.models, "recurrence", rec):
-        return module("learnwin/models/bptt.py", "bptt_before")
+        before = module("learnwin/models/bptt.py", "bptt_before")
+    if before is None:
+        sys.exit(f"--before {rev}: git has no learnwin/models/bptt.py there")
+    return before
+
+
+@contextlib.contextmanager
+def rnn_precision(value: str):
+    """cuDNN's float32 RNN precision within the block (``torch.backends.cudnn.rnn.fp32_precision``):
+    ``ieee`` (TF32 off, the baseline) or ``tf32`` (torch's default on CUDA)."""
+    rnn = torch.backends.cudnn.rnn
+    old, rnn.fp32_precision = rnn.fp32_precision, value
+    try:
+        yield
+    finally:
+        rnn.fp32_precision = old
 
 
 def library_off(device):
@@ -207,12 +227,17 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
     cols = [("fast ms", "")] + [(f"{c} ms", f" {c}") for c in modes] + ([("ref ms", " ref")] if ref else [])
     width = [max(9, len(c)) for c, _ in cols]
     errors = {}
-    best = best_ms({"nn.LSTM": stepper(lstm, x, y), off: stepper(lstm, x, y, lambda: library_off(device)),
-                    "nn.GRU": stepper(TorchRNN("GRU", D, H).to(device), x, y)}, repeats, rounds, device, errors)
+    gru, ieee = TorchRNN("GRU", D, H).to(device), lambda: rnn_precision("ieee")
+    torch_rows = {"nn.LSTM": stepper(lstm, x, y, ieee), off: stepper(lstm, x, y, lambda: library_off(device)),
+                  "nn.GRU": stepper(gru, x, y, ieee)}
+    if device.type == "cuda":  # cuDNN's TF32 default beside the baseline
+        torch_rows.update({"nn.LSTM TF32": stepper(lstm, x, y, lambda: rnn_precision("tf32")),
+                           "nn.GRU TF32": stepper(gru, x, y, lambda: rnn_precision("tf32"))})
+    best = best_ms(torch_rows, repeats, rounds, device, errors)
     base = best["nn.LSTM"]
     extra = f" {'before ms':>10s} {'after/before':>13s}" if before is not None else ""
     print(f"{'cell':17s}" + "".join(f" {c:>{w}s} {'x nn.LSTM':>10s}" for (c, _), w in zip(cols, width)) + extra)
-    for name in ("nn.LSTM", off, "nn.GRU"):
+    for name in torch_rows:
         print(f"{name:17s} {best[name]:9.2f} {best[name] / base:10.2f}", flush=True)
     for m in models:
         model, steps = build_model(m, D, H).to(device), {}
@@ -248,6 +273,7 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
         if fused.fallback() != failed:
             print(f"  torch.compile failed ({fused.fallback()}): from here on the fused columns time the eager "
                   "kernels", flush=True)
+        fused.release()  # this cell's graphs: the next cell's may need their memory
     return worst
 
 

@@ -123,6 +123,11 @@ def test_graphed_loops_copy_inputs_in_and_outputs_out(name, monkeypatch):
     for a, b in zip(*results.values()):
         for u, v in zip(a, b):
             torch.testing.assert_close(u, v, rtol=0, atol=1e-10)
+    assert len(fused._graphed) == 2
+    fused.release()  # every graph dropped: the next pass captures again
+    with fused.use(fused.Mode(compile=False, graph=True)):
+        torch.autograd.grad((model.cell(xs[0])[0] * w[0]).sum(), xs[0])
+    assert Replay.captures == 4 and len(fused._graphed) == 2
 
 
 def test_cuda_graphs_refuse_cpu_tensors():

@@ -318,6 +318,12 @@ GRAPH_BACKEND = CudaGraph
 _graphed: dict = {}
 
 
+def release() -> None:
+    """Drop every captured graph, with its static tensors and outputs (their memory goes back to
+    torch's allocator): before another job shape, or between a benchmark's cells."""
+    _graphed.clear()
+
+
 def run(loop, mode: Mode | None, *args):
     """``loop(step, *args)`` with its kernel (:data:`STEPS`) in ``mode`` (None: eager, no graph)."""
     mode = mode or Mode(compile=False, graph=False)
