@@ -33,19 +33,21 @@ learnwin.models.fused.mode_for; bptt's fast path where none) is printed as a row
 table, ``gpu_cost step FAMILY T H BATCH MS_PER_STEP`` (read by ``python -m learnwin.infra.gpu_cost LOG``).
 
 On CPU, nn.LSTM runs oneDNN's fused LSTM kernel (one call per layer, forward and backward); on CUDA,
-cuDNN's. nn.GRU has no such kernel on CPU. The row "nn.LSTM no oneDNN" (CPU) or "nn.LSTM no cuDNN"
+cuDNN's, with TF32 off (``torch.backends.cudnn.rnn.fp32_precision = "ieee"``, the float32 the cells
+compute in) as the baseline every ratio divides by, and torch's TF32 default beside it ("nn.LSTM TF32",
+"nn.GRU TF32"). Each cell's CUDA graphs are released after its row (learnwin.models.fused.release). nn.GRU has no such kernel on CPU. The row "nn.LSTM no oneDNN" (CPU) or "nn.LSTM no cuDNN"
 (CUDA) is the same module with that library switched off: torch's own step-by-step loop of ATen ops,
 the kind of loop the cells run.
 
-Before and after a change of the fast path, in one run: ``--before`` names an earlier version of
-learnwin/models/bptt.py (``git show REV:learnwin/models/bptt.py > before.py``), whose Functions are timed on the
-same cells (through their ``fast_forward``), interleaved with the others; the table gains its ms and the after / before ratio.
+Before and after a change of the fast path, in one run: ``--before REV`` names a git revision whose
+learnwin/models/bptt.py (on that revision's recurrence.py) is timed on the same cells (through their
+``fast_forward``), interleaved with the others; the table gains its ms and the after / before ratio.
 """
 
 import argparse
 import contextlib
-import importlib.util
 import os
+import subprocess
 import sys
 import time
 import types
@@ -55,10 +57,13 @@ from unittest import mock
 import torch
 import yaml
 
+import learnwin.models
+import learnwin.models.recurrence
 from learnwin.infra import runtime
 from learnwin.infra.registry import CELLS, MODELS
-from learnwin.models import bptt, cells, fused
+from learnwin.models import fused
 from learnwin.models.cells import GatedCell, build_model
+from learnwin.models.families import gate, gru, lstm
 from learnwin.models.train import make_optimizer
 
 REPLICATION = {"T": 1024, "D": 16, "H": 128, "B": 512}
@@ -79,26 +84,57 @@ class TorchRNN(torch.nn.Module):
 
 
 class Before(torch.nn.Module):
-    """A cell's model whose ``fast_forward`` applies the Functions of an earlier
-    learnwin.models.bptt (``--before``; the helpers it calls them with stay the current ones)."""
+    """A cell's model whose training path runs the Functions of an earlier learnwin.models.bptt
+    (``--before``): its generic ``Scan``, or, before there was one, its Function of the cell's family
+    (:data:`FUNCTIONS`); the cells, their ``scan()`` inputs and the families stay the current ones."""
 
-    FUNCTIONS = ("GateScan", "GRUScan", "LSTMScan")
+    FUNCTIONS = {gate.Gate: "GateScan", gru.GRU: "GRUScan", lstm.LSTM: "LSTMScan"}
 
     def __init__(self, model, before):
         super().__init__()
         self.model = model
-        self.bptt = types.SimpleNamespace(**{**vars(bptt), **{n: getattr(before, n) for n in self.FUNCTIONS}})
+        if hasattr(before, "Scan"):
+            self.scan = before.Scan
+        else:
+            functions = {family: getattr(before, name) for family, name in self.FUNCTIONS.items()}
+            self.scan = types.SimpleNamespace(apply=lambda family, x, *args: functions[family].apply(x, *args))
 
     def forward(self, x):
-        with mock.patch.object(cells, "bptt", self.bptt):
+        with mock.patch.object(fused, "pick", lambda x: self.scan):
             return self.model(x)
 
 
-def load_module(path):
-    spec = importlib.util.spec_from_file_location("bptt_before", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def load_before(rev: str) -> types.ModuleType:
+    """learnwin/models/bptt.py of the git revision ``rev``, run on that revision's
+    learnwin/models/recurrence.py (the step math its Functions call) where it has one."""
+    def module(path: str, name: str) -> types.ModuleType | None:
+        shown = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True)
+        if shown.returncode:
+            return None
+        out = types.ModuleType(name)
+        sys.modules[name] = out  # NamedTuples look their module up
+        exec(compile(shown.stdout, f"{rev}:{path}", "exec"), out.__dict__)
+        return out
+
+    rec = module("learnwin/models/recurrence.py", "recurrence_before") or learnwin.models.recurrence
+    with mock.patch.dict(sys.modules, {"learnwin.models.recurrence": rec}), \
+            mock.patch.object(learnwin.models, "recurrence", rec):
+        before = module("learnwin/models/bptt.py", "bptt_before")
+    if before is None:
+        sys.exit(f"--before {rev}: git has no learnwin/models/bptt.py there")
+    return before
+
+
+@contextlib.contextmanager
+def rnn_precision(value: str):
+    """cuDNN's float32 RNN precision within the block (``torch.backends.cudnn.rnn.fp32_precision``):
+    ``ieee`` (TF32 off, the baseline) or ``tf32`` (torch's default on CUDA)."""
+    rnn = torch.backends.cudnn.rnn
+    old, rnn.fp32_precision = rnn.fp32_precision, value
+    try:
+        yield
+    finally:
+        rnn.fp32_precision = old
 
 
 def library_off(device):
@@ -191,12 +227,17 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
     cols = [("fast ms", "")] + [(f"{c} ms", f" {c}") for c in modes] + ([("ref ms", " ref")] if ref else [])
     width = [max(9, len(c)) for c, _ in cols]
     errors = {}
-    best = best_ms({"nn.LSTM": stepper(lstm, x, y), off: stepper(lstm, x, y, lambda: library_off(device)),
-                    "nn.GRU": stepper(TorchRNN("GRU", D, H).to(device), x, y)}, repeats, rounds, device, errors)
+    gru, ieee = TorchRNN("GRU", D, H).to(device), lambda: rnn_precision("ieee")
+    torch_rows = {"nn.LSTM": stepper(lstm, x, y, ieee), off: stepper(lstm, x, y, lambda: library_off(device)),
+                  "nn.GRU": stepper(gru, x, y, ieee)}
+    if device.type == "cuda":  # cuDNN's TF32 default beside the baseline
+        torch_rows.update({"nn.LSTM TF32": stepper(lstm, x, y, lambda: rnn_precision("tf32")),
+                           "nn.GRU TF32": stepper(gru, x, y, lambda: rnn_precision("tf32"))})
+    best = best_ms(torch_rows, repeats, rounds, device, errors)
     base = best["nn.LSTM"]
     extra = f" {'before ms':>10s} {'after/before':>13s}" if before is not None else ""
     print(f"{'cell':17s}" + "".join(f" {c:>{w}s} {'x nn.LSTM':>10s}" for (c, _), w in zip(cols, width)) + extra)
-    for name in ("nn.LSTM", off, "nn.GRU"):
+    for name in torch_rows:
         print(f"{name:17s} {best[name]:9.2f} {best[name] / base:10.2f}", flush=True)
     for m in models:
         model, steps = build_model(m, D, H).to(device), {}
@@ -232,6 +273,7 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
         if fused.fallback() != failed:
             print(f"  torch.compile failed ({fused.fallback()}): from here on the fused columns time the eager "
                   "kernels", flush=True)
+        fused.release()  # this cell's graphs: the next cell's may need their memory
     return worst
 
 
@@ -273,13 +315,13 @@ def main():
     ap.add_argument("--sizes", help="comma-separated, timed in that order: default, medium, replication, long, "
                                     f"stacks (without it: {SIZES})")
     ap.add_argument("--layers", default="2,4", help="comma-separated layer counts of the stacks table")
-    ap.add_argument("--before", help="an earlier learnwin/models/bptt.py to time beside the current one")
+    ap.add_argument("--before", help="a git revision whose learnwin/models/bptt.py is timed beside the current one")
     args = ap.parse_args()
     runtime.deterministic()  # as the jobs run, before CUDA starts
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit(f"--device cuda: torch {torch.__version__} sees no CUDA device")
-    before = load_module(args.before) if args.before else None
+    before = load_before(args.before) if args.before else None
     cfg = yaml.safe_load(open(args.config))
     if device.type == "cpu":
         torch.set_num_threads(1)

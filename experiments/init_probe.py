@@ -20,9 +20,10 @@ import numpy as np
 import torch
 import yaml
 
+from learnwin.infra import io
 from learnwin.models import train
 from learnwin.models.cells import build_model
-from learnwin.tasks.splits import load_split, write_splits
+from learnwin.tasks.splits import write_splits
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,7 +41,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "splits"
         write_splits(args.seed, cfg["task"], data)
-        x = torch.from_numpy(np.array(load_split(data, "diag")[0][:256]))
+        x = torch.from_numpy(np.array(io.load_split(data, "diag")[0][:256]))
         print("| model | gate_init | mean leak at init | tau_init (steps) | best val R² |\n|---|---|---|---|---|")
         for model in args.models.split(","):
             for init in args.inits.split(","):

@@ -31,7 +31,7 @@ _PUBLIC = {
     "build_model": "learnwin.models.cells",
     "Trace": "learnwin.models.cells",
     "GatedCell": "learnwin.models.cells",
-    "StepOut": "learnwin.models.cells",
+    "StepOut": "learnwin.models.recurrence",
     "CellSpec": "learnwin.infra.registry",
     "register": "learnwin.infra.registry",
     "BlockSpec": "learnwin.infra.blocks",

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from learnwin.infra import io, layout
+from learnwin.infra import io, layout, optimizers
 from learnwin.report import findings
 from learnwin.stats.claims import (
     COLUMNS,
@@ -171,7 +171,7 @@ def test_decay_length():
     assert np.isnan(decay_length(LAGS, np.full(LAGS.size, np.nan)))
 
 
-def test_optimizer_verdicts_pair_seeds():
+def test_optimizer_verdicts_pair_seeds(monkeypatch):
     c = pd.DataFrame(dict(model="gru", optimizer=["adamw"] * 3 + ["sgd"] * 3, seed=[1, 2, 3] * 2,
                           log_tau_iqr=[np.inf, 2.0, 1.0, 1.0, 1.0, 2.0], tau_env=[5.0, 6.0, np.nan, 9.0, 9.0, 9.0],
                           val_r2=[0.5, 0.6, 0.7, 0.1, 0.2, 0.3]))
@@ -185,6 +185,12 @@ def test_optimizer_verdicts_pair_seeds():
     v = _verdicts(c=c.replace({"optimizer": {"sgd": "sgd_momentum"}})).set_index("check")
     assert v.loc["tau_env", "optimizer"] == "adamw vs sgd_momentum"
     assert (v.loc["log tau_q IQR", "k"], v.loc["log tau_q IQR", "n"]) == (2, 3)
+    # which optimizers are plain is the registry's word: a registered one pairs too, an adaptive one not
+    with monkeypatch.context() as m:
+        m.setitem(optimizers.OPTIMIZERS, "sgd_nesterov", optimizers.OPTIMIZERS["sgd_momentum"])
+        v = _verdicts(c=c.replace({"optimizer": {"sgd": "sgd_nesterov"}})).set_index("check")
+        assert v.loc["tau_env", "optimizer"] == "adamw vs sgd_nesterov"
+    assert _verdicts(c=c.replace({"optimizer": {"sgd": "rmsprop"}})).empty
 
 
 def test_master_ci_within_band_per_noise():

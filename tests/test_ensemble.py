@@ -79,7 +79,8 @@ EAGER = fused.Mode(compile=False, graph=False)
 
 def _recurrence_inputs(name, E, layer_norm):
     """E networks' ``scan`` inputs (float64, every parameter moved off its init), stacked in the
-    member convention, and each network's own."""
+    member convention, and each network's own; the positions of the cell's buffers among them (the
+    fixed leak s: no gradient)."""
     nets = _nets(name, E=E, layer_norm=layer_norm)
     gen = torch.Generator().manual_seed(8)
     with torch.no_grad():
@@ -90,7 +91,8 @@ def _recurrence_inputs(name, E, layer_norm):
     own = [[t.detach().clone().requires_grad_() if isinstance(t, torch.Tensor) else t for t in s[1]] for s in scans]
     stacked = [torch.stack([o[k] for o in own]).detach().requires_grad_() if isinstance(t, torch.Tensor) else t
                for k, t in enumerate(own[0])]
-    return scans[0][0], own, stacked
+    buffers = {k for k, t in enumerate(scans[0][1]) if any(t is b for b in nets[0].cell.buffers())}
+    return scans[0][0], own, stacked, buffers
 
 
 @pytest.mark.parametrize("shared_x", [False, True])
@@ -102,24 +104,23 @@ def test_member_dimension_equals_each_network(name, layer_norm, shared_x, driver
     against each network through the fused Function and through bptt's: both states and the
     gradients of a loss on them w.r.t. x and every input, 1e-10 in float64."""
     E, B, T, D = 3, 4, 7, 3
-    function, own, stacked = _recurrence_inputs(name, E, layer_norm)
+    family, own, stacked, buffers = _recurrence_inputs(name, E, layer_norm)
     gen = torch.Generator().manual_seed(9)
     x = torch.randn(E, B, T, D, generator=gen, dtype=torch.float64)
     x = (x[0] if shared_x else x).requires_grad_()
     wh, wc = torch.randn(2, E, B, T, 5, generator=gen, dtype=torch.float64)
     members = [ensemble._per_member(t) if isinstance(t, torch.Tensor) else t for t in stacked]
     with fused.use(EAGER):
-        h, c = _states((function if driver == "bptt" else fused.FUSED[function]).apply(x, *members))
+        h, c = _states((bptt.Scan if driver == "bptt" else fused.Scan).apply(family, x, *members))
     assert h.shape == (E, B, T, 5)
     ((h * wh).sum() + (c.sin() * wc).sum()).backward()
-    leak = 3 if function is bptt.GateScan else None  # the fixed leak s: a buffer
-    tensors = [k for k, t in enumerate(stacked) if isinstance(t, torch.Tensor) and k != leak]
-    for impl in (fused.FUSED[function], function):
+    tensors = [k for k, t in enumerate(stacked) if isinstance(t, torch.Tensor) and k not in buffers]
+    for impl in (fused.Scan, bptt.Scan):
         dx = torch.zeros_like(x)
         for i in range(E):
             xi = (x if shared_x else x[i]).detach().requires_grad_()
-            with fused.use(EAGER if impl is not function else None):
-                hi, ci = _states(impl.apply(xi, *own[i]))
+            with fused.use(EAGER if impl is fused.Scan else None):
+                hi, ci = _states(impl.apply(family, xi, *own[i]))
             ((hi * wh[i]).sum() + (ci.sin() * wc[i]).sum()).backward()
             torch.testing.assert_close(h[i], hi, rtol=0, atol=1e-10)
             torch.testing.assert_close(c[i], ci, rtol=0, atol=1e-10)

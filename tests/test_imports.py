@@ -107,8 +107,21 @@ def test_stats_import_only_infra():
     assert reaching_up(stats, "learnwin.stats", BESIDE_STATS) == []
 
 
+def test_models_and_probing_read_the_splits_without_the_tasks(tmp_path):
+    """The models and the probes read a seed's splits through infra (learnwin.infra.io.load_split):
+    neither imports learnwin.tasks (docs/architecture.md); a planted import is seen."""
+    for floor in ("models", "probing"):
+        folder = ROOT / "learnwin" / floor
+        assert reaching_up(folder, f"learnwin.{floor}", ("learnwin.tasks",)) == []
+    copy = tmp_path / "models"
+    shutil.copytree(ROOT / "learnwin" / "models", copy)
+    (copy / "train.py").write_text((copy / "train.py").read_text() + "\nfrom learnwin.tasks.splits import SPLITS\n")
+    line = len((copy / "train.py").read_text().splitlines())
+    assert reaching_up(copy, "learnwin.models", ("learnwin.tasks",)) == [f"train.py:{line} learnwin.tasks.splits.SPLITS"]
+
+
 def test_tasks_import_only_infra():
-    """The tasks stand below the models on infra alone (docs/architecture.md): the data job and the
+    """The tasks stand beside the models on infra alone (docs/architecture.md): the data job and the
     config check draw and check a task without torch."""
     tasks = ROOT / "learnwin" / "tasks"
     assert len(list(tasks.glob("*.py"))) >= 3

@@ -9,7 +9,7 @@ from learnwin.infra import io
 from learnwin.infra.optimizers import OPTIMIZERS
 from learnwin.models import train
 from learnwin.models.cells import build_model
-from learnwin.tasks.splits import load_split, write_splits
+from learnwin.tasks.splits import write_splits
 
 TASK = dict(T=12, D=3, lags=[2], coefs=[1.0], noise_std=0.05, n_train=64, n_val=32, n_diag=8)
 MODEL = dict(hidden=8, layer_norm=True, const_s=0.3, gru_init_update=0.3, lstm_init_forget=0.5, gate_init="paper")
@@ -140,7 +140,7 @@ def test_best_checkpoint_holds_the_best_epochs_weights(data_dir, tmp_path):
     assert best["epoch"] == best_epoch
     assert not _weights_equal(best["model"], final["model"])
     assert not _weights_equal(best["optimizer"]["state"][0], final["optimizer"]["state"][0])
-    x, y = (torch.from_numpy(a.copy()) for a in load_split(data_dir, "val"))
+    x, y = (torch.from_numpy(a.copy()) for a in io.load_split(data_dir, "val"))
     for ckpt in (best, final):
         net = build_model(ckpt["cell"], **ckpt["model_config"])
         net.load_state_dict(ckpt["model"])

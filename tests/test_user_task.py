@@ -11,10 +11,10 @@ import yaml
 from snakemake.utils import validate
 from workflow_helpers import ROOT, copy_workflow, schema_defaults, snakemake
 
-from learnwin.infra import config
+from learnwin.infra import config, io
 from learnwin.infra.config import ConfigError
 from learnwin.infra.io import read_table
-from learnwin.tasks.splits import load_split, write_splits
+from learnwin.tasks.splits import write_splits
 
 TASK = dict(schema_defaults("task"), T=12, D=3, lags=[2, 5], coefs=[0.6, -0.4], noise_std=0.0,
             n_train=4, n_val=2, n_diag=3)
@@ -37,10 +37,10 @@ def test_the_task_kind_chooses_what_the_data_job_draws(tmp_path):
     assert meta["task"]["kind"] == "tanh"
     u = np.asarray(meta["u"], np.float32)
     for split, n in (("train", 4), ("val", 2), ("diag", 3)):
-        x, y = load_split(tmp_path / "tanh", split)
+        x, y = io.load_split(tmp_path / "tanh", split)
         assert x.shape == (n, 12, 3)
         np.testing.assert_allclose(y, tanh_targets(x, u, [2, 5], [0.6, -0.4]), rtol=1e-5, atol=1e-6)
-        x0, y0 = load_split(tmp_path / "synthetic", split)
+        x0, y0 = io.load_split(tmp_path / "synthetic", split)
         np.testing.assert_array_equal(x0, x)  # the same inputs: only the targets are the task's
         assert np.abs(y0 - y).max() > 0.05
 
@@ -77,7 +77,7 @@ def test_a_registered_task_runs_through_the_smoke_dag(tmp_path):
     data = next(res.glob("data/seed*"))
     meta = json.loads((data / "task.json").read_text())
     assert meta["task"]["kind"] == "tanh"
-    x, y = load_split(data, "train")
+    x, y = io.load_split(data, "train")
     task = meta["task"]
     y_clean = tanh_targets(x, np.asarray(meta["u"], np.float32), task["lags"], task["coefs"])
     assert np.std(y - y_clean) < 1.5 * task["noise_std"]  # the toy's targets plus its noise

@@ -188,3 +188,10 @@ def load_array(path: str | os.PathLike, mmap: bool = True) -> np.ndarray:
         return np.load(path, mmap_mode="r" if mmap else None)
     except (ValueError, OSError) as exc:
         raise ArtifactError(f"{path}: unreadable data file ({exc}); re-run the data stage") from exc
+
+
+def load_split(data_dir: str | os.PathLike, split: str, mmap: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs and targets of one split a seed's data holds (``{split}_x.npy``, ``{split}_y.npy``,
+    written by :func:`learnwin.tasks.splits.write_splits`), memory-mapped by default."""
+    data_dir = Path(data_dir)
+    return load_array(data_dir / f"{split}_x.npy", mmap), load_array(data_dir / f"{split}_y.npy", mmap)

@@ -2,13 +2,15 @@
 
 The step-by-step scan of :mod:`learnwin.models.cells` lets autograd record every small op of every
 step; at the default size most of a training step is that per-op overhead. Here one
-``torch.autograd.Function`` per cell family runs the whole sequence: the forward loop runs
-without autograd and keeps the gate activations, the backward loop runs the recurrence by
-hand (a handful of fused ops per step), and the gradients of the recurrent matrices and of
-the LayerNorm affine parameters are one batched op over all steps each. The input
-projection ``x W_in^T + b_in`` runs inside too, time-major, as one matmul over all steps, and
-so do its weight, bias and input gradients. The per-step math is the eager driving of
-:mod:`learnwin.models.recurrence`'s steps; this module holds the loops and their buffers.
+``torch.autograd.Function``, :class:`Scan`, runs the whole sequence of any cell family
+(:class:`learnwin.models.recurrence.Family`): the forward loop runs without autograd and keeps
+the family's ``Saved`` record, the backward loop runs the family's backward step by hand (a
+handful of fused ops per step), and the gradients of the recurrent matrices and of the LayerNorm
+affine parameters are one batched op over all steps each. The input projection
+``x W_in^T + b_in`` runs inside too, time-major, as one matmul over all steps, and so do its
+weight, bias and input gradients. The per-step math is the family's; this module holds the loops
+and their buffers, and hands the forward's buffers to the backward as one named record
+(:class:`learnwin.models.recurrence.Kept`).
 
 Speed (benchmarks/train_step.py): at the default size the cost is the number of ATen calls
 per step (each op about 1-5 us, each view about 0.5 us), so states, activations and gradients
@@ -24,9 +26,9 @@ Same numbers as the reference path (equal to rounding; tests/test_bptt.py checks
 every gradient to 1e-10 in float64). The float32 rounding is that of the recorded smoke digest
 (tests/test_smoke_digest.py); it last changed when the input projection moved inside, which
 changed the order of the input weight and bias gradients' sums. First-order only: the backward is not
-differentiable again (double backward raises). Each built-in cell's ``scan`` names its family's
-Function and its inputs (:func:`projection`, :func:`layer_norm`), which ``fast_forward`` applies; :meth:`learnwin.models.cells.GatedCell.forward`
-takes that path only when it is safe (see there).
+differentiable again (double backward raises). Each built-in cell's ``scan`` names its family and
+the Function's inputs (:func:`projection`, :func:`layer_norm`), which ``fast_forward`` applies;
+:meth:`learnwin.models.cells.GatedCell.forward` takes that path only when it is safe (see there).
 """
 
 from __future__ import annotations
@@ -98,170 +100,66 @@ def _visible(states: Tensor) -> Tensor:
     return states[1:].movedim(0, -2)
 
 
-class GateScan(torch.autograd.Function):
-    """ConstGate, SharedGate and DiagGate (:class:`learnwin.models.recurrence.GateWeights`)."""
+class Scan(torch.autograd.Function):
+    """Any family's sequence (:class:`learnwin.models.recurrence.Family`), inputs ``family, x, w_in,
+    b_in, *mats, ln_w, ln_b, eps``: the family's recurrent matrices ``mats`` between the input
+    projection's weight and bias and the LayerNorm's (None without LayerNorm); the family's states as
+    outputs, (B, T, H) each (one: the tensor itself)."""
 
     @staticmethod
-    def forward(ctx, x, w_in, b_in, u, s, ln_w, ln_b, eps):
+    def forward(ctx, family, x, w_in, b_in, *params):
         ctx.set_materialize_grads(False)
-        G, H = w_in.shape[-2], u.shape[-1]
-        hs = _states(x, w_in, H)  # the output: allocated outside inference mode
-        T = hs.shape[0] - 1
+        *mats, ln_w, ln_b, eps = params
+        G, H = w_in.shape[-2], mats[0].shape[-1]
+        states = tuple(_states(x, w_in, H) for _ in range(family.states))  # the outputs: outside inference mode
+        T = states[0].shape[0] - 1
         with torch.inference_mode():
             ctx.x, xproj = rec.project(x, w_in, b_in)
-            w = rec.GateWeights(u, s, rec.norm(ln_w, ln_b, eps), u.mT.contiguous())
-            pre, gs = _buffer(hs, G), _buffer(hs, H)  # pre: the gate columns become the gate
+            w = family.weights(mats, rec.norm(ln_w, ln_b, eps), True)
+            widths = family.widths(G, H)
+            saved = type(widths)(*(_buffer(states[0], n) for n in widths))
+            unbound = tuple(v.unbind(0) for v in states)
+            rows = _rows(family.step(saved, tuple(v[1:] for v in unbound)), T)
             means, rstds = [], []
-            h_t = hs.unbind(0)
-            for xp, h, out in zip(xproj.unbind(0), h_t, _rows(rec.GateStep.of(pre, gs, h_t[1:]), T)):
-                mean, rstd = rec.gate_forward_step(w, xp, h, out)
+            step = family.forward_step
+            for xs, prev, out in zip(zip(*(v.unbind(0) for v in family.split(xproj))), zip(*unbound), rows):
+                mean, rstd = step(w, xs, prev, out)
                 means.append(mean), rstds.append(rstd)
-        ctx.buffers = pre, hs, gs, means, rstds
-        ctx.save_for_backward(w_in, u, s, ln_w, ln_b)
-        ctx.eps = eps
-        return _visible(hs)
+        ctx.family, ctx.kept, ctx.eps = family, rec.Kept(states, saved, means, rstds), eps
+        ctx.save_for_backward(w_in, *mats, ln_w, ln_b)
+        return _visible(states[0]) if len(states) == 1 else tuple(_visible(v) for v in states)
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad_h):
-        w_in, u, s, ln_w, ln_b = ctx.saved_tensors
-        da = torch.empty_like(ctx.buffers[0])  # the pre-activation gradient: outside inference mode
+    def backward(ctx, *grad_states):
+        w_in, *mats, ln_w, ln_b = ctx.saved_tensors
+        da = _buffer(ctx.kept.states[0], w_in.shape[-2])  # the pre-activation gradient: outside inference mode
         with torch.inference_mode():
-            grads = GateScan._backward(da, grad_h, rec.GateWeights(u, s, rec.norm(ln_w, ln_b, ctx.eps)), *ctx.buffers)
-        return (*rec.project_grads(ctx.needs_input_grad, da, ctx.x, w_in), *rec.normal(*grads))
-
-    @staticmethod
-    def _backward(da, grad_h, w, pre, hs, g, means, rstds):
-        T = pre.shape[0]
-        hp, step = hs[:-1], rec.GateStep.of(pre, g, None)
-        a = step.a.contiguous()
-        a_t, ghs = a.unbind(0), _steps(grad_h)
-        dys = torch.empty_like(g)  # d LN-output of every step
-        grads = _rows(rec.GateGrads(dys, None if step.gate is None else da), T)
-        das, dh = [], ghs[-1]  # das: the fixed leak's pre-activation gradients, stacked into da after
-        for lo, hi in _blocks(T, pre[0].nbytes, pre[0].device):
-            gate = None if step.gate is None else step.gate[lo:hi]
-            fs = _rows(rec.gate_factors(w.s, gate, hp[lo:hi], g[lo:hi]), hi - lo)
-            for t in range(hi - 1, lo - 1, -1):
-                da_t, dh = rec.gate_backward_step(w, fs[t - lo], dh, ghs[t - 1], a_t[t], means[t], rstds[t], grads[t],
-                                                  carry=t > 0)
-                das.append(da_t)
-        if step.gate is None:
-            torch.stack(das[::-1], out=da)
-        gw, gb = rec.ln_param_grads(dys, a, means, rstds, w.norm)
-        return rec.outer(da, hp), None, gw, gb, None
+            w = ctx.family.weights(mats, rec.norm(ln_w, ln_b, ctx.eps))
+            grads = _backward(ctx.family, w, da, grad_states, ctx.kept)
+        return (None, *rec.project_grads(ctx.needs_input_grad[1:], da, ctx.x, w_in), *rec.normal(*grads), None)
 
 
-class GRUScan(torch.autograd.Function):
-    """GRU (:class:`learnwin.models.recurrence.GRUWeights`)."""
-
-    @staticmethod
-    def forward(ctx, x, w_in, b_in, u_zr, u_h, ln_w, ln_b, eps):
-        ctx.set_materialize_grads(False)
-        H = u_h.shape[-1]
-        hs = _states(x, w_in, H)  # the output: allocated outside inference mode
-        T = hs.shape[0] - 1
-        with torch.inference_mode():
-            ctx.x, xproj = rec.project(x, w_in, b_in)
-            w = rec.GRUWeights(u_zr, u_h, rec.norm(ln_w, ln_b, eps), u_zr.mT.contiguous(), u_h.mT.contiguous())
-            zr, ah = _buffer(hs, 2 * H), _buffer(hs, H)  # zr: gates, ah: LN input
-            qs, gs = _buffer(hs, H), _buffer(hs, H)
-            xzr, xh = xproj[..., :2 * H].unbind(0), xproj[..., 2 * H:].unbind(0)
-            means, rstds = [], []
-            h_t = hs.unbind(0)
-            for xz, xc, h, out in zip(xzr, xh, h_t, _rows(rec.GRUStep.of(zr, ah, qs, gs, h_t[1:]), T)):
-                mean, rstd = rec.gru_forward_step(w, xz, xc, h, out)
-                means.append(mean), rstds.append(rstd)
-        ctx.buffers = zr, ah, hs, qs, gs, means, rstds
-        ctx.save_for_backward(w_in, u_zr, u_h, ln_w, ln_b)
-        ctx.eps = eps
-        return _visible(hs)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_h):
-        w_in, u_zr, u_h, ln_w, ln_b = ctx.saved_tensors
-        zr = ctx.buffers[0]
-        da = zr.new_empty(*zr.shape[:-1], 3 * u_h.shape[-1])  # pre-activation gradient, outside inference mode
-        with torch.inference_mode():
-            w = rec.GRUWeights(u_zr, u_h, rec.norm(ln_w, ln_b, ctx.eps))
-            grads = GRUScan._backward(da, grad_h, w, *ctx.buffers)
-        return (*rec.project_grads(ctx.needs_input_grad, da, ctx.x, w_in), *rec.normal(*grads))
-
-    @staticmethod
-    def _backward(da, grad_h, w, zr, ah, hs, qs, g, means, rstds):
-        T = g.shape[0]
-        hp = hs[:-1]
-        dzr = torch.empty_like(zr)
-        ah_t, ghs = ah.unbind(0), _steps(grad_h)
-        dahs, dys = [], torch.empty_like(g)  # dys: d LN-output of every step
-        grads = _rows(rec.GRUGrads(dys, dzr), T)
-        dh = ghs[-1]
-        for lo, hi in _blocks(T, zr[0].nbytes, zr[0].device):
-            fs = _rows(rec.gru_factors(zr[lo:hi], hp[lo:hi], g[lo:hi]), hi - lo)
-            for t in range(hi - 1, lo - 1, -1):
-                dah, dh = rec.gru_backward_step(w, fs[t - lo], dh, ghs[t - 1], ah_t[t], means[t], rstds[t], grads[t],
-                                                carry=t > 0)
-                dahs.append(dah)
-        dah = torch.stack(dahs[::-1])
-        torch.cat([dzr, dah], -1, out=da)
-        gw, gb = rec.ln_param_grads(dys, ah, means, rstds, w.norm)
-        return rec.outer(dzr, hp), rec.outer(dah, qs), gw, gb, None
-
-
-class LSTMScan(torch.autograd.Function):
-    """LSTM (:class:`learnwin.models.recurrence.LSTMWeights`); outputs h and c."""
-
-    @staticmethod
-    def forward(ctx, x, w_in, b_in, u, ln_w, ln_b, eps):
-        ctx.set_materialize_grads(False)
-        H = u.shape[-1]
-        hs, cs = _states(x, w_in, H), _states(x, w_in, H)  # the outputs: outside inference mode
-        T = hs.shape[0] - 1
-        with torch.inference_mode():
-            ctx.x, xproj = rec.project(x, w_in, b_in)
-            w = rec.LSTMWeights(u, rec.norm(ln_w, ln_b, eps), u.mT.contiguous())
-            pre = _buffer(hs, 4 * H)  # pre-activations; the i, f, o columns become the gates
-            gs, tcs = _buffer(hs, H), _buffer(hs, H)
-            h_t, c_t = hs.unbind(0), cs.unbind(0)
-            steps = _rows(rec.LSTMStep.of(pre, gs, tcs, h_t[1:], c_t[1:]), T)
-            means, rstds = [], []
-            for xp, h, c, out in zip(xproj.unbind(0), h_t, c_t, steps):
-                mean, rstd = rec.lstm_forward_step(w, xp, h, c, out)
-                means.append(mean), rstds.append(rstd)
-        ctx.buffers = pre, hs, cs, gs, tcs, means, rstds
-        ctx.save_for_backward(w_in, u, ln_w, ln_b)
-        ctx.eps = eps
-        return _visible(hs), _visible(cs)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_h, grad_c):
-        w_in, u, ln_w, ln_b = ctx.saved_tensors
-        da = torch.empty_like(ctx.buffers[0])  # the pre-activation gradient: outside inference mode
-        with torch.inference_mode():
-            w = rec.LSTMWeights(u, rec.norm(ln_w, ln_b, ctx.eps))
-            grads = LSTMScan._backward(da, grad_h, grad_c, w, *ctx.buffers)
-        return (*rec.project_grads(ctx.needs_input_grad, da, ctx.x, w_in), *rec.normal(*grads))
-
-    @staticmethod
-    def _backward(da, grad_h, grad_c, w, pre, hs, cs, g, tc, means, rstds):
-        T, H = g.shape[0], g.shape[-1]
-        ag = pre[..., 3 * H:].contiguous()
-        ghs = (None,) * T if grad_h is None else _steps(grad_h)
-        gcs = (None,) * T if grad_c is None else _steps(grad_c)
-        ag_t = ag.unbind(0)
-        dys = torch.empty_like(g)  # d LN-output of every step
-        grads = _rows(rec.LSTMGrads(dys, da), T)
-        dh = torch.zeros_like(g[0]) if grad_h is None else ghs[-1]
-        dc = torch.zeros_like(g[0])
-        for lo, hi in _blocks(T, pre[0].nbytes, pre[0].device):
-            fs = _rows(rec.lstm_factors(pre[lo:hi], cs[lo:hi], g[lo:hi], tc[lo:hi]), hi - lo)
-            for t in range(hi - 1, lo - 1, -1):
-                dc, dh = rec.lstm_backward_step(w, fs[t - lo], dh, dc, ghs[t - 1], gcs[t], ag_t[t], means[t], rstds[t],
-                                                grads[t], carry=t > 0)
-        gw, gb = rec.ln_param_grads(dys, ag, means, rstds, w.norm)
-        return rec.outer(da, hs[:-1]), gw, gb, None
+def _backward(family, w, da: Tensor, grad_states: tuple, kept: rec.Kept) -> tuple:
+    """The backward loop of :class:`Scan` into ``da``: the recurrent matrices' and LayerNorm affine gradients."""
+    states, saved, means, rstds = kept
+    T = states[0].shape[0] - 1
+    a = family.ln_input(saved).contiguous()
+    a_t, dys = a.unbind(0), torch.empty_like(a)  # dys: d LN-output of every step
+    grads = family.grads(dys, da)
+    rows = _rows(grads, T)
+    ghs = [(None,) * T if g is None else _steps(g) for g in grad_states]
+    carry = tuple(torch.zeros_like(a[0]) if g[-1] is None else g[-1] for g in ghs)
+    prev_grads = list(zip(*ghs))
+    prev = tuple(v[:-1] for v in states)
+    step, out = family.backward_step, []
+    for lo, hi in _blocks(T, saved[0][0].nbytes, saved[0].device):
+        fs = _rows(family.factors(w, saved, prev, slice(lo, hi)), hi - lo)
+        for t in range(hi - 1, lo - 1, -1):
+            carry, k = step(w, fs[t - lo], carry, prev_grads[t - 1], a_t[t], means[t], rstds[t], rows[t], t > 0)
+            out.append(k)
+    _, mat_grads = family.finish(grads, out[::-1], saved, prev, da)
+    return (*mat_grads, *rec.ln_param_grads(dys, a, means, rstds, w.norm))
 
 
 def active() -> bool:
@@ -271,10 +169,10 @@ def active() -> bool:
 
 
 def projection(cell: nn.Module) -> tuple[Tensor, Tensor]:
-    """The second and third inputs of every Function here (after x): the cell's fused input weight and bias."""
+    """The inputs of :class:`Scan` after the family and x: the cell's fused input weight and bias."""
     return torch.cat(cell.input_weights(), 0), torch.cat(cell.input_biases(), 0)
 
 
 def layer_norm(norm: nn.Module) -> tuple:
-    """The last three inputs of every Function here: LayerNorm weight, bias, eps (None without LN)."""
+    """The last three inputs of :class:`Scan`: LayerNorm weight, bias, eps (None without LN)."""
     return (norm.weight, norm.bias, norm.eps) if isinstance(norm, nn.LayerNorm) else (None, None, None)

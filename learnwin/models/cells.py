@@ -50,7 +50,6 @@ device by ``fused.pick``); the step-by-step scan here is the reference path (see
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -58,6 +57,8 @@ from torch import Tensor, nn
 
 from learnwin.infra.registry import BLOCKS, CELLS, MODEL, block_name, load_cells
 from learnwin.models import bptt, fused
+from learnwin.models.families import gate, gru, lstm
+from learnwin.models.recurrence import StepOut
 from learnwin.models.stack import Stack
 from learnwin.models.state import CellState
 from learnwin.models.trace import Trace
@@ -113,25 +114,6 @@ def _full(value: float, *shape: int) -> nn.Parameter:
     return nn.Parameter(torch.full(shape, value))
 
 
-class StepOut(NamedTuple):
-    """What :meth:`GatedCell.step` returns for one time step, each (B, H) (docs/method.md §2, §4).
-
-    ``state`` is the cell's own state tuple, passed back to the next step (``state[0]`` is h_t);
-    ``hidden`` is h_t and ``transported`` the state gradients are transported along (h_t, or c_t
-    for the LSTM). With ``trace=True`` the step also gives the :class:`Trace` fields of step t:
-    ``leak`` lambda_t, ``correction`` r_t, ``receive`` (e_t for the LSTM, else 1) and
-    ``candidate`` g~_t; with ``trace=False`` they are None.
-    """
-
-    state: tuple
-    hidden: Tensor
-    transported: Tensor
-    leak: Tensor | None = None
-    correction: Tensor | None = None
-    receive: Tensor | None = None
-    candidate: Tensor | None = None
-
-
 class GatedCell(CellState, nn.Module):
     """Common scan: precomputed input projections, one fused recurrent matmul per step.
 
@@ -171,9 +153,9 @@ class GatedCell(CellState, nn.Module):
         return (hidden,)
 
     def scan(self) -> tuple[type, tuple] | None:
-        """A cell with a hand-written recurrence (:mod:`learnwin.models.recurrence`): bptt's Function of
-        its family and that Function's inputs after x (fused input weight and bias, recurrent weights,
-        LayerNorm weight, bias and eps); None for a cell without one."""
+        """A cell with a hand-written recurrence: its family (:class:`learnwin.models.recurrence.Family`)
+        and the inputs of the drivers' Function after x (fused input weight and bias, the family's
+        recurrent matrices, LayerNorm weight, bias and eps); None for a cell without one."""
         return None
 
     def fast_forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -183,7 +165,7 @@ class GatedCell(CellState, nn.Module):
         scan = self.scan()
         if scan is None:
             return self.forward(x, reference=True)
-        out = fused.pick(scan[0], x).apply(x, *scan[1])
+        out = fused.pick(x).apply(scan[0], x, *scan[1])
         return out if isinstance(out, tuple) else (out, out)
 
     # -- the full state z = h or (h, c) (docs/method.md §4b; learnwin.models.state) --------------
@@ -277,7 +259,7 @@ class ConstGate(GatedCell):
         self.W_h = _orthogonal(hidden_size, hidden_size)
 
     def scan(self):
-        return bptt.GateScan, (*bptt.projection(self), self.recurrent(), self.s, *bptt.layer_norm(self.norm))
+        return gate.Gate, (*bptt.projection(self), self.recurrent(), self.s, *bptt.layer_norm(self.norm))
 
     def input_weights(self):
         return [self.W_x]
@@ -303,15 +285,7 @@ class ConstGate(GatedCell):
         return torch.tanh(self.norm(pre))
 
     def step(self, xp, hp, state, trace):
-        h_prev = state[0]
-        g = self._candidate(xp + hp)
-        s = self.s
-        h = h_prev + s * (g - h_prev)
-        if not trace:
-            return StepOut((h,), h, h)
-        leak = (1 - s).expand_as(h)
-        corr = s * (1 - g * g) * torch.diagonal(self.W_h)
-        return StepOut((h,), h, h, leak, corr, torch.ones_like(h), g)
+        return gate.reference(self, xp, hp, state, trace)
 
 
 class SharedGate(ConstGate):
@@ -348,18 +322,6 @@ class SharedGate(ConstGate):
         J.diagonal(dim1=-2, dim2=-1).add_(1 - s)
         return J
 
-    def step(self, xp, hp, state, trace):
-        H = self.hidden_size
-        h_prev = state[0]
-        g = self._candidate(xp[:, :H] + hp[:, :H])
-        s = torch.sigmoid(xp[:, H:] + hp[:, H:])
-        h = h_prev + s * (g - h_prev)
-        if not trace:
-            return StepOut((h,), h, h)
-        ds = s * (1 - s)
-        leak = (1 - s).expand_as(h)
-        corr = (g - h_prev) * ds * self._gate_diag() + s * (1 - g * g) * torch.diagonal(self.W_h)
-        return StepOut((h,), h, h, leak, corr, torch.ones_like(h), g)
 
 
 class DiagGate(SharedGate):
@@ -440,21 +402,10 @@ class GRU(GatedCell):
         return J
 
     def scan(self):
-        return bptt.GRUScan, (*bptt.projection(self), self.recurrent(), self.U_h, *bptt.layer_norm(self.norm))
+        return gru.GRU, (*bptt.projection(self), self.recurrent(), self.U_h, *bptt.layer_norm(self.norm))
 
     def step(self, xp, hp, state, trace):
-        H = self.hidden_size
-        h_prev = state[0]
-        z = torch.sigmoid(xp[:, :H] + hp[:, :H])
-        r = torch.sigmoid(xp[:, H:2 * H] + hp[:, H:])
-        g = torch.tanh(self.norm(xp[:, 2 * H:] + (r * h_prev) @ self.U_h.T))
-        h = h_prev + z * (g - h_prev)
-        if not trace:
-            return StepOut((h,), h, h)
-        corr = (g - h_prev) * z * (1 - z) * torch.diagonal(self.U_z) + z * (1 - g * g) * torch.diagonal(
-            self.U_h
-        ) * (r + h_prev * r * (1 - r) * torch.diagonal(self.U_r))
-        return StepOut((h,), h, h, 1 - z, corr, torch.ones_like(h), g)
+        return gru.reference(self, xp, hp, state, trace)
 
 
 class LSTM(GatedCell):
@@ -516,31 +467,13 @@ class LSTM(GatedCell):
         return J
 
     def scan(self):
-        return bptt.LSTMScan, (*bptt.projection(self), self.recurrent(), *bptt.layer_norm(self.norm))
+        return lstm.LSTM, (*bptt.projection(self), self.recurrent(), *bptt.layer_norm(self.norm))
 
     def state_of(self, hidden, transported):
         return (hidden, transported, torch.zeros_like(hidden))  # h, c, e = o (1 - tanh^2 c): trace only
 
     def step(self, xp, hp, state, trace):
-        H = self.hidden_size
-        _, c_prev, e_prev = state
-        pre = xp + hp
-        i = torch.sigmoid(pre[:, :H])
-        f = torch.sigmoid(pre[:, H:2 * H])
-        o = torch.sigmoid(pre[:, 2 * H:3 * H])
-        g = torch.tanh(self.norm(pre[:, 3 * H:]))
-        c = f * c_prev + i * g
-        tc = torch.tanh(c)
-        h = o * tc
-        if not trace:
-            return StepOut((h, c, e_prev), h, c)
-        e = o * (1 - tc * tc)
-        corr = (
-            c_prev * f * (1 - f) * torch.diagonal(self.U_f)
-            + i * (1 - g * g) * torch.diagonal(self.U_g)
-            + g * i * (1 - i) * torch.diagonal(self.U_i)
-        ) * e_prev
-        return StepOut((h, c, e), h, c, f, corr, e, g)
+        return lstm.reference(self, xp, hp, state, trace)
 
 
 class GatedRNN(nn.Module):

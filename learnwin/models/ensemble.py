@@ -169,14 +169,14 @@ class _MemberScan:
     hand-written recurrence (``GatedCell.scan``: the single-layer gated cells); :meth:`of` gives
     None for others (linear cells, stacks, user cells), which run their scan under vmap."""
 
-    def __init__(self, base: nn.Module, function: type, inputs: tuple):
+    def __init__(self, base: nn.Module, family: type, inputs: tuple):
         split = _Split(base)
 
         def call(p, b, *args):
             return functional_call(split, ({f"net.{k}": v for k, v in p.items()},
                                            {f"net.{k}": v for k, v in b.items()}), args)
 
-        self.function, self.inputs = function, inputs
+        self.family, self.inputs = family, inputs
         self._parts = self.readouts = vmap(call)  # no hidden states: the recurrence's inputs; with them: readouts
         self.losses = vmap(lambda p, b, hidden, y: torch.mean((call(p, b, hidden) - y) ** 2))
 
@@ -190,7 +190,7 @@ class _MemberScan:
         """Every member's hidden states (E, B, T, H) on x (E, B, T, D) or shared (B, T, D)."""
         parts = iter(self._parts(params, buffers))
         args = [_per_member(next(parts)) if isinstance(t, Tensor) else t for t in self.inputs]
-        out = fused.pick(self.function, x).apply(x, *args)
+        out = fused.pick(x).apply(self.family, x, *args)
         return out[0] if isinstance(out, tuple) else out
 
 

@@ -4,30 +4,30 @@ launched once.
 
 Three parts, each switchable (:class:`Mode`, :func:`use`), chosen per device by :data:`DEFAULT`:
 
-* kernels (``*_forward_kernel``, ``*_backward_kernel``): one time step of a cell family, the
-  hand-written step of :mod:`learnwin.models.recurrence` on fresh tensors (its factors computed
-  per step). ``torch.compile`` (fullgraph, static shapes) fuses the elementwise work of a step,
-  LayerNorm included, into a few kernels beside its matmuls. Each kernel is compiled once
-  per shape, never the unrolled loop (a loop of T ~ 1500 steps takes hours to compile).
-* loops (``*_forward``, ``*_backward``): the forward and backward loops over time, and the
-  per-sequence sums after the backward one (recurrent matrices, LayerNorm affine).
+* kernels (:func:`forward_kernel`, :func:`backward_kernel`): one time step of any cell family
+  (:class:`learnwin.models.recurrence.Family`), its hand-written step on fresh tensors (its factors
+  computed per step). ``torch.compile`` (fullgraph, static shapes) fuses the elementwise work of a
+  step, LayerNorm included, into a few kernels beside its matmuls. Each kernel is compiled once
+  per family and shape, never the unrolled loop (a loop of T ~ 1500 steps takes hours to compile).
+* loops (:func:`forward_loop`, :func:`backward_loop`): the forward and backward loops over time,
+  and the per-sequence sums after the backward one (recurrent matrices, LayerNorm affine); the
+  forward's record (:class:`learnwin.models.recurrence.Kept`) is the backward's input.
 * :class:`Graphed`: on CUDA, each loop captured as a CUDA graph once per input signature and
   replayed (inputs copied into the graph's static tensors, outputs copied out), so the T steps
   cost no Python and no launch overhead.
 
-:class:`FusedGateScan`, :class:`FusedGRUScan` and :class:`FusedLSTMScan` take the arguments of
-bptt's GateScan, GRUScan and LSTMScan; :func:`pick` returns the one to run for an input's device.
-Same numbers as the fast path up to rounding (tests/test_fused.py: 1e-10 in float64, 1e-5 in
+:class:`Scan` takes the arguments of bptt's Scan; :func:`pick` returns the Function to run for an
+input's device. Same numbers as the fast path up to rounding (tests/test_fused.py: 1e-10 in float64, 1e-5 in
 float32, forward and every gradient). On the CPU the fused step does not win
 (docs/performance.md, "Training step speed"), so it runs there only when asked for (:func:`use`).
 
-Members: the same Functions, loops and kernels train E networks of one shape at once
+Members: the same Function, loops and kernels train E networks of one shape at once
 (:class:`learnwin.models.ensemble.Ensemble`) when given their inputs with a leading member
 dimension (recurrence.py's convention: x (E, B, T, D) or shared (B, T, D), weights (E, rows, cols),
 per-network vectors (E, 1, .)): each step's matmuls are batched over the members, and the outputs
 are (E, B, T, H). They run in the mode of the device like one network's (on CUDA compiled and
 graphed, a pair of graphs per shape); where the device has no fused mode (the CPU), :func:`pick`
-gives bptt's Functions, which take the member dimension too.
+gives bptt's Scan, which takes the member dimension too.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 from torch.autograd.function import once_differentiable
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from learnwin.models import bptt
 from learnwin.models import recurrence as rec
@@ -87,10 +88,9 @@ def mode_for(device: torch.device) -> Mode | None:
     return mode._replace(compile=False) if mode is not None and switch == "eager" else mode
 
 
-def pick(function: type, x: Tensor) -> type:
-    """The Function to run for bptt's ``function`` on x's device: its fused twin, or itself."""
-    fused = FUSED.get(function)
-    return function if fused is None or mode_for(x.device) is None else fused
+def pick(x: Tensor) -> type:
+    """The Function to run on x's device: :class:`Scan` where the device has a fused mode, else bptt's."""
+    return bptt.Scan if mode_for(x.device) is None else Scan
 
 
 def evaluates(x: Tensor) -> bool:
@@ -103,52 +103,22 @@ def evaluates(x: Tensor) -> bool:
 
 # -- kernels: one time step on fresh tensors, the unit compiled ----------------------------------------
 
-def gate_forward_kernel(w: rec.GateWeights, xp, h):
-    """:func:`recurrence.gate_forward_step` on fresh tensors: h_t, the pre-activation, g, LN stats."""
-    out = rec.GateStep.of(torch.empty_like(xp), torch.empty_like(h), torch.empty_like(h))
-    mean, rstd = rec.gate_forward_step(w, xp, h, out)
-    return out.h, out.pre, out.g, mean, rstd
+def forward_kernel(family, w, xp: Tensor, prev: tuple) -> tuple:
+    """The family's forward step on fresh tensors: the new states, the ``Saved`` record, the LN stats."""
+    widths = family.widths(xp.shape[-1], prev[0].shape[-1])
+    saved = type(widths)(*(xp.new_empty(*xp.shape[:-1], n) for n in widths))
+    new = tuple(torch.empty_like(h) for h in prev)
+    mean, rstd = family.forward_step(w, family.split(xp), prev, family.step(saved, new))
+    return new, saved, mean, rstd
 
 
-def gate_backward_kernel(w: rec.GateWeights, dh, gh_prev, h_prev, pre, g, mean, rstd):
-    """:func:`recurrence.gate_backward_step` on fresh tensors: d pre-activation, d LN output, d h_{t-1}."""
-    step = rec.GateStep.of(pre, g, None)
-    out = rec.GateGrads(torch.empty_like(g), None if step.gate is None else torch.empty_like(pre))
-    da, dh = rec.gate_backward_step(w, rec.gate_factors(w.s, step.gate, h_prev, g), dh, gh_prev, step.a, mean, rstd,
-                                    out)
-    return da, out.dy, dh
-
-
-def gru_forward_kernel(w: rec.GRUWeights, xp, h):
-    """:func:`recurrence.gru_forward_step` on fresh tensors: h_t, gates, LN input, r h_{t-1}, g, LN stats."""
-    H = h.shape[-1]
-    out = rec.GRUStep.of(h.new_empty(*h.shape[:-1], 2 * H), *(torch.empty_like(h) for _ in range(4)))
-    mean, rstd = rec.gru_forward_step(w, xp[..., :2 * H], xp[..., 2 * H:], h, out)
-    return out.h, out.zr, out.ah, out.q, out.g, mean, rstd
-
-
-def gru_backward_kernel(w: rec.GRUWeights, dh, gh_prev, h_prev, zr, ah, g, mean, rstd):
-    """:func:`recurrence.gru_backward_step` on fresh tensors: d gate and candidate pre-activations,
-    d LN output, d h_{t-1}."""
-    out = rec.GRUGrads(torch.empty_like(g), torch.empty_like(zr))
-    dah, dh = rec.gru_backward_step(w, rec.gru_factors(zr, h_prev, g), dh, gh_prev, ah, mean, rstd, out)
-    return out.dzr, dah, out.dy, dh
-
-
-def lstm_forward_kernel(w: rec.LSTMWeights, xp, h, c):
-    """:func:`recurrence.lstm_forward_step` on fresh tensors: h_t, c_t, pre-activation, g, tanh c_t, LN stats."""
-    out = rec.LSTMStep.of(torch.empty_like(xp), *(torch.empty_like(h) for _ in range(4)))
-    mean, rstd = rec.lstm_forward_step(w, xp, h, c, out)
-    return out.h, out.c, out.pre, out.g, out.tc, mean, rstd
-
-
-def lstm_backward_kernel(w: rec.LSTMWeights, dh, dc, gh_prev, gc, c_prev, pre, g, tc, mean, rstd):
-    """:func:`recurrence.lstm_backward_step` on fresh tensors: d pre-activation, d LN output,
-    d c_{t-1}, d h_{t-1}."""
-    step, out = rec.LSTMStep.of(pre, g, tc, None, None), rec.LSTMGrads(torch.empty_like(g), torch.empty_like(pre))
-    dc, dh = rec.lstm_backward_step(w, rec.lstm_factors(pre, c_prev, g, tc), dh, dc, gh_prev, gc, step.ag, mean,
-                                    rstd, out)
-    return out.da, out.dy, dc, dh
+def backward_kernel(family, w, carry: tuple, prev_grads: tuple, saved, prev: tuple, mean, rstd, G: int) -> tuple:
+    """The family's factors and backward step on fresh tensors (``G``: the pre-activation's width): the
+    carried gradients of step t - 1, the ``Grads`` record, the kept tensor."""
+    a = family.ln_input(saved)
+    out = family.grads(torch.empty_like(a), a.new_empty(*a.shape[:-1], G))
+    carry, kept = family.backward_step(w, family.factors(w, saved, prev, ...), carry, prev_grads, a, mean, rstd, out)
+    return carry, out, kept
 
 
 # -- loops over time -------------------------------------------------------------------------------
@@ -157,64 +127,54 @@ def _stack(steps: list) -> Tensor | None:
     return None if steps[0] is None else torch.stack(steps)
 
 
-def _scan(step, w, xproj: Tensor, H: int, states: int = 1) -> tuple:
-    """The forward ``step`` over time from zero states, ``step(w, xp_t, *states) -> (*states, *kept)``:
-    each state stacked (T + 1, B, H), the zero initial state first, then each kept output
-    stacked (None stays None)."""
-    carry = tuple(xproj.new_zeros(*xproj.shape[1:-1], H) for _ in range(states))  # distinct: an alias recompiles
-    path, kept = [carry], []
-    for xp in xproj.unbind(0):
-        out = step(w, xp, *carry)
-        carry = out[:states]
-        path.append(carry), kept.append(out[states:])
-    return (*(torch.stack(v) for v in zip(*path)), *(_stack(list(v)) for v in zip(*kept)))
+def _stack_records(rows: list) -> NamedTuple:
+    """One record of time-major tensors from per-step records (a None field stays None)."""
+    return type(rows[0])(*(_stack(list(v)) for v in zip(*rows)))
 
 
-def gate_forward(step, xproj, u, s, ln_w, ln_b, eps):
-    w = rec.GateWeights(u, s, rec.norm(ln_w, ln_b, eps), u.mT.contiguous())
-    return _scan(step, w, xproj, u.shape[-1])
+def forward_loop(step, family, xproj: Tensor, mats: tuple, ln: tuple) -> rec.Kept:
+    """The forward ``step`` (:func:`forward_kernel`) over time from zero states, on the input
+    projection ``xproj`` (T, B, G), the recurrent matrices and ``ln`` (LayerNorm weight, bias, eps).
+    Each step's outputs are copied into time-major buffers made at the first step, so they are kept
+    once (in a graph, each step's own tensors are freed for the next step's)."""
+    w, T = family.weights(mats, rec.norm(*ln), True), xproj.shape[0]
+    carry = tuple(xproj.new_zeros(*xproj.shape[1:-1], mats[0].shape[-1]) for _ in range(family.states))  # distinct: an alias recompiles
+    kept = None
+    for t, xp in enumerate(xproj.unbind(0)):
+        carry, saved, mean, rstd = step(family, w, xp, carry)
+        if kept is None:
+            kept = rec.Kept(tuple(_buffer(h, T + 1) for h in carry), type(saved)(*(_buffer(v, T) for v in saved)),
+                            _buffer(mean, T), _buffer(rstd, T))
+            for buf in kept.states:
+                buf[0].zero_()
+        for buf, v in zip(kept.states, carry):
+            buf[t + 1].copy_(v)
+        for buf, v in zip((*kept.saved, kept.means, kept.rstds), (*saved, mean, rstd)):
+            if buf is not None:
+                buf[t].copy_(v)
+    return kept
 
 
-def gate_backward(step, grad_h, u, s, ln_w, ln_b, eps, hs, pre, g, mean, rstd):
-    w, T = rec.GateWeights(u, s, rec.norm(ln_w, ln_b, eps)), pre.shape[0]
-    dh, das, dys = grad_h[-1], [None] * T, [None] * T
+def _buffer(v: Tensor | None, T: int) -> Tensor | None:
+    """A time-major buffer (T, *v.shape) for a step's output ``v`` (None for None)."""
+    return None if v is None else v.new_empty(T, *v.shape)
+
+
+def backward_loop(step, family, grads: tuple, mats: tuple, ln: tuple, kept: rec.Kept, G: int) -> tuple:
+    """The backward ``step`` (:func:`backward_kernel`) over time on the outputs' time-major
+    gradients ``grads`` and what the forward kept; returns the pre-activation gradient (T, B, G), the
+    recurrent matrices' and the LayerNorm affine's gradients."""
+    w = family.weights(mats, rec.norm(*ln))
+    states, saved, mean, rstd = kept
+    T = states[0].shape[0] - 1
+    carry, rows, out = tuple(g[-1] for g in grads), [None] * T, [None] * T
     for t in range(T - 1, -1, -1):
-        das[t], dys[t], dh = step(w, dh, grad_h[max(t - 1, 0)], hs[t], pre[t], g[t], _at(mean, t), _at(rstd, t))
-    da, dy = torch.stack(das), torch.stack(dys)
-    gw, gb = rec.ln_param_grads(dy, pre[..., :u.shape[-1]], *_steps(mean, rstd), w.norm)
-    return da, rec.outer(da, hs[:-1]), None, gw, gb  # None: s, a fixed leak or not an input
-
-
-def gru_forward(step, xproj, u_zr, u_h, ln_w, ln_b, eps):
-    w = rec.GRUWeights(u_zr, u_h, rec.norm(ln_w, ln_b, eps), u_zr.mT.contiguous(), u_h.mT.contiguous())
-    return _scan(step, w, xproj, u_h.shape[-1])
-
-
-def gru_backward(step, grad_h, u_zr, u_h, ln_w, ln_b, eps, hs, zr, ah, q, g, mean, rstd):
-    w, T = rec.GRUWeights(u_zr, u_h, rec.norm(ln_w, ln_b, eps)), zr.shape[0]
-    dh, dzrs, dahs, dys = grad_h[-1], [None] * T, [None] * T, [None] * T
-    for t in range(T - 1, -1, -1):
-        dzrs[t], dahs[t], dys[t], dh = step(w, dh, grad_h[max(t - 1, 0)], hs[t], zr[t], ah[t], g[t], _at(mean, t),
-                                            _at(rstd, t))
-    dzr, dah, dy = torch.stack(dzrs), torch.stack(dahs), torch.stack(dys)
-    return (torch.cat([dzr, dah], -1), rec.outer(dzr, hs[:-1]), rec.outer(dah, q),
-            *rec.ln_param_grads(dy, ah, *_steps(mean, rstd), w.norm))
-
-
-def lstm_forward(step, xproj, u, ln_w, ln_b, eps):
-    w = rec.LSTMWeights(u, rec.norm(ln_w, ln_b, eps), u.mT.contiguous())
-    return _scan(step, w, xproj, u.shape[-1], states=2)
-
-
-def lstm_backward(step, grad_h, grad_c, u, ln_w, ln_b, eps, hs, cs, pre, g, tc, mean, rstd):
-    w, T = rec.LSTMWeights(u, rec.norm(ln_w, ln_b, eps)), pre.shape[0]
-    dh, dc, das, dys = grad_h[-1], torch.zeros_like(grad_c[0]), [None] * T, [None] * T
-    for t in range(T - 1, -1, -1):
-        das[t], dys[t], dc, dh = step(w, dh, dc, grad_h[max(t - 1, 0)], grad_c[t], cs[t], pre[t], g[t], tc[t],
-                                      _at(mean, t), _at(rstd, t))
-    da, dy = torch.stack(das), torch.stack(dys)
-    return (da, rec.outer(da, hs[:-1]),
-            *rec.ln_param_grads(dy, pre[..., 3 * u.shape[-1]:], *_steps(mean, rstd), w.norm))
+        at = type(saved)(*(v[t] for v in saved))
+        carry, rows[t], out[t] = step(family, w, carry, tuple(g[max(t - 1, 0)] for g in grads), at,
+                                      tuple(v[t] for v in states), _at(mean, t), _at(rstd, t), G)
+    grads = _stack_records(rows)
+    da, mat_grads = family.finish(grads, out, saved, tuple(v[:-1] for v in states))
+    return (da, *mat_grads, *rec.ln_param_grads(grads.dy, family.ln_input(saved), *_steps(mean, rstd), w.norm))
 
 
 def _at(v: Tensor | None, t: int) -> Tensor | None:
@@ -257,7 +217,8 @@ class Compiled:
     of the process where that fails (inductor's CUDA kernels need a C compiler and Python headers to
     build their launchers; a compile error can surface at compile time or at the first call): the
     call reruns eagerly, one warning names the cause, and every kernel runs eager from then on. A
-    fault of the kernel itself raises from its eager rerun, as without compiling."""
+    fault of the kernel itself raises from its eager rerun, as without compiling; running out of
+    device memory raises as itself (``torch.OutOfMemoryError``), never taken for a failed compilation."""
 
     def __init__(self, step):
         self.step, self.fn = step, torch.compile(step, fullgraph=True, dynamic=False, backend=BACKEND)
@@ -268,6 +229,8 @@ class Compiled:
         try:
             return self.fn(*args)
         except Exception as error:  # whatever the compiler raised: the eager rerun judges
+            if isinstance(innermost(error), torch.OutOfMemoryError):  # the device's memory, not the compiler
+                raise innermost(error) from error
             out = self.step(*args)
             _failed.append(cause(error))
             log.warning("fused: torch.compile of %s failed (%s); the eager kernels run instead",
@@ -280,11 +243,17 @@ def fallback() -> str | None:
     return _failed[0] if _failed else None
 
 
-def cause(error: BaseException) -> str:
+def innermost(error: BaseException) -> BaseException:
     """The innermost exception that ``error`` wraps (dynamo's and inductor's ``inner_exception``, a
-    ``__cause__``), as its type and first line."""
+    ``__cause__``)."""
     while (inner := getattr(error, "inner_exception", None) or error.__cause__) is not None:
         error = inner
+    return error
+
+
+def cause(error: BaseException) -> str:
+    """:func:`innermost` of ``error``, as its type and first line."""
+    error = innermost(error)
     lines = str(error).strip().splitlines()
     return f"{type(error).__name__}: {lines[0] if lines else ''}"
 
@@ -313,31 +282,46 @@ class CudaGraph:
 
 
 class Graphed:
-    """``fn(*args)`` replayed from a graph captured once per signature of ``args`` (shapes, strides,
-    dtypes and devices of the tensors, the other arguments' values). The capture's tensors are
-    static: each call copies its tensors into them, replays, and returns copies of the outputs
-    (a later call overwrites them). ``backend.capture(fn, static_args) -> (outputs, replay)``."""
+    """``fn(*args)`` replayed from a graph captured once per signature of ``args`` (their structure:
+    nested tuples and records; the shapes, strides, dtypes and devices of the tensors, the other
+    leaves' values). The capture's tensors are static: each call copies its tensors into them,
+    replays, and returns copies of the outputs, in the outputs' structure (a later call overwrites
+    them). ``backend.capture(fn, static_leaves) -> (output leaves, replay)``."""
 
     def __init__(self, fn, backend=CudaGraph):
         self.fn, self.backend, self.graphs = fn, backend, {}
 
     def __call__(self, *args):
-        key = tuple((a.shape, a.stride(), a.dtype, a.device) if isinstance(a, Tensor) else a for a in args)
+        leaves, spec = tree_flatten(args)
+        key = (spec, *((a.shape, a.stride(), a.dtype, a.device) if isinstance(a, Tensor) else a for a in leaves))
         if key not in self.graphs:
-            static = tuple(a.clone() if isinstance(a, Tensor) else a for a in args)
-            self.graphs[key] = (static, *self.backend.capture(self.fn, static))
-        static, outs, replay = self.graphs[key]
-        for s, a in zip(static, args):
+            static = [a.clone() if isinstance(a, Tensor) else a for a in leaves]
+            out_spec = []
+
+            def flat(*leaves):
+                outs, spec_out = tree_flatten(self.fn(*tree_unflatten(list(leaves), spec)))
+                out_spec[:] = [spec_out]
+                return outs
+
+            self.graphs[key] = (static, *self.backend.capture(flat, static), out_spec)
+        static, outs, replay, out_spec = self.graphs[key]
+        for s, a in zip(static, leaves):
             if isinstance(a, Tensor):
                 s.copy_(a)
         replay()
-        return tuple(None if o is None else o.clone() for o in outs)
+        return tree_unflatten([None if o is None else o.clone() for o in outs], out_spec[0])
 
 
 GRAPH_BACKEND = CudaGraph
 """What captures and replays the loops' graphs (:class:`Graphed`)."""
 
 _graphed: dict = {}
+
+
+def release() -> None:
+    """Drop every captured graph, with its static tensors and outputs (their memory goes back to
+    torch's allocator): before another job shape, or between a benchmark's cells."""
+    _graphed.clear()
 
 
 def run(loop, mode: Mode | None, *args):
@@ -351,66 +335,34 @@ def run(loop, mode: Mode | None, *args):
     return _graphed[loop](step, *args)
 
 
-# -- the Functions: bptt's interface -----------------------------------------------------------------
+# -- the Function: bptt's interface -------------------------------------------------------------------
 
-def _forward(ctx, loop, x, w_in, b_in, params: tuple, eps, states: int = 1) -> tuple:
-    """A fused Function's forward: the input projection (recurrence.project), ``loop`` over time on
-    the other inputs ``params`` and ``eps``, in the mode of x's device (kept for the backward);
-    returns the ``states`` first outputs of the loop, (B, T, H)."""
-    ctx.set_materialize_grads(False)
-    ctx.mode = mode_for(x.device)
-    with torch.inference_mode():
-        ctx.x, xproj = rec.project(x, w_in, b_in)
-        out = run(loop, ctx.mode, xproj, *params, eps)
-    ctx.states, ctx.buffers, ctx.eps = out[:states], out[states:], eps
-    ctx.save_for_backward(w_in, *params)
-    return _visible(*(v[1:] for v in ctx.states))
-
-
-def _backward(ctx, loop, *grads: Tensor | None) -> tuple:
-    """A fused Function's backward: ``loop`` on the outputs' time-major gradients ``grads``, the
-    saved inputs, eps, states and buffers; the input projection's gradients (recurrence.project_grads)."""
-    like = ctx.states[0][1:]
-    w_in, *params = ctx.saved_tensors
-    with torch.inference_mode():
-        da, *out = run(loop, ctx.mode, *(_time_major(g, like) for g in grads), *params, ctx.eps, *ctx.states,
-                       *ctx.buffers)
-    return (*rec.project_grads(ctx.needs_input_grad, da, ctx.x, w_in), *rec.normal(*out), None)
-
-
-def _backward_of(loop):
-    """A fused Function's backward through ``loop``."""
-    return staticmethod(once_differentiable(lambda ctx, *grads: _backward(ctx, loop, *grads)))
-
-
-class FusedGateScan(torch.autograd.Function):
-    """bptt.GateScan through :func:`gate_forward` and :func:`gate_backward`."""
-
-    backward = _backward_of(gate_backward)
+class Scan(torch.autograd.Function):
+    """bptt.Scan through :func:`forward_loop` and :func:`backward_loop`, in the mode of x's device
+    (kept for the backward): the same inputs and outputs."""
 
     @staticmethod
-    def forward(ctx, x, w_in, b_in, u, s, ln_w, ln_b, eps):
-        return _forward(ctx, gate_forward, x, w_in, b_in, (u, s, ln_w, ln_b), eps)[0]
-
-
-class FusedGRUScan(torch.autograd.Function):
-    """bptt.GRUScan through :func:`gru_forward` and :func:`gru_backward`."""
-
-    backward = _backward_of(gru_backward)
-
-    @staticmethod
-    def forward(ctx, x, w_in, b_in, u_zr, u_h, ln_w, ln_b, eps):
-        return _forward(ctx, gru_forward, x, w_in, b_in, (u_zr, u_h, ln_w, ln_b), eps)[0]
-
-
-class FusedLSTMScan(torch.autograd.Function):
-    """bptt.LSTMScan through :func:`lstm_forward` and :func:`lstm_backward`; outputs h and c."""
-
-    backward = _backward_of(lstm_backward)
+    def forward(ctx, family, x, w_in, b_in, *params):
+        ctx.set_materialize_grads(False)
+        *mats, ln_w, ln_b, eps = params
+        ctx.mode = mode_for(x.device)
+        with torch.inference_mode():
+            ctx.x, xproj = rec.project(x, w_in, b_in)
+            ctx.kept = run(forward_loop, ctx.mode, family, xproj, tuple(mats), (ln_w, ln_b, eps))
+        ctx.family, ctx.eps = family, eps
+        ctx.save_for_backward(w_in, *mats, ln_w, ln_b)
+        out = _visible(*(v[1:] for v in ctx.kept.states))
+        return out[0] if len(out) == 1 else out
 
     @staticmethod
-    def forward(ctx, x, w_in, b_in, u, ln_w, ln_b, eps):
-        return _forward(ctx, lstm_forward, x, w_in, b_in, (u, ln_w, ln_b), eps, states=2)
+    @once_differentiable
+    def backward(ctx, *grad_states):
+        like = ctx.kept.states[0][1:]
+        w_in, *mats, ln_w, ln_b = ctx.saved_tensors
+        with torch.inference_mode():
+            da, *out = run(backward_loop, ctx.mode, ctx.family, tuple(_time_major(g, like) for g in grad_states),
+                           tuple(mats), (ln_w, ln_b, ctx.eps), ctx.kept, w_in.shape[-2])
+        return (None, *rec.project_grads(ctx.needs_input_grad[1:], da, ctx.x, w_in), *rec.normal(*out), None)
 
 
 def _visible(*states: Tensor) -> tuple:
@@ -425,9 +377,5 @@ def _time_major(grad: Tensor | None, like: Tensor) -> Tensor:
     return torch.zeros_like(like) if grad is None else grad.movedim(-2, 0).contiguous()
 
 
-STEPS = {gate_forward: gate_forward_kernel, gate_backward: gate_backward_kernel, gru_forward: gru_forward_kernel,
-         gru_backward: gru_backward_kernel, lstm_forward: lstm_forward_kernel, lstm_backward: lstm_backward_kernel}
+STEPS = {forward_loop: forward_kernel, backward_loop: backward_kernel}
 """Each loop's kernel."""
-
-FUSED = {bptt.GateScan: FusedGateScan, bptt.GRUScan: FusedGRUScan, bptt.LSTMScan: FusedLSTMScan}
-"""bptt's Functions and their fused twins (:func:`pick`)."""

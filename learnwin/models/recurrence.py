@@ -1,24 +1,22 @@
-"""The hand-written recurrence of the gated cells (docs/method.md §2): per family one forward and one
-backward step, the only hand-written per-step math of training.
+"""The hand-written recurrence of the gated cells (docs/method.md §2): what a cell family is, and the
+sequence-level parts every family's drivers share.
 
-Three families: the gate cells (ConstGate, SharedGate, DiagGate: h_t = h_{t-1} + s_t (g_t - h_{t-1})),
-the GRU and the LSTM. Each has
+A family (:class:`Family`) is one module under :mod:`learnwin.models.families`: its records and its
+forward and backward steps, the only hand-written per-step math of training. The gate cells
+(ConstGate, SharedGate, DiagGate), the GRU and the LSTM are the built-in ones; a cell names its
+family and that family's inputs in ``scan()`` (:mod:`learnwin.models.cells`). Two generic drivers run
+any family: :mod:`learnwin.models.bptt` eagerly over time-major buffers (the CPU),
+:mod:`learnwin.models.fused` compiled per step and graphed (CUDA). Between a driver's forward and
+backward travels one named record, :class:`Kept`.
 
-* ``*Weights``: the recurrent matrices (U, and U^T for the forward), the fixed leak, the LayerNorm;
-* ``*Step``: one step's tensors, written by ``*_forward_step`` and read by the backward;
-* ``*_factors``: the backward's elementwise factors (gate derivatives) of one step, or of a block
-  of steps at once (any leading shape: elementwise, so the same bits either way);
-* ``*Grads``: where ``*_backward_step`` writes a step's gradients; it returns the carried ones.
+A step writes into the tensors it is given (``out=``, no allocation): the eager driver passes views
+of its time-major buffers, the compiled driver fresh tensors inside the compiled step. A cell's
+``step`` stays the definition; tests/test_recurrence.py holds every family's steps to it. The order
+of every sum and product is that of the recorded smoke digest (tests/test_smoke_digest.py): a
+reordering moves its float32 bits.
 
-A step writes into the tensors it is given (``out=``, no allocation): the eager driver
-(:mod:`learnwin.models.bptt`, the CPU) passes views of its time-major buffers, the compiled driver
-(:mod:`learnwin.models.fused`, CUDA) fresh tensors inside the compiled step. A cell's ``step``
-(:mod:`learnwin.models.cells`) stays the definition; tests/test_recurrence.py holds these steps to
-it. The order of every sum and product is that of the recorded smoke digest
-(tests/test_smoke_digest.py): a reordering moves its float32 bits.
-
-The sequence-level parts both drivers share are here too: the input projection and its gradients,
-the LayerNorm affine gradients and the recurrent matrices' gradients, each one op over all steps.
+The sequence-level parts here: the input projection and its gradients, the LayerNorm affine
+gradients and the recurrent matrices' gradients, each one op over all steps.
 
 Members: every step and sequence-level part also runs E networks of one shape at once
 (:mod:`learnwin.models.ensemble`) along a leading member dimension, told by the weights' shape:
@@ -63,7 +61,7 @@ def ln_forward(a: Tensor, ln: Norm | None):
     return n * ln.weight if ln.bias is None else torch.addcmul(ln.bias, n, ln.weight), mean, rstd
 
 
-def _ln_input_grad(dy: Tensor, a: Tensor, mean: Tensor, rstd: Tensor, ln: Norm | None) -> Tensor:
+def ln_input_grad(dy: Tensor, a: Tensor, mean: Tensor, rstd: Tensor, ln: Norm | None) -> Tensor:
     """d a from d LN(a) (dy itself without LayerNorm)."""
     if ln is None:
         return dy
@@ -88,7 +86,7 @@ def ln_param_grads(dy: Tensor, a: Tensor, means, rstds, ln: Norm | None):
     return gw, gb
 
 
-def _mm(bias: Tensor, a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
+def mm(bias: Tensor, a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
     """bias + a b (into ``out``): addmm, or baddbmm over the member dimension (b (E, ., .))."""
     return (torch.addmm if b.dim() == 2 else torch.baddbmm)(bias, a, b, out=out)
 
@@ -147,240 +145,112 @@ def normal(*ts):
     return tuple(None if t is None else t.clone() for t in ts)
 
 
-# -- gate cells: h_t = h_{t-1} + s_t (g_t - h_{t-1}) ----------------------------------------------------
+class StepOut(NamedTuple):
+    """What a cell's ``step`` (:meth:`learnwin.models.cells.GatedCell.step`, a family's ``reference``)
+    returns for one time step, each (B, H) (docs/method.md §2, §4).
 
-class GateWeights(NamedTuple):
-    """``u``: the fused recurrent matrix (H + gate width, H); a gate width of 0 means the fixed leak
-    ``s`` (ConstGate), 1 a shared scalar gate, H one gate per unit. ``uT``: U^T, contiguous (the
-    forward's; None in the backward)."""
+    ``state`` is the cell's own state tuple, passed back to the next step (``state[0]`` is h_t);
+    ``hidden`` is h_t and ``transported`` the state gradients are transported along (h_t, or c_t
+    for the LSTM). With ``trace=True`` the step also gives the
+    :class:`learnwin.models.trace.Trace` fields of step t:
+    ``leak`` lambda_t, ``correction`` r_t, ``receive`` (e_t for the LSTM, else 1) and
+    ``candidate`` g~_t; with ``trace=False`` they are None.
+    """
 
-    u: Tensor
-    s: Tensor
-    norm: Norm | None
-    uT: Tensor | None = None
-
-
-class GateStep(NamedTuple):
-    """A gate step's tensors: ``pre`` the pre-activation, whose columns are ``a`` (the LN input)
-    and ``gate`` (s_t after the step; None for the fixed leak), ``g`` the candidate, ``h`` h_t."""
-
-    pre: Tensor
-    a: Tensor
-    gate: Tensor | None
-    g: Tensor
-    h: Tensor | None
-
-    @staticmethod
-    def of(pre: Tensor, g: Tensor, h: Tensor | None) -> GateStep:
-        H = g.shape[-1]
-        if pre.shape[-1] == H:  # the fixed leak: the pre-activation is the LN input
-            return GateStep(pre, pre, None, g, h)
-        return GateStep(pre, pre[..., :H], pre[..., H:], g, h)
+    state: tuple
+    hidden: Tensor
+    transported: Tensor
+    leak: Tensor | None = None
+    correction: Tensor | None = None
+    receive: Tensor | None = None
+    candidate: Tensor | None = None
 
 
-class GateFactors(NamedTuple):
-    """``k`` = d LN-output / dh_t, ``keep`` = 1 - s_t, ``kd`` = d a_s / dh_t (None for the fixed leak)."""
+class Kept(NamedTuple):
+    """What a driver's forward keeps for its backward: ``states`` the state buffers (T + 1, B, H)
+    (the zero initial state first; h, and c for the LSTM), ``saved`` the family's ``Saved`` record of
+    time-major tensors (T, B, .), and the LayerNorm's per-step ``means`` and ``rstds`` (a list or a
+    stacked tensor; None entries without LayerNorm)."""
 
-    k: Tensor
-    keep: Tensor
-    kd: Tensor | None
-
-
-class GateGrads(NamedTuple):
-    """``dy`` = d LN-output, ``da`` = d pre-activation (None for the fixed leak: its pre-activation
-    gradient is the LayerNorm's input gradient itself, returned, not copied)."""
-
-    dy: Tensor
-    da: Tensor | None
+    states: tuple
+    saved: NamedTuple
+    means: object
+    rstds: object
 
 
-def gate_forward_step(w: GateWeights, xp: Tensor, h_prev: Tensor, out: GateStep) -> tuple:
-    """Step t into ``out`` from xp_t and h_{t-1}; returns the LayerNorm's mean and rstd."""
-    _mm(xp, h_prev, w.uT, out=out.pre)
-    if out.gate is not None:
-        out.gate.sigmoid_()
-    n, mean, rstd = ln_forward(out.a, w.norm)
-    torch.lerp(h_prev, torch.tanh(n, out=out.g), w.s if out.gate is None else out.gate, out=out.h)
-    return mean, rstd
+class Family:
+    """A cell family's hand-written recurrence (docs/method.md §2), run by the generic drivers of
+    :mod:`learnwin.models.bptt` and :mod:`learnwin.models.fused`. A family is a class of static
+    methods over its named records, in one module (tests/test_families.py adds one in a test):
 
+    * ``Weights``: the recurrent matrices (the Function's inputs between the input bias and the
+      LayerNorm, ``mats``), the LayerNorm (:class:`Norm`), and the forward's transposes;
+    * ``Saved``: what the forward keeps of a step, and ``Step``: a step's tensors (views of the
+      saved ones, the new states);
+    * ``Factors``: the backward's elementwise factors of a step, or of a block of steps at once
+      (any leading shape: elementwise, so the same bits either way);
+    * ``Grads``: where a backward step writes its gradients.
 
-def gate_factors(s: Tensor, gate: Tensor | None, h_prev: Tensor, g: Tensor) -> GateFactors:
-    """The factors of a step or block from its gate (None: the fixed leak ``s``), h_{t-1} and g_t."""
-    if gate is None:
-        return GateFactors(s * (1 - g * g), 1 - s, None)
-    return GateFactors(gate * (1 - g * g), 1 - gate, (g - h_prev) * gate * (1 - gate))
+    Every step also runs the member dimension (module docstring).
+    """
 
-
-def gate_backward_step(w: GateWeights, f: GateFactors, dh: Tensor, gh_prev: Tensor, a: Tensor, mean, rstd,
-                       out: GateGrads, carry: bool = True) -> tuple:
-    """Step t's gradients from dh_t (``dh``): d LN-output into ``out.dy``, the pre-activation's
-    into ``out.da`` (a gated cell's); returns the pre-activation gradient and dh_{t-1} (with the
-    loss's own gradient of h_{t-1}, ``gh_prev``), None for it without ``carry`` (step 0)."""
-    dy = torch.mul(dh, f.k, out=out.dy)
-    da = _ln_input_grad(dy, a, mean, rstd, w.norm)
-    if f.kd is not None:  # the shared gate's a_s gradient sums over units
-        kd = (dh * f.kd).sum(-1, keepdim=True) if w.u.shape[-2] == w.u.shape[-1] + 1 else dh * f.kd
-        da = torch.cat([da, kd], -1, out=out.da)
-    return da, _mm(torch.addcmul(gh_prev, dh, f.keep), da, w.u) if carry else None
-
-
-# -- GRU: z, r = sigmoid(.), g = tanh(LN(xp_h + (r h_{t-1}) U_h^T)), h_t = h_{t-1} + z (g - h_{t-1}) ----
-
-class GRUWeights(NamedTuple):
-    """The fused gate matrix U_(z,r) (2H, H), the candidate's U_h (H, H), and their contiguous
-    transposes (the forward's; None in the backward)."""
-
-    u_zr: Tensor
-    u_h: Tensor
-    norm: Norm | None
-    uzrT: Tensor | None = None
-    uhT: Tensor | None = None
-
-
-class GRUStep(NamedTuple):
-    """A GRU step's tensors: the gates ``zr`` (columns ``z``, ``r``), ``ah`` the LN input, ``q`` =
-    r_t h_{t-1}, ``g`` the candidate, ``h`` h_t."""
-
-    zr: Tensor
-    z: Tensor
-    r: Tensor
-    ah: Tensor
-    q: Tensor
-    g: Tensor
-    h: Tensor
+    states = 1
+    """The state tensors a step carries and the Function outputs, each (B, T, H): h, or h and c."""
 
     @staticmethod
-    def of(zr: Tensor, ah: Tensor, q: Tensor, g: Tensor, h: Tensor) -> GRUStep:
-        return GRUStep(zr, *zr.split(g.shape[-1], -1), ah, q, g, h)
-
-
-class GRUFactors(NamedTuple):
-    """``kg`` = d LN-output / dh_t, ``kzr`` = d a_(z,r) / d(h_t, q_t), ``keep`` = 1 - z_t, ``r`` = r_t."""
-
-    kg: Tensor
-    kzr: Tensor
-    keep: Tensor
-    r: Tensor
-
-
-class GRUGrads(NamedTuple):
-    """``dy`` = d LN-output, ``dzr`` = d gate pre-activations."""
-
-    dy: Tensor
-    dzr: Tensor
-
-
-def gru_forward_step(w: GRUWeights, xzr: Tensor, xh: Tensor, h_prev: Tensor, out: GRUStep) -> tuple:
-    """Step t into ``out`` from the gates' and the candidate's input projections and h_{t-1};
-    returns the LayerNorm's mean and rstd."""
-    _mm(xzr, h_prev, w.uzrT, out=out.zr).sigmoid_()
-    _mm(xh, torch.mul(out.r, h_prev, out=out.q), w.uhT, out=out.ah)
-    n, mean, rstd = ln_forward(out.ah, w.norm)
-    torch.lerp(h_prev, torch.tanh(n, out=out.g), out.z, out=out.h)
-    return mean, rstd
-
-
-def gru_factors(zr: Tensor, h_prev: Tensor, g: Tensor) -> GRUFactors:
-    """The factors of a step or block from its gates, h_{t-1} and g_t."""
-    H = g.shape[-1]
-    z, r = zr[..., :H], zr[..., H:]
-    kzr = torch.cat([g - h_prev, h_prev], -1) * zr * (1 - zr)
-    return GRUFactors(z * (1 - g * g), kzr, 1 - z, r)
-
-
-def gru_backward_step(w: GRUWeights, f: GRUFactors, dh: Tensor, gh_prev: Tensor, ah: Tensor, mean, rstd,
-                      out: GRUGrads, carry: bool = True) -> tuple:
-    """Step t's gradients into ``out`` from dh_t; returns d ah_t (the candidate's pre-activation)
-    and dh_{t-1} (with the loss's own gradient of h_{t-1}, ``gh_prev``; None without ``carry``)."""
-    dy = torch.mul(dh, f.kg, out=out.dy)
-    dah = _ln_input_grad(dy, ah, mean, rstd, w.norm)
-    dq = dah @ w.u_h
-    torch.cat([dh, dq], -1, out=out.dzr).mul_(f.kzr)
-    if not carry:
-        return dah, None
-    return dah, _mm(torch.addcmul(gh_prev, dh, f.keep).addcmul_(dq, f.r), out.dzr, w.u_zr)
-
-
-# -- LSTM: i, f, o = sigmoid(.), g = tanh(LN(.)), c_t = f c_{t-1} + i g, h_t = o tanh(c_t) -------------
-
-class LSTMWeights(NamedTuple):
-    """The fused recurrent matrix U (4H, H) and its contiguous transpose (the forward's; None in the backward)."""
-
-    u: Tensor
-    norm: Norm | None
-    uT: Tensor | None = None
-
-
-class LSTMStep(NamedTuple):
-    """An LSTM step's tensors: ``pre`` the pre-activation, whose columns are ``ifo`` (the gates
-    ``i``, ``f``, ``o`` after the step) and ``ag`` (the LN input); ``g`` the candidate, ``tc`` =
-    tanh c_t, ``h`` h_t, ``c`` c_t."""
-
-    pre: Tensor
-    ifo: Tensor
-    i: Tensor
-    f: Tensor
-    o: Tensor
-    ag: Tensor
-    g: Tensor
-    tc: Tensor
-    h: Tensor
-    c: Tensor
+    def weights(mats: tuple, norm: Norm | None, forward: bool = False) -> NamedTuple:
+        """The ``Weights`` record of the recurrent matrices ``mats``; the forward's has the transposes too."""
+        raise NotImplementedError
 
     @staticmethod
-    def of(pre: Tensor, g: Tensor, tc: Tensor, h: Tensor, c: Tensor) -> LSTMStep:
-        H = g.shape[-1]
-        return LSTMStep(pre, pre[..., :3 * H], pre[..., :H], pre[..., H:2 * H], pre[..., 2 * H:3 * H],
-                        pre[..., 3 * H:], g, tc, h, c)
+    def widths(G: int, H: int) -> NamedTuple:
+        """The ``Saved`` record's widths (last dimension) for an input projection G wide, H units."""
+        raise NotImplementedError
 
+    @staticmethod
+    def step(saved: NamedTuple, states: tuple) -> NamedTuple:
+        """The ``Step`` record of ``saved`` and the new states (one step's, or a sequence's)."""
+        raise NotImplementedError
 
-class LSTMFactors(NamedTuple):
-    """``k`` = d a / d(c, c, h, LN input), ``kg`` = d LN-output / dc_t, ``kc`` = dc_t / dh_t, ``f`` = f_t."""
+    @staticmethod
+    def split(xp: Tensor) -> tuple:
+        """The input projection of a step (or all steps) as the parts :meth:`forward_step` reads."""
+        raise NotImplementedError
 
-    k: Tensor
-    kg: Tensor
-    kc: Tensor
-    f: Tensor
+    @staticmethod
+    def forward_step(w: NamedTuple, xs: tuple, prev: tuple, out: NamedTuple) -> tuple:
+        """Step t into ``out`` (a ``Step``) from the input parts ``xs`` and the states ``prev`` of
+        t - 1; returns the LayerNorm's mean and rstd."""
+        raise NotImplementedError
 
+    @staticmethod
+    def factors(w: NamedTuple, saved: NamedTuple, prev: tuple, at) -> NamedTuple:
+        """The ``Factors`` of the steps ``at`` (an index: a block of steps, or ``...``) of ``saved``
+        and of the states ``prev`` before them."""
+        raise NotImplementedError
 
-class LSTMGrads(NamedTuple):
-    """``dy`` = d LN-output, ``da`` = d pre-activation."""
+    @staticmethod
+    def ln_input(saved: NamedTuple) -> Tensor:
+        """The LayerNorm's input among ``saved``."""
+        raise NotImplementedError
 
-    dy: Tensor
-    da: Tensor
+    @staticmethod
+    def grads(dy: Tensor, da: Tensor) -> NamedTuple:
+        """The ``Grads`` record over the LN-output gradient ``dy`` and the pre-activation gradient ``da``."""
+        raise NotImplementedError
 
+    @staticmethod
+    def backward_step(w: NamedTuple, f: NamedTuple, carry: tuple, prev_grads: tuple, a: Tensor, mean, rstd,
+                      out: NamedTuple, more: bool = True) -> tuple:
+        """Step t's gradients into ``out`` from the carried state gradients ``carry`` (dh_t, ...),
+        ``a`` the LN input; returns the carried gradients of step t - 1 (with the loss's own,
+        ``prev_grads``, None where it has none; None without ``more``, at step 0) and a tensor the
+        driver keeps in step order for :meth:`finish` (None for none)."""
+        raise NotImplementedError
 
-def lstm_forward_step(w: LSTMWeights, xp: Tensor, h_prev: Tensor, c_prev: Tensor, out: LSTMStep) -> tuple:
-    """Step t into ``out`` from xp_t, h_{t-1} and c_{t-1}; returns the LayerNorm's mean and rstd."""
-    _mm(xp, h_prev, w.uT, out=out.pre)
-    out.ifo.sigmoid_()
-    n, mean, rstd = ln_forward(out.ag, w.norm)
-    c = torch.mul(out.f, c_prev, out=out.c).addcmul_(out.i, torch.tanh(n, out=out.g))
-    torch.mul(out.o, torch.tanh(c, out=out.tc), out=out.h)
-    return mean, rstd
-
-
-def lstm_factors(pre: Tensor, c_prev: Tensor, g: Tensor, tc: Tensor) -> LSTMFactors:
-    """The factors of a step or block from its pre-activation (gates in), c_{t-1}, g_t and tanh c_t."""
-    H = g.shape[-1]
-    ifo = pre[..., :3 * H]
-    i, f, o = ifo[..., :H], ifo[..., H:2 * H], ifo[..., 2 * H:]
-    kifo = torch.cat([g * i, c_prev * f, tc * o], -1).mul_(1 - ifo)  # (v sigma) (1 - sigma): the reference's rounding
-    k = torch.cat([kifo, torch.ones_like(g)], -1)  # d a_(i,f,o) / d(c, c, h), and 1 for the LN input
-    return LSTMFactors(k, i * (1 - g * g), o * (1 - tc * tc), f)
-
-
-def lstm_backward_step(w: LSTMWeights, f: LSTMFactors, dh: Tensor, dc: Tensor, gh_prev: Tensor | None,
-                       gc: Tensor | None, ag: Tensor, mean, rstd, out: LSTMGrads, carry: bool = True) -> tuple:
-    """Step t's gradients into ``out`` from dh_t and the carried dc_t (``gc``: the loss's own
-    gradient of c_t, None for none); returns dc_{t-1} and dh_{t-1} (with the loss's own gradient
-    of h_{t-1}, ``gh_prev``, None for none), or (None, None) without ``carry`` (step 0)."""
-    if gc is not None:
-        dc = dc + gc
-    dc = torch.addcmul(dc, dh, f.kc)
-    dy = torch.mul(dc, f.kg, out=out.dy)
-    dx = _ln_input_grad(dy, ag, mean, rstd, w.norm)
-    torch.cat([dc, dc, dh, dx], -1, out=out.da).mul_(f.k)
-    if not carry:
-        return None, None
-    return dc * f.f, out.da @ w.u if gh_prev is None else _mm(gh_prev, out.da, w.u)
+    @staticmethod
+    def finish(grads: NamedTuple, kept: list, saved: NamedTuple, prev: tuple, out: Tensor | None = None) -> tuple:
+        """The pre-activation gradient of all steps (into ``out``, where given) and the recurrent
+        matrices' gradients (None for an input without one), from the time-major ``grads``, the
+        kept tensors of every step, ``saved`` and the states ``prev`` (T, B, H) before each step."""
+        raise NotImplementedError

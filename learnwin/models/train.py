@@ -31,7 +31,6 @@ from learnwin.infra import io
 from learnwin.infra.optimizers import spec_of
 from learnwin.infra.resume import fingerprint
 from learnwin.models.cells import build_model
-from learnwin.tasks.splits import load_split
 
 log = logging.getLogger(__name__)
 
@@ -238,8 +237,8 @@ def curve_row(epoch: int, train_mse: float, val_mse: float, var_tr: float, var_v
 def load_splits(data_dir: str | Path, train_config: dict, device: str) -> tuple:
     """(xtr, ytr, xva, yva, n_r2, var_tr, var_va): the splits on ``device``, the training sequences
     the curve's train R^2 uses and the two R^2 variances."""
-    xtr, ytr = (torch.from_numpy(np.array(a)).to(device) for a in load_split(data_dir, "train"))
-    xva, yva = (torch.from_numpy(np.array(a)).to(device) for a in load_split(data_dir, "val"))
+    xtr, ytr = (torch.from_numpy(np.array(a)).to(device) for a in io.load_split(data_dir, "train"))
+    xva, yva = (torch.from_numpy(np.array(a)).to(device) for a in io.load_split(data_dir, "val"))
     n_r2 = min(train_config["r2_subset"], xtr.shape[0])
     return xtr, ytr, xva, yva, n_r2, ytr[:n_r2].var(unbiased=False).item(), yva.var(unbiased=False).item()
 

@@ -44,7 +44,6 @@ from learnwin.infra import io
 from learnwin.infra.config import EXACT_JACOBIAN_BYTES
 from learnwin.models.cells import checkpoint_model
 from learnwin.probing.exact_transport import dense_jacobians
-from learnwin.tasks.splits import load_split
 
 _TINY = 1e-300
 
@@ -103,7 +102,7 @@ def lyapunov_checkpoint(*, checkpoint: str | Path, data_dir: str | Path, sequenc
     if state.get("diverged"):
         table = spectrum_table(np.full(n, np.nan), H)
     else:
-        x_all = load_split(data_dir, "diag")[0][:sequences]
+        x_all = io.load_split(data_dir, "diag")[0][:sequences]
         total = torch.zeros(n, dtype=torch.float64)
         copied = sum(length for *_, length in model.cell.copied())
         per_sequence = x_all.shape[1] * (n - copied) * n * 4  # its stored float32 Jacobian rows

@@ -23,7 +23,6 @@ from learnwin.infra import io
 from learnwin.infra.resources import DEVICE_MEMORY_CURVE_BYTES, MEMORY_CURVE_BYTES, memory_curve_bytes
 from learnwin.models.cells import GatedRNN, checkpoint_model
 from learnwin.probing.envelope import receiving_times
-from learnwin.tasks.splits import load_split
 
 
 def input_sensitivity(model: GatedRNN, x: Tensor, u: Tensor) -> Tensor:
@@ -79,7 +78,7 @@ def memory_checkpoint(*, checkpoint: str | Path, data_dir: str | Path, u: Sequen
                       device: str = "cpu") -> pd.DataFrame:
     """The memory table (run keys, lag, m_mem, m_mem_abs) of one checkpoint on the diag split."""
     state = io.load_checkpoint(checkpoint, map_location=device)
-    x_all = load_split(data_dir, "diag")[0][:sequences]
+    x_all = io.load_split(data_dir, "diag")[0][:sequences]
     acc = MemoryAccumulator(lags, x_all.shape[1], device)
     if state.get("diverged"):
         table = acc.table().assign(m_mem=np.nan, m_mem_abs=np.nan)

@@ -34,7 +34,6 @@ from learnwin.probing.envelope import (
     unit_magnitude,
 )
 from learnwin.probing.exact_transport import ExactAccumulator, add_batch
-from learnwin.tasks.splits import load_split
 
 
 def probe(
@@ -144,7 +143,7 @@ def _sorted(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def snapshot_checkpoint(*, checkpoint: str | Path, data_dir: str | Path, device: str = "cpu",
                         **kwargs) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """:func:`snapshot_state` of a checkpoint file on the diag split of ``data_dir``."""
-    x_all, y_all = load_split(data_dir, "diag")
+    x_all, y_all = io.load_split(data_dir, "diag")
     return snapshot_state(io.load_checkpoint(checkpoint, map_location=device), x_all, y_all, device=device,
                           **kwargs)
 

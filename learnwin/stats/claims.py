@@ -21,8 +21,9 @@ Per-seed measurements (:func:`measure`, one table per claim):
   does not count), power for diag, gru and lstm. The expectations of (a) and (b) are the cell
   registry's (:class:`learnwin.infra.registry.CellSpec`); a cell with none (a user's own) gets
   ``expected`` "none": its verdict is reported, never held, and :func:`claim_scores` leaves it out.
-- (c) optimizer, AdamW against the run's SGD (plain ``sgd``, else ``sgd_momentum``: both have Lambda = lr;
-  the row's optimizer names which) with paired seeds: the spread of log tau_q,
+- (c) optimizer, AdamW against the run's first optimizer with a plain rate, Lambda = lr (the optimizer
+  registry's order of the entries whose rate rule is :data:`learnwin.infra.optimizers.PLAIN`: plain
+  ``sgd``, else ``sgd_momentum``; the row's optimizer names which) with paired seeds: the spread of log tau_q,
   :func:`log_tau_iqr` (IQR over units; tau = inf counts as the largest values, NaN is left out),
   and tau_env = -1 / the OLS slope of log f on l over the lag grid (:func:`decay_length`; the
   envelope's decay length, comparable across decay classes). The val R^2 of each optimizer is
@@ -60,6 +61,7 @@ import numpy as np
 import pandas as pd
 
 from learnwin.infra import io, layout
+from learnwin.infra.optimizers import OPTIMIZERS, PLAIN
 from learnwin.infra.registry import Column
 from learnwin.stats.decay import FUNCTIONALS, PRIMARY, ols
 
@@ -72,7 +74,6 @@ NO_EXPECTATION = "none"  # the ``expected`` of such a row; claim_scores leaves i
 MIN_GROWTH_POINTS = 3
 NOISE_ANY = "-"  # noise column of claims (a) and (c), which do not depend on the noise definition
 RUN = ["model", "optimizer", "seed"]
-PLAIN_SGD = ("sgd", "sgd_momentum")  # (c) compares AdamW with the first of these in the run (Lambda = lr)
 #: The artifact of each input table of :func:`measure` (learnwin.infra.io schema names).
 INPUTS = {"decay": "decay", "envelope": "envelope", "units": "units", "lyapunov": "lyapunov", "H_N": "H_N",
           "master": "master", "summary": "summary"}
@@ -344,7 +345,7 @@ def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
                         f"{counts} of {len(g)} seeds ({int(g['censored'].sum())} censored)"
                         + (f"; power exponent c {number(mean)} ± {number(sd)}" if np.isfinite(mean) else "")))
     c = per_seed["c"]
-    plain = next((o for o in PLAIN_SGD if o in set(c["optimizer"])), None)
+    plain = next((o for o, spec in OPTIMIZERS.items() if spec.rate == PLAIN and o in set(c["optimizer"])), None)
     if "adamw" in set(c["optimizer"]) and plain is not None:
         pair = c[c["optimizer"] == "adamw"].merge(c[c["optimizer"] == plain], on=["model", "seed", *SCOPE],
                                                   suffixes=("_adamw", "_sgd"))

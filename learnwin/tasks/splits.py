@@ -1,15 +1,13 @@
 """A seed's data on disk, whatever its task (docs/method.md §1): the splits train, val and diag,
 each ``{split}_x.npy`` (n, T, D) and ``{split}_y.npy`` (n, T), and ``task.json`` (the seed, the
 task section and the unit vector u), drawn by the functions of the ``task.kind`` entry of
-:mod:`learnwin.infra.tasks`.
+:mod:`learnwin.infra.tasks`. Every job reads a split back with :func:`learnwin.infra.io.load_split`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-
-import numpy as np
 
 from learnwin.infra import io
 from learnwin.infra.tasks import spec_of
@@ -27,10 +25,3 @@ def write_splits(seed: int, task: Mapping, out_dir: str | Path) -> None:
         io.save_array(y, out_dir / f"{split}_y.npy")
     u = spec.load("direction")(seed, task)
     io.write_json({"seed": seed, "task": dict(task), "u": u.tolist()}, out_dir / "task.json")
-
-
-def load_split(data_dir: str | Path, split: str, mmap: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Inputs and targets of one split (memory-mapped by default)."""
-    data_dir = Path(data_dir)
-    return (io.load_array(data_dir / f"{split}_x.npy", mmap),
-            io.load_array(data_dir / f"{split}_y.npy", mmap))

@@ -1,0 +1,1 @@
+"""The cell families of the hand-written recurrence, one module each (:class:`learnwin.models.recurrence.Family`)."""
