@@ -3,8 +3,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from learnwin.infra.io import load_split
 from learnwin.tasks import synthetic
-from learnwin.tasks.splits import load_split, write_splits
+from learnwin.tasks.splits import write_splits
 from learnwin.tasks.synthetic import (
     LEARNS_R2,
     components,
