@@ -9,7 +9,7 @@ results layout of learnwin.infra.layout, data/runs/README.md).
 A generated part lies between ``<!-- generated: python experiments/groundtruth_tables.py ARGS -->``
 and ``<!-- /generated -->``; ``write`` runs ``groundtruth_tables.main(ARGS)`` and puts its output
 there. ``collect`` copies what those commands read from a finished run: each (model, seed)'s scores
-and snapshot tables, its benchmark TSVs, the aggregate's tables but the scores (the jobs' own,
+and envelope, its benchmark TSVs, the aggregate's tables but the scores (the jobs' own,
 concatenated), and a record (run.yaml: the config's models and seeds, which the tables report
 missing where the folder lacks them).
 """
@@ -34,8 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 GROWTH_PAGES = ("docs/results-growth.md",)
 MARKER = re.compile(r"<!-- generated: python experiments/groundtruth_tables\.py (.*?) -->\n(.*?)<!-- /generated -->",
                     re.S)
-#: Each (model, seed)'s tables and the rules whose benchmark TSVs the cost table reads.
-UNIT = {"scores": layout.BUDGET_RUN, **layout.BUDGET_SNAPSHOT}
+#: Each (model, seed)'s tables the pages read (the window from the scores, claim (d)'s f(l) from
+#: the envelope; kappa comes from the aggregate's network_alpha, so the snapshots' psi and total,
+#: 0.8 MB a job, stay out) and the rules whose benchmark TSVs the cost table reads.
+UNIT = {"scores": layout.BUDGET_RUN, "envelope": layout.BUDGET_SNAPSHOT["envelope"]}
 JOB_RULES = ("train_budget", "snapshot_budget")
 
 
@@ -75,20 +77,19 @@ def collect(results: Path, dest: Path, config: Path) -> None:
     cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     over = yaml.safe_load(config.read_text()) or {}
     rec = {**cfg["recovery"], **over.get("recovery", {})}
-    optimizers = over.get("optimizers", cfg["optimizers"])
+    models = rec["models"] or over.get("models", cfg["models"])  # as workflow/rules/recovery.smk reads them
     copied = []
-    for optimizer in optimizers:
-        for model in rec["models"]:
-            for seed in rec["seeds"]:
-                fields = dict(optimizer=optimizer, model=model, seed=seed)
-                paths = [*UNIT.values(), *(f"{layout.BENCH}/{rule}/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
-                                           for rule in JOB_RULES)]
-                copied += [_copy(results, dest, p.format(**fields)) for p in paths]
+    for model in models:
+        for seed in rec["seeds"]:
+            fields = dict(optimizer=rec["optimizer"], model=model, seed=seed)
+            paths = [*UNIT.values(), *(f"{layout.BENCH}/{rule}/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
+                                       for rule in JOB_RULES)]
+            copied += [_copy(results, dest, p.format(**fields)) for p in paths]
     for name, path in layout.BUDGET.items():
         if name != "scores":
             copied.append(_copy(results, dest, path.format(seed_set="exploration")))
     copied.append(_copy(results, dest, f"{layout.BENCH}/aggregate_budget/exploration.tsv"))
-    (dest / "run.yaml").write_text(yaml.safe_dump(dict(config=str(config), models=list(rec["models"]),
+    (dest / "run.yaml").write_text(yaml.safe_dump(dict(config=str(config), models=list(models),
                                                        seeds=[int(s) for s in rec["seeds"]]), sort_keys=False))
     kept = [p for p in copied if p is not None]
     print(f"{len(kept)} files into {dest} ({sum(p.stat().st_size for p in kept) / 1e6:.2f} MB); "

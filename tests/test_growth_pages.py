@@ -219,6 +219,15 @@ def sentence_faults(text: str, law_of: dict[str, str]) -> list[str]:
     return out
 
 
+def quoted_faults(text: str, page: str) -> list[str]:
+    """Intervals quoted in the paragraphs of ``text`` that cite the growth run and that none of the
+    growth page's tables holds."""
+    tables = "\n".join(line for line in page.splitlines() if line.startswith("|"))
+    paras = [p for p in re.split(r"\n\s*\n", prose(text)) if any(key in p for key in ABOUT_GROWTH)]
+    return [f"{ci} quoted, not in the growth page's tables" for p in paras
+            for ci in re.findall(r"\[-?\d+\.\d+, -?\d+\.\d+\]", p) if ci not in tables]
+
+
 def results_table_faults(results: str, page: str) -> list[str]:
     """docs/results.md's growth-law table (cell, c, verdict, b) against the growth page's."""
     law = table_after(page, LAW_HEAD).set_index("model")
@@ -252,6 +261,7 @@ def test_the_readme_and_results_md_say_what_the_verdicts_say():
     assert len(law_sentences(readme)) >= 2 and len(law_sentences(results)) >= 4  # the checks see the sentences
     assert sentence_faults(readme, law_of) == [] and sentence_faults(results, law_of) == []
     assert results_table_faults(results, page) == []
+    assert quoted_faults(readme, page) == [] and quoted_faults(results, page) == []
 
 
 # ---- each planted fault fails the check ----
@@ -270,6 +280,11 @@ def test_prose_saying_the_fixed_gate_cells_grow_like_log_n_fails():
 def test_results_md_giving_the_gru_log_n_fails():
     results = plant(RESULTS.read_text(), "| GRU | 0.44 [0.33, 0.55] | power |", "| GRU | 0.44 [0.33, 0.55] | log N |")
     assert [f.split(":")[0] for f in results_table_faults(results, PAGE.read_text())] == ["GRU"]
+
+
+def test_an_interval_quoted_in_results_md_that_no_table_holds_fails():
+    results = plant(RESULTS.read_text(), "95 % t-interval [0.33, 0.55],\n5 seeds)", "95 % t-interval [0.33, 0.65],\n5 seeds)")
+    assert quoted_faults(results, PAGE.read_text()) == ["[0.33, 0.65] quoted, not in the growth page's tables"]
 
 
 def test_a_seed_whose_c_flips_sign_fails():
@@ -369,3 +384,27 @@ def test_the_growth_page_is_regenerated_from_the_committed_tables():
     if not folders or missing:
         pytest.skip(f"the page's raw tables are not committed yet ({missing or 'no generated part'})")
     assert growth_pages.differences(PAGE) == []
+
+
+def test_collect_copies_a_runs_tables_and_its_record(tmp_path):
+    """collect: the jobs' scores and benchmark TSVs and the aggregate's tables but its scores go to
+    the data folder in the results layout, with the config's models and seeds in run.yaml; a job
+    the run lacks is named by the printout of the data folder."""
+    results, dest = tmp_path / "results", tmp_path / "data" / "runs" / "toy"
+    synthetic_run(results)
+    tsv = layout.under(results, f"{layout.BENCH}/train_budget/adamw/gru/seed1.tsv")
+    tsv.parent.mkdir(parents=True)
+    tsv.write_text("s\tcpu_time\n1.0\t0.5\n")
+    for name in ("scores", "confirm"):
+        path = layout.under(results, layout.BUDGET[name].format(seed_set="exploration"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"table")
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(dict(recovery=dict(models=["gru", "lstm"], seeds=[1, 2, 3, 4]))))
+    growth_pages.collect(results, dest, config)
+    kept = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert kept == ["benchmarks/train_budget/adamw/gru/seed1.tsv", "recovery/budget/exploration/confirm.parquet",
+                    *(f"recovery/budget/runs/adamw/{m}/seed{s}/scores.parquet" for m in ("gru", "lstm") for s in (1, 2, 3)),
+                    "run.yaml"]
+    assert yaml.safe_load((dest / "run.yaml").read_text())["seeds"] == [1, 2, 3, 4]
+    assert f"Partial run: 2 (model, seed) jobs not in {dest}: gru 4, lstm 4." in growth_pages.printout(f"{dest} --growth")
