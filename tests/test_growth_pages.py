@@ -228,6 +228,24 @@ def quoted_faults(text: str, page: str) -> list[str]:
             for ci in re.findall(r"\[-?\d+\.\d+, -?\d+\.\d+\]", p) if ci not in tables]
 
 
+def cut_off_count_faults(text: str, page: str) -> list[str]:
+    """"ConstGate, SharedGate and DiagGate ... in 1, 5 and 2 (of the 5) seeds" in ``text``'s prose (the
+    last cells named before the counts, one per count) against the seeds right-censored at the
+    last budget in the page's H_emp table."""
+    cut, out = censored_at_last(page), []
+    for sentence in re.split(r"(?<=\.)\s", re.sub(r"\s+", " ", prose(text))):
+        m = re.search(r"\bin (\d+(?:, \d+)*) and (\d+) (?:of the \d+ )?seeds", sentence)
+        if not m:
+            continue
+        named = sorted((hit.start(), cell) for name, cell in NAMES.items()
+                       for hit in re.finditer(rf"\b{name}\b", sentence[:m.start()]))
+        counts = [int(k) for k in m[1].split(", ")] + [int(m[2])]
+        named = named[-len(counts):]  # the cells the counts follow
+        if [cut[c] for _, c in named] != counts:
+            out.append(f"{m[0]!r} for {[c for _, c in named]}: the page's H_emp table has {[cut[c] for _, c in named]}")
+    return out
+
+
 def results_table_faults(results: str, page: str) -> list[str]:
     """docs/results.md's growth-law table (cell, c, verdict, b) against the growth page's."""
     law = table_after(page, LAW_HEAD).set_index("model")
@@ -262,6 +280,14 @@ def test_the_readme_and_results_md_say_what_the_verdicts_say():
     assert sentence_faults(readme, law_of) == [] and sentence_faults(results, law_of) == []
     assert results_table_faults(results, page) == []
     assert quoted_faults(readme, page) == [] and quoted_faults(results, page) == []
+    assert cut_off_count_faults(results, page) == [] and cut_off_count_faults(page, page) == []
+    assert "in 1, 5 and 2" in prose(results) and "in 1, 5 and 2" in prose(page)  # the check sees both
+
+
+def test_a_cut_off_count_that_the_table_does_not_give_fails():
+    page = PAGE.read_text()
+    results = plant(RESULTS.read_text(), "in 1, 5 and 2 seeds", "in 1, 4 and 2 seeds")
+    assert len(cut_off_count_faults(results, page)) == 1
 
 
 # ---- each planted fault fails the check ----
