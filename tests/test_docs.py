@@ -15,7 +15,7 @@ CONFIG_README = ROOT / "config" / "README.md"
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 #: The spec's sections, in order (the numbering the code cites).
-SECTIONS = ["1", "2", "2a", "2b", "2c", "3", "4", "4b", "4c", "5", "6", "7", "7b", "8", "8b", "9", "10", "10b", "10c"]
+SECTIONS = ["1", "2", "2a", "2b", "2c", "3", "4", "4b", "4c", "5", "6", "7", "7b", "8", "8b", "9", "10", "10b", "10c", "10d"]
 SCANNED_DIRS = ("learnwin", "workflow", "benchmarks", "experiments", "tools", "tests", "config")
 TEXT_SUFFIXES = {".py", ".smk", ".md", ".rst", ".yaml", ".yml", ".sh"}
 

@@ -41,6 +41,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "memory": 1,
     "claims": 2,
     "lyapunov": 1,
+    "growth_power": 1,
 }
 _META_KEY = b"learnwin.schema"
 _UMASK = os.umask(0o022)

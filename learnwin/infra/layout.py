@@ -13,6 +13,11 @@ import re
 from pathlib import Path
 
 ROOT = "results"
+#: The raw tables of the published runs, kept in the repository (docs/method.md §10d): one folder
+#: per run, laid out under it as a run's results folder is (:func:`under`).
+KEPT_RUNS = "data/runs"
+#: The power table of the growth-law rule (docs/method.md §10d, experiments/growth_power.py).
+GROWTH_POWER = "data/power/growth_power.parquet"
 
 DATA = f"{ROOT}/data/seed{{seed}}"
 RUN = f"{ROOT}/train/{{optimizer}}/{{model}}/seed{{seed}}"

@@ -1,0 +1,160 @@
+"""Run a budget-protocol config (docs/method.md §10b) seed by seed, keeping each finished
+(model, seed)'s raw tables in the repository, so that a run longer than one sitting is finished
+by the next, on this machine or another (docs/method.md §10d).
+
+    python experiments/seed_by_seed.py CONFIG RUN [--cores 2] [--commit] [--estimate]
+
+CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of raw tables
+(e.g. data/runs/growth-T256), laid out as a run's results folder is (learnwin.infra.layout).
+1. Prints the run's cost estimate (the training cost law, learnwin.infra.resources, at worst: every
+   lag to N_max; and the expected cost of the §10d power table where RUN has one) and what is done.
+2. Restores the finished units from RUN into the results folder (their tables, fresh mtimes: Snakemake takes
+   them as done).
+3. Per seed, in the config's order: the (model, seed) jobs not in RUN (train_budget and
+   snapshot_budget, `snakemake --cores N` on their outputs), then copies each one's tables, its
+   benchmark TSVs and an entry of RUN/sittings.yaml (commit, CPU, seconds); with ``--commit``, one
+   git commit per (model, seed).
+4. When every unit is in: `snakemake recovery` (the aggregate and its figures) and the aggregate's
+   tables copied into RUN.
+``--estimate`` stops after 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from learnwin.infra import layout, resources
+from learnwin.infra.provenance import git_commit
+
+ROOT = Path(__file__).resolve().parents[1]
+SITTINGS = "sittings.yaml"  # in RUN: one entry per kept unit: its commit, CPU and wall seconds
+UNIT = {"scores": layout.BUDGET_RUN, **layout.BUDGET_SNAPSHOT}
+BENCH = {rule: f"{layout.BENCH}/{rule}/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
+         for rule in ("train_budget", "snapshot_budget")}
+
+
+def load(config: Path) -> dict:
+    """config/config.yaml with ``config`` on top, one level deep (as Snakemake's --configfile)."""
+    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    for key, value in (yaml.safe_load(config.read_text()) or {}).items():
+        cfg[key] = {**cfg[key], **value} if isinstance(value, dict) and isinstance(cfg.get(key), dict) else value
+    return cfg
+
+
+def cpu_name() -> str:
+    """The CPU's model name, family and model (/proc/cpuinfo), else the platform's."""
+    try:
+        info = dict(line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().splitlines() if ":" in line)
+        return f"{info['model name'].strip()} (family {info['cpu family'].strip()}, model {info['model'].strip()})"
+    except (OSError, KeyError):
+        return platform.processor() or platform.machine()
+
+
+def paths(template: dict, **fields) -> dict[str, str]:
+    return {name: path.format(**fields) for name, path in template.items()}
+
+
+def done(run: Path, fields: dict) -> bool:
+    return all((run / p).is_file() for p in paths(UNIT, **fields).values())
+
+
+def copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dst.with_name(f".{dst.name}.tmp")
+    shutil.copyfile(src, tmp)
+    tmp.replace(dst)
+
+
+def commit(run: Path, rels: list[str], message: str) -> None:
+    """One git commit of ``rels`` under ``run`` alone (whatever else is staged stays out); retried
+    while another git command holds the index."""
+    files = [str(run / rel) for rel in rels]
+    for _ in range(10):
+        if subprocess.run(["git", "add", *files], cwd=ROOT).returncode == 0 and subprocess.run(
+                ["git", "commit", "-q", "-m", message, "--", *files], cwd=ROOT).returncode == 0:
+            return
+        time.sleep(30)
+    print(f"could not commit {files}: commit them by hand", file=sys.stderr)
+
+
+def estimate(cfg: dict, units: list[dict], run: Path) -> None:
+    models = sorted({u["model"] for u in units})
+    worst = sum(resources.budget_cpu_seconds(cfg, u["model"]) for u in units) / 3600
+    print(f"{len(units)} (model, seed) jobs of {', '.join(models)}; at worst (every lag to N_max, the cost "
+          f"law): {worst:.0f} CPU h", flush=True)
+    power = ROOT / layout.GROWTH_POWER
+    if power.is_file():
+        import pandas as pd
+
+        table = pd.read_parquet(power)
+        row = table[(table["noise"] == "calibrated") & (table["scenario"] == "log N")
+                    & (table["n_max"] == cfg["recovery"]["budgets"][-1])]
+        n_seeds = len({u["seed"] for u in units})
+        row = row[row["seeds"] == n_seeds]
+        if len(row):
+            print(f"expected (docs/method.md §10d's power table, log-N cells): {row['cpu_h'].iloc[0]:.0f} CPU h, "
+                  f"{row['cpu_h'].iloc[0] / 2:.0f} h on 2 cores", flush=True)
+    left = [u for u in units if not done(run, u)]
+    print(f"done: {len(units) - len(left)} of {len(units)}; left: "
+          + (", ".join(f"{u['model']}/seed{u['seed']}" for u in left) or "none"), flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("config", type=Path)
+    ap.add_argument("run", type=Path)
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--commit", action="store_true")
+    ap.add_argument("--estimate", action="store_true")
+    args = ap.parse_args()
+    cfg = load(args.config)
+    rec = cfg["recovery"]
+    opt = rec["optimizer"]
+    units = [dict(optimizer=opt, model=m, seed=s) for s in rec["seeds"] for m in rec["models"] or cfg["models"]]
+    run = args.run if args.run.is_absolute() else ROOT / args.run
+    estimate(cfg, units, run)
+    if args.estimate:
+        return
+    smk = ["snakemake", "--cores", str(args.cores), "--configfile", str(args.config.resolve()), "--rerun-triggers", "mtime"]
+    for u in units:  # restore: scores before snapshots, so the snapshots are the newer
+        if done(run, u):
+            for rel in paths(UNIT, **u).values():
+                if not (ROOT / rel).is_file():
+                    copy(run / rel, ROOT / rel)
+    for seed in rec["seeds"]:
+        todo = [u for u in units if u["seed"] == seed and not done(run, u)]
+        if not todo:
+            continue
+        t0 = time.time()
+        targets = [p for u in todo for p in paths(UNIT, **u).values()]
+        subprocess.run([*smk, *targets], cwd=ROOT, check=True)
+        for u in todo:
+            kept = [*paths(UNIT, **u).values(), *paths(BENCH, **u).values()]
+            for rel in kept:
+                copy(ROOT / rel, run / rel)
+            line = dict(**u, commit=git_commit(ROOT), cpu=cpu_name(), python=platform.python_version(),
+                        seed_wall_s=round(time.time() - t0, 1))
+            with open(run / SITTINGS, "a") as fh:
+                fh.write(yaml.safe_dump([line], sort_keys=False))
+            if args.commit:
+                commit(run, [*kept, SITTINGS], f"{run.name}: raw tables of {u['model']} seed {u['seed']} "
+                       f"({cpu_name()})")
+        print(f"seed {seed}: {len(todo)} jobs in {time.time() - t0:.0f} s", flush=True)
+    if all(done(run, u) for u in units):
+        subprocess.run([*smk, "recovery"], cwd=ROOT, check=True)
+        for path in layout.BUDGET.values():
+            rel = path.format(seed_set="exploration")
+            copy(ROOT / rel, run / rel)
+        print(f"aggregate written; its tables are in {run}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
