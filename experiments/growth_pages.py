@@ -38,7 +38,7 @@ MARKER = re.compile(r"<!-- generated: python experiments/groundtruth_tables\.py 
 #: the envelope; kappa comes from the aggregate's network_alpha, so the snapshots' psi and total,
 #: 0.8 MB a job, stay out) and the rules whose benchmark TSVs the cost table reads.
 UNIT = {"scores": layout.BUDGET_RUN, "envelope": layout.BUDGET_SNAPSHOT["envelope"]}
-JOB_RULES = ("train_budget", "snapshot_budget")
+JOB_RULES, SET_RULES = ("train_budget", "snapshot_budget"), ("aggregate_budget", "plot_budget")
 
 
 def _tables_module():
@@ -88,7 +88,7 @@ def collect(results: Path, dest: Path, config: Path) -> None:
     for name, path in layout.BUDGET.items():
         if name != "scores":
             copied.append(_copy(results, dest, path.format(seed_set="exploration")))
-    copied.append(_copy(results, dest, f"{layout.BENCH}/aggregate_budget/exploration.tsv"))
+    copied += [_copy(results, dest, f"{layout.BENCH}/{rule}/exploration.tsv") for rule in SET_RULES]
     (dest / "run.yaml").write_text(yaml.safe_dump(dict(config=str(config), models=list(models),
                                                        seeds=[int(s) for s in rec["seeds"]]), sort_keys=False))
     kept = [p for p in copied if p is not None]
