@@ -63,26 +63,40 @@ def k_of_n(ks: list[int], n: int) -> str:
     return f"{lo} of {n}" if lo == hi else f"{lo}-{hi} of {n}"
 
 
+#: The growth-law table's column, where the page has one, of the probability that the test of
+#: docs/method.md §10c would have decided the law at the run's design (the power analysis,
+#: learnwin.stats.growth_power); an undecided cell's words give it.
+P_DECIDED = "P(decided)"
+P_ORDER = 0.05  # the prediction orders the cells below this exact p (docs/method.md §10b)
+
+
 def growth_cells(page: str) -> tuple[str, str, str]:
-    """(b) on the truth, (d) on the truth and the prediction's order from docs/results-growth.md."""
+    """(b) on the truth, (d) on the truth and the prediction's order from docs/results-growth.md.
+    Claim (d)'s cells are counted by verdict: those that differ from kappa (above or below) apart
+    from the undecided and the consistent ones; the prediction "orders" the cells only at p <
+    :data:`P_ORDER`, else it is "not shown to order" them."""
     law = table_after(page, "### Claim (b), the growth law").set_index("model")
     parts = []
     for word in ("power", "log N", "saturating", "undecided"):
         models = [m for m in law.index if law.loc[m, "verdict"] == word]
-        parts += [f"{NAMES[m]} {word} (c {law.loc[m, 'mean c']} {law.loc[m, '95 % t-interval of c']})" for m in models]
+        parts += [f"{NAMES[m]} {word} (c {law.loc[m, 'mean c']} {law.loc[m, '95 % t-interval of c']}"
+                  + (f"; decided with probability {law.loc[m, P_DECIDED]}" if word == "undecided" and P_DECIDED in law
+                     else "") + ")" for m in models]
     cut = [m for m in law.index if law.loc[m, "verdict"].endswith("(cut off)")]
     if cut:
         parts.append(", ".join(NAMES[m] for m in cut) + " cut off at the last grid lag, T/2")
     d = table_after(page, "### Claim (d) on the truth").set_index("model")
     overall = re.search(r"Claim \(d\) on the truth: \*\*(\w+)\*\*", page)[1]
     means = d["mean d"].astype(float)
-    d_text = (f"{TRUTH_WORDS[overall]} on the truth: s - kappa "
-              f"{means.min():.2f} to {means.max():.2f}, {(d['verdict'] != 'consistent with kappa').sum()} of "
-              f"{len(d)} cells differ from kappa")
+    counts = {word: int(d["verdict"].str.startswith(word).sum()) for word in ("differs", "undecided", "consistent")}
+    d_text = (f"{TRUTH_WORDS[overall]} on the truth: s - kappa {means.min():.2f} to {means.max():.2f}, "
+              + ", ".join(f"{k} of {len(d)} cells {text}" for text, k in
+                          (("differ from kappa", counts["differs"]), ("undecided", counts["undecided"]),
+                           ("consistent with kappa", counts["consistent"])) if k or text == "differ from kappa"))
     pred = table_after(page, "### The prediction from the init networks").iloc[0]
     p = float(pred["p_perm"])
-    pred_text = (f"{'orders' if p < 0.05 else 'does not order'} the cells: tau-b {float(pred['tau_mean']):.2f}, "
-                 f"exact p {p:.3f}")
+    pred_text = (f"{'orders' if p < P_ORDER else 'is not shown to order'} the cells: tau-b "
+                 f"{float(pred['tau_mean']):.2f}, exact p {p:.3f}")
     return "; ".join(parts), d_text, pred_text
 
 

@@ -47,6 +47,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from learnwin.infra import io, layout
 from learnwin.infra.registry import CELLS, Column
@@ -343,17 +344,65 @@ def growth_law_rows(slopes: pd.DataFrame, shape: pd.DataFrame) -> pd.DataFrame:
     return _models(pd.DataFrame(rows))
 
 
+#: A data folder's record of its run (data/runs/README.md): the (model, seed) jobs it should hold.
+RUN_RECORD = "run.yaml"
+
+
+def run_jobs(results: Path, optimizer: str) -> tuple[pd.DataFrame, list[str]]:
+    """The per-job scores of a budget run's folder (a results folder or a data folder of the same
+    layout) and the (model, seed) jobs its record (:data:`RUN_RECORD`: models, seeds) names but the
+    folder lacks, as "model seed" (none without a record): a partial run is read as far as it goes."""
+    paths = layout.glob(results, layout.BUDGET_RUN, optimizer=optimizer)
+    if not paths:
+        raise SystemExit(f"{results}: no {optimizer} job scores ({layout.BUDGET_RUN})")
+    scores = pd.concat([io.read_table(p, "budget") for p in paths], ignore_index=True)
+    record = results / RUN_RECORD
+    if not record.is_file():
+        return scores, []
+    want = yaml.safe_load(record.read_text())
+    have = set(zip(scores["model"], scores["seed"].astype(int)))
+    return scores, [f"{m} {s}" for m in want["models"] for s in want["seeds"] if (m, int(s)) not in have]
+
+
 def growth_tables(results: str | Path, seed_set: str = "exploration", threshold: float = 0.2,
                   optimizer: str = "adamw") -> str:
-    """The pre-registered growth-law run of docs/method.md §10c from a budget aggregate."""
+    """The pre-registered growth-law run of docs/method.md §10c from its per-job scores (the window
+    and the growth law, learnwin.stats.budget and .growth, as the aggregate computes them) and,
+    where the aggregate's tables are there, claim (d) and the prediction (a partial run prints the
+    jobs it lacks and what it can)."""
     results = Path(results)
-    read = _budget_reader(results, seed_set, optimizer, threshold)
-    window, lb, slopes = read("window"), read("learning_budget"), read("slopes")
+    scores, missing = run_jobs(results, optimizer)
+    budgets = sorted(scores.loc[scores["target"] == "control", "N"].unique())
+    lb = budget.learning_budget(scores, [threshold], budgets)
+    window = budget.window_by_budget(lb, budgets)
+    slopes = growth.seed_growth(window.rename(columns={"H_emp": "H"}))
     seeds = sorted(set(window["seed"]))
     shape = growth.shape_table(slopes)
     lags = sorted(lb["lag"].unique())
     by_max = window.assign(H=window["H_max"], censored=window["H_max"] == lags[-1], left_censored=window["H_max"] == 0)
     h_max_slopes = growth.seed_growth(by_max)
+    h_max = window.groupby(["model", "N"]).agg(mean=("H_max", "mean"), sd=("H_max", "std"), holes=("holes", "mean"))
+    head = f"seed set {seed_set} ({', '.join(map(str, seeds))}), {optimizer}, threshold {threshold:g}"
+    out = [
+        f"## The growth law in {results}, {head} (docs/method.md §10c)", "",
+        *([f"Partial run: {len(missing)} (model, seed) jobs not in {results}: {', '.join(missing)}.", ""]
+          if missing else []),
+        f"Lag grid {lags[0]}..{lags[-1]} ({len(lags)} lags); the window at every budget but the last, which only "
+        "confirms. Intervals: two-sided 95 % Student t-intervals over the seeds of a model (n - 1 degrees of freedom).",
+        "", "### H_emp(N): the learned prefix of the grid (mean ± sd over seeds, right-censored seeds)", "",
+        markdown(budget_window_means(budget.window_over_seeds(window), threshold)), "",
+        "### H_max(N): the largest learned grid lag (secondary; mean ± sd over seeds, mean holes below it)", "",
+        markdown(_model_by_N_holes(h_max)), "",
+        "### Claim (b), the growth law: each seed's Box-Cox exponent c of H_emp(N) (c = 0: log N; c > 0: a power of "
+        "N), by the censored likelihood", "",
+        markdown(growth_law_rows(slopes, shape)), "",
+        "### The growth law under H_max, the largest learned lag (secondary: which verdicts the definition moves)",
+        "", markdown(growth_law_rows(h_max_slopes, growth.shape_table(h_max_slopes))), ""]
+    read = _budget_reader(results, seed_set, optimizer, threshold)
+    aggregate = [layout.under(results, layout.BUDGET[n].format(seed_set=seed_set)) for n in ("network_alpha", "confirm")]
+    if not all(p.is_file() for p in aggregate):
+        return "\n".join([*out, f"Claim (d) and the prediction need the aggregate's network_alpha and confirm tables "
+                                f"(`snakemake recovery`), not in {results}.", ""])
     # claim (d): each seed's censored slope against its own network's kappa
     envelope = pd.concat([io.read_table(p, "envelope") for p in
                           layout.glob(results, layout.BUDGET_SNAPSHOT["envelope"], optimizer=optimizer)],
@@ -373,21 +422,8 @@ def growth_tables(results: str | Path, seed_set: str = "exploration", threshold:
               for m, g in s.groupby("model", sort=False)]
     confirm = read("confirm")
     pre = confirm[(confirm["networks"] == "init") & (confirm["transport"] == "diagonal") & (confirm["noise"] == "per_lag")]
-    h_max = window.groupby(["model", "N"]).agg(mean=("H_max", "mean"), sd=("H_max", "std"), holes=("holes", "mean"))
-    head = f"seed set {seed_set} ({', '.join(map(str, seeds))}), {optimizer}, threshold {threshold:g}"
     return "\n".join([
-        f"## The growth law in {results}, {head} (docs/method.md §10c)", "",
-        f"Lag grid {lags[0]}..{lags[-1]} ({len(lags)} lags); the window at every budget but the last, which only "
-        "confirms. Intervals: two-sided 95 % Student t-intervals over the seeds of a model (n - 1 degrees of freedom).",
-        "", "### H_emp(N): the learned prefix of the grid (mean ± sd over seeds, right-censored seeds)", "",
-        markdown(budget_window_means(read("H_emp"), threshold)), "",
-        "### H_max(N): the largest learned grid lag (secondary; mean ± sd over seeds, mean holes below it)", "",
-        markdown(_model_by_N_holes(h_max)), "",
-        "### Claim (b), the growth law: each seed's Box-Cox exponent c of H_emp(N) (c = 0: log N; c > 0: a power of "
-        "N), by the censored likelihood", "",
-        markdown(growth_law_rows(slopes, shape)), "",
-        "### The growth law under H_max, the largest learned lag (secondary: which verdicts the definition moves)",
-        "", markdown(growth_law_rows(h_max_slopes, growth.shape_table(h_max_slopes))), "",
+        *out,
         "### Claim (d) on the truth: each seed's censored slope s of log N̂_emp(l) on -log f(l) (trained network, "
         "diagonal transport) against its own kappa, d = s - kappa", "",
         markdown(_models(pd.DataFrame(d_rows))), "",

@@ -148,9 +148,9 @@ def test_learning_budget_interpolates_and_censors():
                       13: [0.4, 0.4, 0.4, 0.4, 0.4]},  # the control's bar: margins -0.15, -0.15, 0.2
                      ctrl_r=ctrl)
     out = learning_budget(scores, [0.2, 0.35], BUDGETS).set_index(["threshold", "lag"])
-    expect = {1: (32 * 2 ** (1 / 3), 64, False, False), 3: (16, 16, True, False), 5: (256, nan, False, True),
+    expect = {1: (32 * 2 ** (1 / 3), 64, False, False), 3: (16, 16, True, False), 5: (128, nan, False, True),
               7: (64 * 2 ** 0.5, 128, False, False), 9: (64, 64, False, False), 11: (16 * 2 ** (2 / 3), 32, False, False),
-              13: (32 * 2 ** (3 / 7), 64, False, False), 15: (256, nan, False, True)}
+              13: (32 * 2 ** (3 / 7), 64, False, False), 15: (128, nan, False, True)}
     for lag, (n_hat, n_grid, left, right) in expect.items():
         row = out.loc[(0.2, lag)]
         assert row["N_hat"] == pytest.approx(n_hat, rel=1e-12), lag
@@ -194,14 +194,14 @@ def test_a_learned_boundary_lag_does_not_carry_the_window():
 
 def test_a_lag_first_learned_at_the_last_budget_stays_out_of_the_window():
     """Margins above the threshold at 256 only (the last budget): no pair, so the lag is
-    right-censored at N_max, and the window has no row at 256 where it would repeat 128's: the
-    window's last reported budget is the one before."""
+    right-censored at the last reported budget (the data show only N̂ > 128), and the window has no
+    row at 256 where it would repeat 128's: the window's last reported budget is the one before."""
     scores = surface({1: [0.5] * 5, 3: [0.0, 0.0, 0.0, 0.0, 0.5]})
     lb = learning_budget(scores, [0.2], BUDGETS).set_index("lag")
-    assert lb.loc[3, "right_censored"] and lb.loc[3, "N_hat"] == BUDGETS[-1]
+    assert lb.loc[3, "right_censored"] and lb.loc[3, "N_hat"] == BUDGETS[-2]
     window = window_by_budget(lb.reset_index(), BUDGETS)
     assert window["N"].max() == BUDGETS[-2] and window.set_index("N").loc[128, "H_emp"] == 1
-    assert lb.loc[3, "N_hat"] == BUDGETS[-1] and not lb.loc[1, "right_censored"]
+    assert not lb.loc[1, "right_censored"]
 
 
 @pytest.mark.parametrize("model", ["gru", "const"])

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from learnwin.stats import prediction
+from learnwin.stats import budget, prediction
 from learnwin.stats.budget import learning_slope, seed_slopes
 
 LAGS = np.arange(1, 11)
@@ -85,6 +85,38 @@ def test_dropping_right_censored_lags_biases_the_slope_where_the_censored_likeli
         censored.append(seed_slopes(lb, env)["slope"].item())
         dropped.append(np.polyfit(x[~right], y[~right], 1)[0])
     assert np.mean(censored) == pytest.approx(KAPPA, abs=0.25) and np.mean(dropped) < KAPPA - 0.8
+
+
+def test_right_censored_lags_enter_at_the_last_reported_budget():
+    """log N̂ = a + s (-log f) + noise (sd 0.25) over 100 lags, scored on the doubling grid 16 ..
+    8192 with a margin linear in log N that crosses 0 at N̂: learning_budget recovers each N̂ from
+    16 to 4096 exactly (below 16 left-censored), and a lag with N̂ above 4096, the last reported budget (a pair needs 8192 too),
+    is right-censored there. The censored slope recovers s over 20 seeds; the same lags entered at
+    N_max = 8192, where the data do not censor them, bias it upwards."""
+    rng = np.random.default_rng(11)
+    lags, budgets = np.arange(1, 101), 2 ** np.arange(4, 14)
+    x = np.linspace(0.5, 5.0, lags.size)
+    slope, a = 1.5, 3.0
+    at_last, at_max = [], []
+    for seed in range(20):
+        y = a + slope * x + 0.25 * rng.standard_normal(lags.size)
+        r = 0.2 + 0.05 * (np.log(budgets)[None, :] - y[:, None])  # margin r - 0.2 crosses 0 at N̂
+        rows = [dict(target="control", lag=lag, N=N, r=0.0, null=0.05) for N in budgets for lag in lags]
+        rows += [dict(target="task", lag=lag, N=N, r=r[i, k], null=0.05)
+                 for i, lag in enumerate(lags) for k, N in enumerate(budgets)]
+        scores = pd.DataFrame(rows).assign(model="gru", optimizer="adamw", seed=seed)
+        lb = budget.learning_budget(scores, [0.2], budgets)
+        right, left = y > np.log(budgets[-2]), y < np.log(budgets[0])
+        assert (lb["right_censored"].to_numpy() == right).all() and (lb["left_censored"].to_numpy() == left).all()
+        exact = ~(left | right)
+        np.testing.assert_allclose(np.log(lb["N_hat"][exact]), y[exact], atol=1e-9)
+        assert (lb["N_hat"][right] == budgets[-2]).all() and (lb["N_hat"][left] == budgets[0]).all()
+        env = pd.DataFrame(dict(model="gru", optimizer="adamw", seed=seed, epoch="trained", transport="diagonal",
+                                lag=lags, f=np.exp(-x)))
+        at_last.append(seed_slopes(lb, env)["slope"].item())
+        at_max.append(seed_slopes(lb.assign(N_hat=np.where(right, budgets[-1], lb["N_hat"])), env)["slope"].item())
+    assert 0.25 < np.mean(right) < 0.6  # the case censors a good part of the lags
+    assert np.mean(at_last) == pytest.approx(slope, abs=0.03) and np.mean(at_max) > slope + 0.07
 
 
 def test_learning_slope_needs_three_lags():

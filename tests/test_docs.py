@@ -331,7 +331,7 @@ def test_the_answer_table_is_the_generated_one(page):
      "GRU power (c -0.24 [-0.50, 0.02]); LSTM undecided (c 0.44 [0.33, 0.55])"),  # two cells' numbers swapped
     ("10 of 10 rows", "8 of 10 rows"),  # a count changed
     ("does not hold on the truth", "holds on the truth"),  # a verdict flipped
-    ("does not order the cells", "orders the cells"),  # "not supported" into "supported"
+    ("is not shown to order the cells", "orders the cells"),  # "not supported" into "supported"
     (" (0 of 10 under per_lag noise and the diagonal transport)", ""),  # an exception dropped
     ("; ConstGate, SharedGate, DiagGate cut off at the last grid lag, T/2", ""),  # a qualification dropped
 ])
@@ -355,3 +355,39 @@ def test_readme_opens_with_the_answer_in_few_words():
     prose = re.sub(r"```.*?```", " ", opening, flags=re.S)
     prose = "\n".join(line for line in prose.splitlines() if not line.startswith(("|", "<!--", "!", "#")))
     assert len(re.findall(r"\S+", prose)) <= 250
+
+
+GROWTH_PAGE = (ROOT / answer_table.GROWTH).read_text()
+
+
+def test_growth_cells_tell_undecided_from_differs():
+    """Claim (d)'s cells counted by verdict: a cell set to undecided is no longer counted as
+    differing, and one set to consistent is counted as such; the page as it is: every cell differs."""
+    _, d_text, _ = answer_table.growth_cells(GROWTH_PAGE)
+    assert "5 of 5 cells differ from kappa" in d_text and "undecided" not in d_text
+    rows = GROWTH_PAGE.split("### Claim (d) on the truth", 1)
+    gru = next(line for line in rows[1].splitlines() if line.startswith("| gru |"))
+    for verdict, words in (("undecided", "4 of 5 cells differ from kappa, 1 of 5 cells undecided"),
+                           ("consistent with kappa", "4 of 5 cells differ from kappa, 1 of 5 cells consistent")):
+        planted = GROWTH_PAGE.replace(gru, gru.replace("differs from kappa (below)", verdict))
+        assert words in answer_table.growth_cells(planted)[1]
+
+
+def test_growth_cells_word_the_prediction_and_an_undecided_law():
+    """p >= 0.05: "is not shown to order"; p < 0.05: "orders". An undecided law gives the
+    probability the test would have decided it where the growth-law table has that column."""
+    law, _, pred = answer_table.growth_cells(GROWTH_PAGE)
+    assert pred.startswith("is not shown to order the cells: tau-b 0.45, exact p 0.083")
+    assert "probability" not in law
+    row = next(line for line in GROWTH_PAGE.splitlines() if line.startswith("| 0.200 | 5 | 9 |"))
+    assert answer_table.growth_cells(GROWTH_PAGE.replace(row, row.replace("0.083", "0.042")))[2].startswith(
+        "orders the cells: tau-b 0.45, exact p 0.042")
+    head = "| model | c per seed | n | mean c |"
+    lines = GROWTH_PAGE.split("### Claim (b), the growth law", 1)[1].split("\n\n", 2)[1].splitlines()
+    table = "\n".join([lines[0] + f" {answer_table.P_DECIDED} |", lines[1] + "---|",
+                       *[line + f" 0.{i + 3}1 |" for i, line in enumerate(lines[2:])]])
+    assert lines[0].startswith(head)
+    page = GROWTH_PAGE.replace("\n".join(lines), table)
+    law = answer_table.growth_cells(page)[0]
+    assert "LSTM undecided (c -0.24 [-0.50, 0.02]; decided with probability 0.71)" in law
+    assert "GRU power (c 0.44 [0.33, 0.55])" in law  # a decided law has none

@@ -7,7 +7,8 @@ Pure numpy, vectorised over (model, optimizer, seed), thresholds, lags and budge
 * **Pair.** The first doubling j with m > 0 at N_j and N_{j+1} (:func:`first_pair`): from there the
   lag stays learned. N̂_grid = N_j; N̂ interpolates log N between N_{j-1} and N_j where the margin
   crosses 0 (N_j when m_{j-1} is not finite); j = 0 gives N̂ = N_0, left-censored; no pair gives
-  N̂ = N_max, right-censored, N̂_grid NaN (a lag learned only at N_max does not yet stay learned).
+  N̂ = N_{max-1}, right-censored there, N̂_grid NaN: a pair starts at N_{max-1} at the latest, so
+  the data show only N̂ > N_{max-1} (a lag learned only at N_max does not yet stay learned).
 * **Window.** A lag is learned at N when N >= N̂_grid. H_emp(N) is the largest lag of the learned
   prefix of the grid (0 when the first grid lag is not learned: left-censored), right-censored
   when it is the last grid lag; H_max, the largest learned grid lag, and holes, the grid lags below
@@ -78,7 +79,8 @@ def _surface(scores: pd.DataFrame, target: str, column: str, index: pd.MultiInde
 def learning_budget(scores: pd.DataFrame, thresholds: Sequence[float], budgets: Sequence[int]) -> pd.DataFrame:
     """One row per (model, optimizer, seed, lag of the grid, threshold): N_hat, N_hat_grid,
     left_censored, right_censored and run (whether the lag was trained; a lag not run is
-    right-censored at N_max). ``budgets``: the doubling grid the trainings were scored on."""
+    right-censored). A right-censored N_hat is N_{max-1}, the last reported budget, where the data
+    censor it. ``budgets``: the doubling grid the trainings were scored on."""
     index, budgets, run = _grid(scores, budgets)
     r, null = (_surface(scores, "task", c, index, budgets) for c in ("r", "null"))
     r_ctrl = _surface(scores, "control", "r", index, budgets)
@@ -95,7 +97,7 @@ def learning_budget(scores: pd.DataFrame, thresholds: Sequence[float], budgets: 
     frac[ok] = m_lo[ok] / (m_lo[ok] - m_hi[ok])
     log_n = np.log(budgets.astype(float))
     n_hat = np.exp(log_n[jj - 1] + frac * (log_n[jj] - log_n[jj - 1]))
-    n_hat = np.where(interior, n_hat, np.where(j == 0, budgets[0], budgets[-1]))
+    n_hat = np.where(interior, n_hat, np.where(j == 0, budgets[0], budgets[-2]))
     n_grid = np.where(found, budgets[np.maximum(j, 0)], np.nan)
     out = index.to_frame(index=False)
     return pd.concat(
@@ -163,10 +165,11 @@ def kappa_of(alpha) -> np.ndarray:
 def seed_slopes(learning_budget: pd.DataFrame, envelope: pd.DataFrame) -> pd.DataFrame:
     """One row per (model, optimizer, seed, epoch, transport, threshold): slope, the slope s of
     log N_hat = a + s (-log f) + e over the grid lags with finite f > 0 by the censored likelihood
-    (docs/method.md §10c: N_hat left-censored at N_0, right-censored at N_max, lags not run
-    right-censored; NaN with fewer than :data:`MIN_SLOPE_LAGS` distinct -log f among the uncensored
-    lags), n_lags (uncensored lags), n_left and n_right (censored ones). ``envelope``'s ``f`` is
-    each transport's primary functional; lags absent from it are dropped."""
+    (docs/method.md §10c: N_hat left-censored at N_0, right-censored at the last reported budget
+    N_{max-1}, lags not run right-censored; NaN with fewer than :data:`MIN_SLOPE_LAGS` distinct
+    -log f among the uncensored lags), n_lags (uncensored lags), n_left and n_right (censored
+    ones). ``envelope``'s ``f`` is each transport's primary functional; lags absent from it are
+    dropped."""
     env = envelope[[*KEYS, "epoch", "transport", "lag", "f"]]
     d = learning_budget.merge(env, on=[*KEYS, "lag"], how="inner")
     with np.errstate(divide="ignore", invalid="ignore"):
