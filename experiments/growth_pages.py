@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from learnwin.infra import config as lwconfig
 from learnwin.infra import layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,10 +75,9 @@ def differences(path: Path, root: Path = ROOT) -> list[str]:
 
 def collect(results: Path, dest: Path, config: Path) -> None:
     """Copy a finished budget run's tables (see the module docstring) from ``results`` into ``dest``."""
-    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    over = yaml.safe_load(config.read_text()) or {}
-    rec = {**cfg["recovery"], **over.get("recovery", {})}
-    models = rec["models"] or over.get("models", cfg["models"])  # as workflow/rules/recovery.smk reads them
+    cfg = lwconfig.load(ROOT, config)
+    rec = cfg["recovery"]
+    models = rec["models"] or cfg["models"]  # as workflow/rules/recovery.smk reads them
     copied = []
     for model in models:
         for seed in rec["seeds"]:

@@ -26,8 +26,7 @@ import argparse
 import time
 from pathlib import Path
 
-import yaml
-
+from learnwin.infra import config as lwconfig
 from learnwin.infra import resources
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,11 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def load(spec: str) -> dict:
     """config/config.yaml, then each comma-separated file on top, one level deep."""
-    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    for path in spec.split(","):
-        for key, value in (yaml.safe_load(Path(path).read_text()) or {}).items():
-            cfg[key] = {**cfg[key], **value} if isinstance(value, dict) and isinstance(cfg.get(key), dict) else value
-    return cfg
+    return lwconfig.load(ROOT, *spec.split(","))
 
 
 def grid_cost(cfg: dict) -> list[dict]:

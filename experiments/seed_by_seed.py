@@ -31,6 +31,7 @@ from pathlib import Path
 
 import yaml
 
+from learnwin.infra import config as lwconfig
 from learnwin.infra import layout, resources
 from learnwin.infra.provenance import git_commit
 
@@ -40,14 +41,6 @@ SITTINGS = "sittings.yaml"  # in RUN: one entry per kept unit: its commit, CPU a
 UNIT = {"scores": layout.BUDGET_RUN, **layout.BUDGET_SNAPSHOT}
 BENCH = {rule: f"{layout.BENCH}/{rule}/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
          for rule in ("train_budget", "snapshot_budget")}
-
-
-def load(config: Path) -> dict:
-    """config/config.yaml with ``config`` on top, one level deep (as Snakemake's --configfile)."""
-    cfg = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    for key, value in (yaml.safe_load(config.read_text()) or {}).items():
-        cfg[key] = {**cfg[key], **value} if isinstance(value, dict) and isinstance(cfg.get(key), dict) else value
-    return cfg
 
 
 def cpu_name() -> str:
@@ -116,12 +109,16 @@ def main() -> None:
     ap.add_argument("--commit", action="store_true")
     ap.add_argument("--estimate", action="store_true")
     args = ap.parse_args()
-    cfg = load(args.config)
+    cfg = lwconfig.load(ROOT, args.config)
     rec = cfg["recovery"]
     opt = rec["optimizer"]
     units = [dict(optimizer=opt, model=m, seed=s) for s in rec["seeds"] for m in rec["models"] or cfg["models"]]
     run = args.run if args.run.is_absolute() else ROOT / args.run
     estimate(cfg, units, run)
+    if not (run / "run.yaml").is_file():  # what the run holds, for the readers of a partial run (experiments/growth_pages.py)
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "run.yaml").write_text(yaml.safe_dump(dict(config=str(args.config), models=sorted({u["model"] for u in units}),
+                                                          seeds=list(rec["seeds"])), sort_keys=False))
     if args.estimate:
         return
     options = ["--cores", str(args.cores), "--configfile", str(args.config.resolve()), "--rerun-triggers", "mtime"]
@@ -146,7 +143,7 @@ def main() -> None:
             with open(run / SITTINGS, "a") as fh:
                 fh.write(yaml.safe_dump([line], sort_keys=False))
             if args.commit:
-                commit(run, [*kept, SITTINGS], f"{run.name}: raw tables of {u['model']} seed {u['seed']} "
+                commit(run, [*kept, SITTINGS, "run.yaml"], f"{run.name}: raw tables of {u['model']} seed {u['seed']} "
                        f"({cpu_name()})")
         print(f"seed {seed}: {len(todo)} jobs in {time.time() - t0:.0f} s", flush=True)
     if all(done(run, u) for u in units):

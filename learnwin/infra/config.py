@@ -134,6 +134,17 @@ def lag_grid(snapshot: Mapping) -> list[int]:
     return list(range(snapshot["lag_start"], snapshot["lag_stop"] + 1, snapshot["lag_step"]))
 
 
+def load(root: str | Path, *overlays: str | Path) -> dict:
+    """``config/config.yaml`` of the checkout ``root`` with each overlay file read on top, in
+    order, nested sections merged one level deep (as Snakemake's repeated ``--configfile``); no
+    schema defaults, no checks: for readers outside the workflow (experiments/)."""
+    config = yaml.safe_load((Path(root) / "config" / "config.yaml").read_text())
+    for path in overlays:
+        for key, value in (yaml.safe_load(Path(path).read_text()) or {}).items():
+            config[key] = {**config[key], **value} if isinstance(value, dict) and isinstance(config.get(key), dict) else value
+    return config
+
+
 def check_models(config: Mapping) -> None:
     """``models`` and ``recovery.models`` name registered cells, after importing
     ``model.cells_module`` (docs/method.md §2a), and ``model.block`` a registered block (§2c). The registry, not a schema enum, is the list: a
