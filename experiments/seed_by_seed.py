@@ -16,7 +16,8 @@ CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of 
    git commit per (model, seed).
 4. When every unit is in: `snakemake recovery` (the aggregate and its figures) and the aggregate's
    tables copied into RUN.
-``--estimate`` stops after 1.
+``--estimate`` stops after 1; ``--keep-from CHECKOUT`` keeps the units a run of the same config in
+another checkout has finished (its results folder under it) and stops.
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ BENCH = {rule: f"{layout.BENCH}/{rule}/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
 def cpu_name() -> str:
     """The CPU's model name, family and model (/proc/cpuinfo), else the platform's."""
     try:
-        info = dict(line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().splitlines() if ":" in line)
-        return f"{info['model name'].strip()} (family {info['cpu family'].strip()}, model {info['model'].strip()})"
+        pairs = (line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().splitlines() if ":" in line)
+        info = {key.strip(): value.strip() for key, value in pairs}
+        return f"{info['model name']} (family {info['cpu family']}, model {info['model']})"
     except (OSError, KeyError):
         return platform.processor() or platform.machine()
 
@@ -79,6 +81,19 @@ def commit(run: Path, rels: list[str], message: str) -> None:
     print(f"could not commit {files}: commit them by hand", file=sys.stderr)
 
 
+def keep(checkout: Path, run: Path, u: dict, wall_s: float | None, commit_it: bool) -> None:
+    """Copy unit ``u``'s tables and benchmark TSVs from ``checkout`` (a checkout whose run finished
+    it) into ``run``, with its entry in the sittings record; with ``commit_it``, one git commit."""
+    kept = [rel for rel in [*paths(UNIT, **u).values(), *paths(BENCH, **u).values()] if (checkout / rel).is_file()]
+    for rel in kept:
+        copy(checkout / rel, run / rel)
+    line = dict(**u, commit=git_commit(checkout), cpu=cpu_name(), python=platform.python_version(), seed_wall_s=wall_s)
+    with open(run / SITTINGS, "a") as fh:
+        fh.write(yaml.safe_dump([line], sort_keys=False))
+    if commit_it:
+        commit(run, [*kept, SITTINGS, "run.yaml"], f"{run.name}: raw tables of {u['model']} seed {u['seed']} ({cpu_name()})")
+
+
 def estimate(cfg: dict, units: list[dict], run: Path) -> None:
     models = sorted({u["model"] for u in units})
     worst = sum(resources.budget_cpu_seconds(cfg, u["model"]) for u in units) / 3600
@@ -108,6 +123,8 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--commit", action="store_true")
     ap.add_argument("--estimate", action="store_true")
+    ap.add_argument("--keep-from", type=Path, metavar="CHECKOUT",
+                    help="only keep the units a run in another checkout of this config has finished")
     args = ap.parse_args()
     cfg = lwconfig.load(ROOT, args.config)
     rec = cfg["recovery"]
@@ -120,6 +137,11 @@ def main() -> None:
         (run / "run.yaml").write_text(yaml.safe_dump(dict(config=str(args.config), models=sorted({u["model"] for u in units}),
                                                           seeds=list(rec["seeds"])), sort_keys=False))
     if args.estimate:
+        return
+    if args.keep_from:
+        for u in units:
+            if not done(run, u) and done(args.keep_from, u):
+                keep(args.keep_from, run, u, None, args.commit)
         return
     options = ["--cores", str(args.cores), "--configfile", str(args.config.resolve()), "--rerun-triggers", "mtime"]
     for u in units:  # restore: scores before snapshots, so the snapshots are the newer
@@ -135,16 +157,7 @@ def main() -> None:
         targets = [p for u in todo for p in paths(UNIT, **u).values()]
         subprocess.run([*SNAKEMAKE, *targets, *options], cwd=ROOT, check=True)  # targets first: the options take lists
         for u in todo:
-            kept = [*paths(UNIT, **u).values(), *paths(BENCH, **u).values()]
-            for rel in kept:
-                copy(ROOT / rel, run / rel)
-            line = dict(**u, commit=git_commit(ROOT), cpu=cpu_name(), python=platform.python_version(),
-                        seed_wall_s=round(time.time() - t0, 1))
-            with open(run / SITTINGS, "a") as fh:
-                fh.write(yaml.safe_dump([line], sort_keys=False))
-            if args.commit:
-                commit(run, [*kept, SITTINGS, "run.yaml"], f"{run.name}: raw tables of {u['model']} seed {u['seed']} "
-                       f"({cpu_name()})")
+            keep(ROOT, run, u, round(time.time() - t0, 1), args.commit)
         print(f"seed {seed}: {len(todo)} jobs in {time.time() - t0:.0f} s", flush=True)
     if all(done(run, u) for u in units):
         subprocess.run([*SNAKEMAKE, "recovery", *options], cwd=ROOT, check=True)
