@@ -1,18 +1,22 @@
 """The answer at a glance: the paper's four claims against what learnwin finds, one row per
-claim, generated from the committed results pages (each the printout of a committed command), for
-the README's opening and docs/results.md's first screen.
+claim, generated from the committed results pages and tables, for the README's opening and
+docs/results.md's first screen.
 
     python experiments/answer_table.py            # print the table
-    python experiments/answer_table.py --write    # write it between the markers of both pages
+    python experiments/answer_table.py --write    # write it between the markers of both pages,
+                                                  # and the runs' counts (learnwin.stats.band.TABLE)
 
-Sources: the "Claims at a glance" table of the default run of every machine in :data:`DEFAULT_RUNS`
-(``python experiments/results_tables.py RESULTS`` after ``snakemake --cores 2``), and the
-pre-registered growth-law run (docs/results-growth.md, ``python experiments/groundtruth_tables.py
-RESULTS --growth``). A default-run count is given as k of n rows that hold (docs/method.md §8b: a
-row holds when more than half of its seeds agree), as a range where the machines differ. The verdict
-words and the rows they count are learnwin.stats.claims.claim_words's (docs/method.md §8b, "Verdict
-words"), the same as each run's findings.md; on the ground truth, the rule of §10c. ``tests/test_docs.py`` holds the README's and results.md's table to
-this output.
+Sources: the claims tables of the pre-registered seed draws of the default run (docs/method.md
+§8c, ``data/runs/default-draws/*/claims.parquet``, each ``snakemake --cores 2 --config
+'seeds=[...]'``), the "Claims at a glance" table of the default run of every machine in
+:data:`DEFAULT_RUNS` (``python experiments/results_tables.py RESULTS`` after ``snakemake --cores
+2``), and the pre-registered growth-law run (docs/results-growth.md, ``python
+experiments/groundtruth_tables.py RESULTS --growth``). A default-run count is given as its band
+over the draws and the machines (learnwin.stats.band: k of n rows that hold, lo-hi where the runs
+differ; docs/method.md §8b: a row holds when more than half of its seeds agree), and the verdict
+word of §8b (learnwin.stats.claims.verdict_word) with the number of runs it comes out in; on the
+ground truth, the rule of §10c. ``tests/test_docs.py`` holds the README's and results.md's table,
+and the committed counts, to this output.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from learnwin.infra import layout
 from learnwin.report.formatting import table_after
-from learnwin.stats.claims import TRUTH_WORDS, claim_words, held_counts
+from learnwin.stats import band
+from learnwin.stats.claims import TRUTH_WORDS
 from learnwin.stats.decay import PRIMARY
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +40,9 @@ DEFAULT_RUNS = {
     "Intel Xeon family 6 model 167, b57989e": "docs/results-default-xeon.md",
 }
 GROWTH = "docs/results-growth.md"
+#: The pre-registered seed draws of the default run (docs/method.md §8c): one results folder per
+#: draw (learnwin.infra.layout inside it), and seeds.yaml.
+DRAWS = Path("data", "runs", "default-draws")
 GLANCE = "### Claims at a glance, each transport's primary functional"
 GLANCE_EVERY = "### Claims at a glance, every functional"
 #: A default-run page whose claim (d) has the equivalence band of docs/method.md §8b prints this column.
@@ -55,12 +64,6 @@ def glance(page: str) -> pd.DataFrame:
     long = wide.melt(id_vars=["claim", "check", "optimizer", "noise", "transport"], var_name="model",
                      value_name="cell")
     return long.assign(holds=long["cell"].str.endswith("✓"))
-
-
-def k_of_n(ks: list[int], n: int) -> str:
-    """"k of n", or "k1-k2 of n" where the machines differ."""
-    lo, hi = min(ks), max(ks)
-    return f"{lo} of {n}" if lo == hi else f"{lo}-{hi} of {n}"
 
 
 #: The growth-law table's column, where the page has one, of the probability that the test of
@@ -100,33 +103,46 @@ def growth_cells(page: str) -> tuple[str, str, str]:
     return "; ".join(parts), d_text, pred_text
 
 
+def counts(root: Path = ROOT) -> pd.DataFrame:
+    """The counts of every committed default run (learnwin.stats.band.TABLE): each seed draw's
+    claims table under :data:`DRAWS`, then each machine's page; claim (d) of a page only where it
+    has §8b's equivalence band (:data:`BAND_COLUMN`)."""
+    draws = sorted(d for d in (root / DRAWS).iterdir() if layout.under(d, layout.CLAIMS["parquet"]).is_file())
+    runs = [(d.name, "draw", band.run_counts(pd.read_parquet(layout.under(d, layout.CLAIMS["parquet"]))))
+            for d in draws]
+    for machine, name in DEFAULT_RUNS.items():
+        page = (root / name).read_text()
+        own = band.run_counts(glance(page))
+        runs.append((machine, "machine", {c: v for c, v in own.items() if BAND_COLUMN in page or "(d)" not in c}))
+    return band.counts_table(runs)
+
+
+def runs_phrase(b: band.Band) -> str:
+    """"default, 8 seed draws and 2 machines"."""
+    parts = [f"{k} seed draw{'s' * (k > 1)}" if kind == "draw" else f"{k} machine{'s' * (k > 1)}"
+             for kind, k in b.runs.items() if k]
+    return "default, " + " and ".join(parts)
+
+
 def rows(root: Path = ROOT) -> list[list[str]]:
-    """The answer table's rows from the committed pages under ``root``."""
-    pages = {m: (root / page).read_text() for m, page in DEFAULT_RUNS.items()}
-    runs = {m: glance(page) for m, page in pages.items()}
-    machines = f"default, {len(runs)} machines"
-    banded = {m: runs[m] for m, page in pages.items() if BAND_COLUMN in page}  # claim (d) under §8b's band
-    d_machines = f"default, {len(banded)} machine{'s' if len(banded) > 1 else ''}"
-    (a,), (b,), (d,) = (claim_words(list(tables.values()), claim).values() for tables, claim in
-                        ((runs, "a"), (runs, "b"), (banded, "d")))
-    c = claim_words(list(runs.values()), "c")
-    c_exact, c_diag = c["exact"], c["diagonal"]
-    d_diagonal = held_counts(list(banded.values()), "d", noise="per_lag", transport="diagonal")
+    """The answer table's rows from the committed pages and tables under ``root``."""
+    b = band.bands(counts(root))
+    a, bb, c_exact, c_diag, d, d_diagonal = (b[name] for name in band.COUNTS)
     law, d_truth, pred = growth_cells((root / GROWTH).read_text())
     return [
         ["(a) envelope", "learned gates give slowly (power-law) decaying envelopes",
-         f"{a.word}: power-law-like in {k_of_n(a.ks, a.n)} learned-gate rows", machines, "§8b"],
+         f"{a.word_phrase()}: power-law-like in {a.span()} learned-gate rows", runs_phrase(a), "§8b, §8c"],
         ["(b) predicted window", "H_N grows like a power of N where the envelope is a power law (learned gates)",
-         f"{b.word}: a power of N in {k_of_n(b.ks, b.n)} learned-gate rows", machines, "§8b"],
+         f"{bb.word_phrase()}: a power of N in {bb.span()} learned-gate rows", runs_phrase(bb), "§8b, §8c"],
         ["(b) measured window", "the same, measured by training",
          law + f"; the prediction from the init networks {pred}", "T 128, 5 unseen seeds", "§10c"],
         ["(c) optimizer", "AdamW broadens the time scales and slows the envelope against SGD",
-         f"exact transport: {c_exact.word}, {k_of_n(c_exact.ks, c_exact.n)} rows; diagonal: {c_diag.word}, "
-         f"{k_of_n(c_diag.ks, c_diag.n)}", machines, "§8b"],
+         f"exact transport: {c_exact.word_phrase()}, {c_exact.span()} rows; diagonal: {c_diag.word_phrase()}, "
+         f"{c_diag.span()}", runs_phrase(c_exact), "§8b, §8c"],
         ["(d) master law", "log N*(l) grows like kappa (-log f(l)): slope 1 in kappa-units",
-         f"{d_truth}; in the default run: {d.word}, the master slope's interval within 1 ± 0.5 in "
-         f"{k_of_n(d.ks, d.n)} rows ({k_of_n(*d_diagonal)} under per_lag noise and the "
-         "diagonal transport)", f"T 128; {d_machines}", "§10c, §8b"],
+         f"{d_truth}; in the default run: {d.word_phrase()}, the master slope's interval within 1 ± 0.5 in "
+         f"{d.span()} rows ({d_diagonal.span()} under per_lag noise and the diagonal transport)",
+         f"T 128; {runs_phrase(d)}", "§10c, §8b, §8c"],
     ]
 
 
@@ -154,6 +170,7 @@ def main(argv=None) -> None:
     if args.write:
         for page in ("README.md", "docs/results.md"):
             write(ROOT / page, table)
+        counts(ROOT).to_csv(band.TABLE, index=False)
     print(table)
 
 

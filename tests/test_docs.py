@@ -15,7 +15,8 @@ CONFIG_README = ROOT / "config" / "README.md"
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 #: The spec's sections, in order (the numbering the code cites).
-SECTIONS = ["1", "2", "2a", "2b", "2c", "3", "4", "4b", "4c", "5", "6", "7", "7b", "8", "8b", "9", "10", "10b", "10c", "10d"]
+SECTIONS = ["1", "2", "2a", "2b", "2c", "3", "4", "4b", "4c", "5", "6", "7", "7b", "8", "8b", "8c", "9", "10", "10b", "10c",
+            "10d"]
 SCANNED_DIRS = ("learnwin", "workflow", "benchmarks", "experiments", "tools", "tests", "config")
 TEXT_SUFFIXES = {".py", ".smk", ".md", ".rst", ".yaml", ".yml", ".sh"}
 
@@ -342,6 +343,67 @@ def test_the_answer_check_fails_on_each_plant(old, new):
     readme = README.read_text()
     assert old in answer_table.block(readme)
     assert answer_disagreements(readme.replace(old, new, 1))
+
+
+# ---- the README's default-run counts are bands that hold every committed draw and machine (method.md §8c) ----
+
+SPAN = r"(\d+)(?:-(\d+))? of (\d+)"
+#: Where the answer table states each count of learnwin.stats.band.COUNTS ("lo-hi of n" or "k of n").
+SPANS = {
+    "(a)": rf"power-law-like in {SPAN} learned-gate rows",
+    "(b)": rf"a power of N in {SPAN} learned-gate rows",
+    "(c) exact": rf"exact transport: [^;|]*, {SPAN} rows;",
+    "(c) diagonal": rf"; diagonal: [^;|]*, {SPAN} \|",
+    "(d)": rf"within 1 ± 0.5 in {SPAN} rows",
+    "(d) per_lag diagonal": rf"\({SPAN} under per_lag noise and the diagonal transport\)",
+}
+
+
+def stated_bands(page: str) -> dict[str, tuple[int, int, int]]:
+    """The (lo, hi, n) the page's answer table states of each count."""
+    out = {}
+    for name, pattern in SPANS.items():
+        lo, hi, n = re.search(pattern, answer_table.block(page)).groups()
+        out[name] = (int(lo), int(hi or lo), int(n))
+    return out
+
+
+def runs_outside(page: str, counts) -> list[str]:
+    """Each committed run's count that the page's stated band does not hold."""
+    bands = stated_bands(page)
+    return [f"{r.run} {r.count} {r.k} of {r.n}" for r in counts.itertuples()
+            if not (r.n == bands[r.count][2] and bands[r.count][0] <= r.k <= bands[r.count][1])]
+
+
+def test_the_committed_counts_are_those_of_the_committed_runs():
+    """learnwin/stats/tables/default_counts.csv, which an installed run's findings.md reads, is what
+    ``python experiments/answer_table.py --write`` makes of the committed draws and pages."""
+    from learnwin.stats import band
+
+    assert band.read().astype(str).equals(answer_table.counts().astype(str))
+    draws = yaml.safe_load((ROOT / answer_table.DRAWS / "seeds.yaml").read_text())["draws"]
+    done = set(band.read().query("kind == 'draw'")["run"])
+    assert done <= {"seeds" + "-".join(map(str, d)) for d in draws}, "a draw of seeds not pre-registered"
+
+
+@pytest.mark.parametrize("page", [README, RESULTS], ids=["README", "results.md"])
+def test_every_committed_run_lies_inside_the_stated_band(page):
+    from learnwin.stats import band
+
+    assert runs_outside(page.read_text(), band.read()) == []
+
+
+@pytest.mark.parametrize("name", list(SPANS))
+def test_the_band_check_fails_on_a_planted_count_outside(name):
+    """A run whose count lies one row beyond the README's band (above it, or below where the band
+    reaches n) is named."""
+    from learnwin.stats import band
+
+    readme = README.read_text()
+    lo, hi, n = stated_bands(readme)[name]
+    planted = band.counts_table([("planted", "draw", {name: (hi + 1 if hi < n else lo - 1, n)})])
+    assert runs_outside(readme, planted) == [f"planted {name} {planted['k'][0]} of {n}"]
+    assert runs_outside(readme, band.counts_table([("planted", "draw", {name: (lo, n)})])) == []
 
 
 def test_readme_opens_with_the_answer_in_few_words():

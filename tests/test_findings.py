@@ -4,6 +4,7 @@ the synthetic run of tests/synthetic_claims.py whose verdicts are known row by r
 words are those the README's answer table (experiments/answer_table.py) gives the same run, and no
 paragraph or bullet of findings.md or the Claims page runs over 80 words."""
 
+import html
 import importlib.util
 import re
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 
 from learnwin.infra import io, layout
 from learnwin.report import findings
+from learnwin.stats import band
 from learnwin.stats.claims import claim_words, verdicts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -311,3 +313,32 @@ def test_no_paragraph_or_bullet_runs_over_80_words(tmp_path):
     assert len(prose.too_long(prose.markdown_blocks(f"# T\n\nshort\n{long}\n"))) == 1  # a paragraph of two lines
     assert len(prose.too_long(prose.html_blocks(page.replace("</ul>", f"<li>{long}</li></ul>", 1)))) == 1
     assert prose.too_long(prose.markdown_blocks(f"| {long} |\n")) == []  # a table row is not prose
+
+
+@pytest.mark.parametrize("shift, where", [(0, "inside"), (1, "outside")])
+def test_findings_place_the_run_against_the_default_band(tmp_path, shift, where):
+    """findings.md's last plain sentence says where the run's counts fall against the default run's
+    band (docs/method.md §8c): inside a band built around the synthetic run's own counts; outside,
+    naming the count, when every other run of the band holds one row more (its (c) has 2 of 4)."""
+    from synthetic_claims import write_claim_run
+
+    write_claim_run(tmp_path)
+    results = tmp_path / "results"
+    table = io.read_table(layout.under(results, layout.CLAIMS["parquet"]), "claims")
+    own = band.run_counts(table)
+    assert own["(c) diagonal"] == (2, 4)  # expected_claims(): (c) holds for gru's 2 rows of 4
+    others = {name: (min(k + shift, n), n) for name, (k, n) in own.items()}
+    counts = band.counts_table([("draw 1", "draw", others), ("draw 2", "draw", others), ("xeon", "machine", own)])
+    counts = counts[(counts["run"] != "xeon") | (shift == 0)]  # the band of the shifted case leaves the run out
+    findings.write(table, findings=layout.under(results, layout.CLAIMS["findings"]),
+                   html_path=layout.under(results, layout.CLAIMS["html"]), position=band.position(table, counts))
+    md = layout.under(results, layout.CLAIMS["findings"]).read_text()
+    plain = md.split("## Per transport", 1)[0].strip().splitlines()
+    if where == "inside":
+        assert plain[-1] == ("- Against the default run's band (docs/method.md §8c, 2 seed draws and 1 recorded "
+                             "machine), every count of this run lies inside.")
+    else:
+        assert plain[-1].startswith("- Against the default run's band (docs/method.md §8c, 2 seed draws), this run "
+                                    "lies outside in ")
+        assert "(c) diagonal 2 of 4 rows (band 3 of 4)" in plain[-1]
+    assert html.escape(plain[-1][2:]) in layout.under(results, layout.CLAIMS["html"]).read_text()

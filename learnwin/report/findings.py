@@ -5,7 +5,9 @@ sentence per claim with its verdict word (:func:`summary_sentences`); the detail
 compact table per claim (:func:`detail`): k/n seeds per (model, optimizer) and scope (noise,
 transport, functional). The verdict words and the rows they count are
 learnwin.stats.claims.claim_words's, the rule the README's answer table applies to the recorded
-machines' runs. The verdict table is learnwin.stats.claims.to_markdown's.
+machines' runs. The verdict table is learnwin.stats.claims.to_markdown's. Where the caller gives
+it, the last sentence places the run's counts against the default run's band (docs/method.md §8c,
+learnwin.stats.band.position).
 """
 
 from __future__ import annotations
@@ -176,11 +178,12 @@ DETAIL_LEGEND = ("Each claim under every noise definition, transport and functio
                  "the rows that hold per scope.")
 
 
-def markdown(table: pd.DataFrame) -> str:
-    """findings.md: the pivot and one plain sentence per claim; then, under their own headings, one
-    table per claim (:func:`detail`) and the verdict table."""
+def markdown(table: pd.DataFrame, position: str = "") -> str:
+    """findings.md: the pivot and one plain sentence per claim, and the ``position`` sentence
+    against the default run's band where given; then, under their own headings, one table per
+    claim (:func:`detail`) and the verdict table."""
     lines = ["# Findings", "", LEGEND, "", md_table(at_a_glance(table)), ""]
-    lines += [f"- {s}" for s in summary_sentences(table)]
+    lines += [f"- {s}" for s in [*summary_sentences(table), *([position] if position else [])]]
     lines += ["", "## Per transport, noise and functional", "", DETAIL_LEGEND, ""]
     for heading, df in details(table):
         lines += [f"**{heading}**", "", md_table(df), ""]
@@ -211,8 +214,9 @@ def _html_table(df: pd.DataFrame, **attrs) -> str:
     return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
-def to_html(table: pd.DataFrame) -> str:
-    """One self-contained HTML fragment: the pivot and the plain sentences first, then one table per
+def to_html(table: pd.DataFrame, position: str = "") -> str:
+    """One self-contained HTML fragment: the pivot, the plain sentences and the ``position``
+    sentence (where given) first, then one table per
     claim (the k/n cells shaded as a heat map); the verdict table one click down (a closed <details>)."""
     t = table.assign(**{"k/n": table["k"].astype(str) + "/" + table["n"].astype(str),
                         "holds": holds_words(table, "holds", "fails"),
@@ -222,7 +226,7 @@ def to_html(table: pd.DataFrame) -> str:
         + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in HTML_COLUMNS) + "</tr>"
         for _, r in t.iterrows())
     head = "".join(f"<th>{html.escape(c)}</th>" for c in HTML_COLUMNS)
-    plain = "".join(f"<li>{html.escape(s)}</li>" for s in summary_sentences(table))
+    plain = "".join(f"<li>{html.escape(s)}</li>" for s in [*summary_sentences(table), *([position] if position else [])])
     per_claim = "".join(f'<h3>{html.escape(h)}</h3>{_html_table(df, **{"class": "claim-detail"})}'
                         for h, df in details(table))
     style = ("<style>.claims{font-family:sans-serif;font-size:12px}.claims table{border-collapse:collapse}"
@@ -237,9 +241,10 @@ def to_html(table: pd.DataFrame) -> str:
             f"{head}</tr></thead><tbody>{rows}</tbody></table></div></details></div>\n")
 
 
-def write(table: pd.DataFrame, *, findings: str | os.PathLike, html_path: str | os.PathLike) -> None:
-    """Write findings.md and the HTML page, each atomically."""
+def write(table: pd.DataFrame, *, findings: str | os.PathLike, html_path: str | os.PathLike,
+          position: str = "") -> None:
+    """Write findings.md and the HTML page, each atomically, with the ``position`` sentence."""
     with atomic_path(findings) as tmp:
-        tmp.write_text(markdown(table))
+        tmp.write_text(markdown(table, position))
     with atomic_path(html_path) as tmp:
-        tmp.write_text(to_html(table))
+        tmp.write_text(to_html(table, position))

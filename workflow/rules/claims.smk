@@ -29,6 +29,7 @@ rule claims:
     params:
         epoch=FIG_EPOCH,
         transport=", ".join(lwconfig.transports_of(config["snapshot"]["transport"])),
+        default_config=f"{workflow.basedir}/config/config.yaml",  # the band's config (method.md §8c)
     script:
         "../scripts/write_claims.py"
 
