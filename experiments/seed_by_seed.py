@@ -132,12 +132,12 @@ def main() -> None:
     units = [dict(optimizer=opt, model=m, seed=s) for s in rec["seeds"] for m in rec["models"] or cfg["models"]]
     run = args.run if args.run.is_absolute() else ROOT / args.run
     estimate(cfg, units, run)
+    if args.estimate:
+        return
     if not (run / "run.yaml").is_file():  # what the run holds, for the readers of a partial run (experiments/growth_pages.py)
         run.mkdir(parents=True, exist_ok=True)
         (run / "run.yaml").write_text(yaml.safe_dump(dict(config=str(args.config), models=sorted({u["model"] for u in units}),
                                                           seeds=list(rec["seeds"])), sort_keys=False))
-    if args.estimate:
-        return
     if args.keep_from:
         for u in units:
             if not done(run, u) and done(args.keep_from, u):

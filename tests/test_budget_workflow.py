@@ -82,7 +82,7 @@ def test_learning_budget_within_the_budgets_and_censoring_consistent(tables):
     assert ((lb["N_hat"] >= BUDGETS[0]) & (lb["N_hat"] <= BUDGETS[-1])).all()
     right, left = lb["right_censored"], lb["left_censored"]
     assert (right == lb["N_hat_grid"].isna()).all() and not (right & left).any()
-    assert (lb.loc[right, "N_hat"] == BUDGETS[-1]).all() and (lb.loc[left, "N_hat"] == BUDGETS[0]).all()
+    assert (lb.loc[right, "N_hat"] == BUDGETS[-2]).all() and (lb.loc[left, "N_hat"] == BUDGETS[0]).all()  # §10c: censored at the last reported budget
     assert (left == (lb["N_hat_grid"] == BUDGETS[0])).all()
     inner = lb[~right & ~left]
     below = inner["N_hat_grid"].map(lambda g: BUDGETS[BUDGETS.index(int(g)) - 1])

@@ -1,0 +1,73 @@
+"""A budget-protocol run seed by seed (docs/method.md §10d, experiments/seed_by_seed.py): each
+finished (model, seed)'s raw tables kept in the run's folder as it finishes, and a later sitting on
+a fresh checkout (no results folder) restores them, trains only what is missing and gives the
+aggregate of the uninterrupted run."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+from workflow_helpers import ROOT, copy_workflow
+
+from learnwin.infra import layout
+from learnwin.infra.io import read_table
+
+pytestmark = pytest.mark.slow
+
+SEEDS = [2, 3]
+UNIT = {"scores": layout.BUDGET_RUN, **layout.BUDGET_SNAPSHOT}
+
+
+def _driver(work, *args):
+    proc = subprocess.run([sys.executable, "experiments/seed_by_seed.py", "config/tiny.yaml", "kept", *args],
+                          cwd=work, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    work = copy_workflow(tmp_path_factory.mktemp("seeds") / "w")
+    (work / "experiments").mkdir()
+    shutil.copy2(ROOT / "experiments" / "seed_by_seed.py", work / "experiments")
+    cfg = yaml.safe_load((ROOT / "config" / "smoke.yaml").read_text())
+    cfg["recovery"] = {**cfg.get("recovery", {}), "protocol": "budget", "models": ["const"], "seeds": SEEDS,
+                       "budgets": [16, 32, 64, 128, 256], "lags": [1, 3, 5], "thresholds": [0.2], "frontier_stop": 1}
+    (work / "config" / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+    return work
+
+
+def _unit(seed):
+    return {name: path.format(optimizer="adamw", model="const", seed=seed) for name, path in UNIT.items()}
+
+
+def _learning_budget(root):
+    return read_table(root / layout.BUDGET["learning_budget"].format(seed_set="exploration"), "budget_tables")
+
+
+def test_a_later_sitting_restores_the_kept_units_and_trains_only_the_rest(work):
+    out = _driver(work, "--estimate")
+    assert "done: 0 of 2" in out and not (work / "kept").exists()
+    _driver(work)
+    kept = work / "kept"
+    for seed in SEEDS:
+        assert all((kept / rel).is_file() for rel in _unit(seed).values())
+    sittings = yaml.safe_load((kept / "sittings.yaml").read_text())
+    assert [(s["model"], s["seed"]) for s in sittings] == [("const", 2), ("const", 3)]
+    whole = _learning_budget(kept)
+    assert whole.equals(_learning_budget(work)) and set(whole["seed"]) == set(SEEDS)
+
+    # a fresh checkout where the run stopped after seed 2: no results folder, seed 3 not kept
+    shutil.rmtree(work / layout.ROOT)
+    shutil.rmtree(work / ".snakemake")
+    for rel in _unit(3).values():
+        (kept / rel).unlink()
+    out = _driver(work)
+    assert "done: 1 of 2" in out
+    bench = work / layout.BENCH / "train_budget" / "adamw" / "const"
+    assert sorted(p.name for p in bench.glob("*.tsv")) == ["seed3.tsv"]  # seed 2 restored, not trained
+    sittings = yaml.safe_load((kept / "sittings.yaml").read_text())
+    assert [(s["model"], s["seed"]) for s in sittings] == [("const", 2), ("const", 3), ("const", 3)]
+    assert _learning_budget(kept).equals(whole)
