@@ -5,7 +5,7 @@ by the next, on this machine or another (docs/method.md §10d).
     python experiments/seed_by_seed.py CONFIG RUN [--cores 2] [--commit] [--estimate]
 
 CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of raw tables
-(e.g. data/runs/growth-T256), laid out as a run's results folder is (learnwin.infra.layout).
+(e.g. data/runs/growth-T256), laid out as a run's results folder is (learnwin.infra.layout.under).
 1. Prints the run's cost estimate (the training cost law, learnwin.infra.resources, at worst: every
    lag to N_max; and the expected cost of the §10d power table where RUN has one) and what is done.
 2. Restores the finished units from RUN into the results folder (their tables, fresh mtimes: Snakemake takes
@@ -59,7 +59,7 @@ def paths(template: dict, **fields) -> dict[str, str]:
 
 
 def done(run: Path, fields: dict) -> bool:
-    return all((run / p).is_file() for p in paths(UNIT, **fields).values())
+    return all(layout.under(run, p).is_file() for p in paths(UNIT, **fields).values())
 
 
 def copy(src: Path, dst: Path) -> None:
@@ -69,10 +69,10 @@ def copy(src: Path, dst: Path) -> None:
     tmp.replace(dst)
 
 
-def commit(run: Path, rels: list[str], message: str) -> None:
-    """One git commit of ``rels`` under ``run`` alone (whatever else is staged stays out); retried
-    while another git command holds the index."""
-    files = [str(run / rel) for rel in rels]
+def commit(files: list[Path], message: str) -> None:
+    """One git commit of ``files`` alone (whatever else is staged stays out); retried while another
+    git command holds the index."""
+    files = [str(f) for f in files]
     for _ in range(10):
         if subprocess.run(["git", "add", *files], cwd=ROOT).returncode == 0 and subprocess.run(
                 ["git", "commit", "-q", "-m", message, "--", *files], cwd=ROOT).returncode == 0:
@@ -86,12 +86,13 @@ def keep(checkout: Path, run: Path, u: dict, wall_s: float | None, commit_it: bo
     it) into ``run``, with its entry in the sittings record; with ``commit_it``, one git commit."""
     kept = [rel for rel in [*paths(UNIT, **u).values(), *paths(BENCH, **u).values()] if (checkout / rel).is_file()]
     for rel in kept:
-        copy(checkout / rel, run / rel)
+        copy(checkout / rel, layout.under(run, rel))
     line = dict(**u, commit=git_commit(checkout), cpu=cpu_name(), python=platform.python_version(), seed_wall_s=wall_s)
     with open(run / SITTINGS, "a") as fh:
         fh.write(yaml.safe_dump([line], sort_keys=False))
     if commit_it:
-        commit(run, [*kept, SITTINGS, "run.yaml"], f"{run.name}: raw tables of {u['model']} seed {u['seed']} ({cpu_name()})")
+        commit([*(layout.under(run, rel) for rel in kept), run / SITTINGS, run / "run.yaml"],
+               f"{run.name}: raw tables of {u['model']} seed {u['seed']} ({cpu_name()})")
 
 
 def estimate(cfg: dict, units: list[dict], run: Path) -> None:
@@ -140,7 +141,7 @@ def main() -> None:
                                                           seeds=list(rec["seeds"])), sort_keys=False))
     if args.keep_from:
         for u in units:
-            if not done(run, u) and done(args.keep_from, u):
+            if not done(run, u) and all((args.keep_from / p).is_file() for p in paths(UNIT, **u).values()):
                 keep(args.keep_from, run, u, None, args.commit)
         return
     options = ["--cores", str(args.cores), "--configfile", str(args.config.resolve()), "--rerun-triggers", "mtime"]
@@ -148,7 +149,7 @@ def main() -> None:
         if done(run, u):
             for rel in paths(UNIT, **u).values():
                 if not (ROOT / rel).is_file():
-                    copy(run / rel, ROOT / rel)
+                    copy(layout.under(run, rel), ROOT / rel)
     for seed in rec["seeds"]:
         todo = [u for u in units if u["seed"] == seed and not done(run, u)]
         if not todo:
@@ -163,7 +164,7 @@ def main() -> None:
         subprocess.run([*SNAKEMAKE, "recovery", *options], cwd=ROOT, check=True)
         for path in layout.BUDGET.values():
             rel = path.format(seed_set="exploration")
-            copy(ROOT / rel, run / rel)
+            copy(ROOT / rel, layout.under(run, rel))
         print(f"aggregate written; its tables are in {run}", file=sys.stderr)
 
 

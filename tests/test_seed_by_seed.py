@@ -43,8 +43,8 @@ def _unit(seed):
     return {name: path.format(optimizer="adamw", model="const", seed=seed) for name, path in UNIT.items()}
 
 
-def _learning_budget(root):
-    return read_table(root / layout.BUDGET["learning_budget"].format(seed_set="exploration"), "budget_tables")
+def _learning_budget(results):
+    return read_table(layout.under(results, layout.BUDGET["learning_budget"], seed_set="exploration"), "budget_tables")
 
 
 def test_a_later_sitting_restores_the_kept_units_and_trains_only_the_rest(work):
@@ -53,17 +53,17 @@ def test_a_later_sitting_restores_the_kept_units_and_trains_only_the_rest(work):
     _driver(work)
     kept = work / "kept"
     for seed in SEEDS:
-        assert all((kept / rel).is_file() for rel in _unit(seed).values())
+        assert all(layout.under(kept, rel).is_file() for rel in _unit(seed).values())
     sittings = yaml.safe_load((kept / "sittings.yaml").read_text())
     assert [(s["model"], s["seed"]) for s in sittings] == [("const", 2), ("const", 3)]
     whole = _learning_budget(kept)
-    assert whole.equals(_learning_budget(work)) and set(whole["seed"]) == set(SEEDS)
+    assert whole.equals(_learning_budget(work / layout.ROOT)) and set(whole["seed"]) == set(SEEDS)
 
     # a fresh checkout where the run stopped after seed 2: no results folder, seed 3 not kept
     shutil.rmtree(work / layout.ROOT)
     shutil.rmtree(work / ".snakemake")
     for rel in _unit(3).values():
-        (kept / rel).unlink()
+        layout.under(kept, rel).unlink()
     out = _driver(work)
     assert "done: 1 of 2" in out
     bench = work / layout.BENCH / "train_budget" / "adamw" / "const"
