@@ -2,7 +2,7 @@
 (model, seed)'s raw tables in the repository, so that a run longer than one sitting is finished
 by the next, on this machine or another (docs/method.md §10d).
 
-    python experiments/seed_by_seed.py CONFIG RUN [--cores 2] [--commit] [--estimate]
+    python experiments/seed_by_seed.py CONFIG RUN [--cores 2] [--commit] [--estimate] [--until train_budget]
 
 CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of raw tables
 (e.g. data/runs/growth-T256), laid out as a run's results folder is (learnwin.infra.layout.under).
@@ -17,7 +17,9 @@ CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of 
 4. When every unit is in: `snakemake recovery` (the aggregate and its figures) and the aggregate's
    tables copied into RUN.
 ``--estimate`` stops after 1; ``--keep-from CHECKOUT`` keeps the units a run of the same config in
-another checkout has finished (its results folder under it) and stops.
+another checkout has finished (its results folder under it) and stops. ``--until train_budget`` (a run
+whose readers need only the trainings' scores, as §10c's T 64 arm): a unit is its scores alone, and
+no aggregate.
 """
 
 from __future__ import annotations
@@ -34,32 +36,31 @@ import yaml
 
 from learnwin.infra import config as lwconfig
 from learnwin.infra import layout, resources
-from learnwin.infra.provenance import git_commit
+from learnwin.infra.provenance import commit_files, cpu_name, git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 SITTINGS = "sittings.yaml"  # in RUN: one entry per kept unit: its commit, CPU and wall seconds
-UNIT = {"scores": layout.BUDGET_RUN, **layout.BUDGET_SNAPSHOT}
-BENCH = {rule: f"{layout.BENCH}/{rule}/{{optimizer}}/{{model}}/seed{{seed}}.tsv"
-         for rule in ("train_budget", "snapshot_budget")}
+RULES = ("train_budget", "snapshot_budget")  # a unit's rules, in order; --until cuts after one
 
 
-def cpu_name() -> str:
-    """The CPU's model name, family and model (/proc/cpuinfo), else the platform's."""
-    try:
-        pairs = (line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().splitlines() if ":" in line)
-        info = {key.strip(): value.strip() for key, value in pairs}
-        return f"{info['model name']} (family {info['cpu family']}, model {info['model']})"
-    except (OSError, KeyError):
-        return platform.processor() or platform.machine()
+def unit_tables(until: str | None = None) -> dict[str, str]:
+    """A unit's raw tables (layout paths by name): its scores, and its snapshots unless ``until``."""
+    return {"scores": layout.BUDGET_RUN, **({} if until else layout.BUDGET_SNAPSHOT)}
+
+
+def unit_bench(until: str | None = None) -> dict[str, str]:
+    """Its Snakemake benchmark TSVs, by rule."""
+    rules = RULES[:RULES.index(until) + 1] if until else RULES
+    return {rule: f"{layout.BENCH}/{rule}/{{optimizer}}/{{model}}/seed{{seed}}.tsv" for rule in rules}
 
 
 def paths(template: dict, **fields) -> dict[str, str]:
     return {name: path.format(**fields) for name, path in template.items()}
 
 
-def done(run: Path, fields: dict) -> bool:
-    return all(layout.under(run, p).is_file() for p in paths(UNIT, **fields).values())
+def done(run: Path, fields: dict, until: str | None = None) -> bool:
+    return all(layout.under(run, p).is_file() for p in paths(unit_tables(until), **fields).values())
 
 
 def copy(src: Path, dst: Path) -> None:
@@ -69,33 +70,22 @@ def copy(src: Path, dst: Path) -> None:
     tmp.replace(dst)
 
 
-def commit(files: list[Path], message: str) -> None:
-    """One git commit of ``files`` alone (whatever else is staged stays out); retried while another
-    git command holds the index."""
-    files = [str(f) for f in files]
-    for _ in range(10):
-        if subprocess.run(["git", "add", *files], cwd=ROOT).returncode == 0 and subprocess.run(
-                ["git", "commit", "-q", "-m", message, "--", *files], cwd=ROOT).returncode == 0:
-            return
-        time.sleep(30)
-    print(f"could not commit {files}: commit them by hand", file=sys.stderr)
-
-
-def keep(checkout: Path, run: Path, u: dict, wall_s: float | None, commit_it: bool) -> None:
+def keep(checkout: Path, run: Path, u: dict, wall_s: float | None, commit_it: bool, until: str | None) -> None:
     """Copy unit ``u``'s tables and benchmark TSVs from ``checkout`` (a checkout whose run finished
     it) into ``run``, with its entry in the sittings record; with ``commit_it``, one git commit."""
-    kept = [rel for rel in [*paths(UNIT, **u).values(), *paths(BENCH, **u).values()] if (checkout / rel).is_file()]
+    kept = [rel for rel in [*paths(unit_tables(until), **u).values(), *paths(unit_bench(until), **u).values()]
+            if (checkout / rel).is_file()]
     for rel in kept:
         copy(checkout / rel, layout.under(run, rel))
     line = dict(**u, commit=git_commit(checkout), cpu=cpu_name(), python=platform.python_version(), seed_wall_s=wall_s)
     with open(run / SITTINGS, "a") as fh:
         fh.write(yaml.safe_dump([line], sort_keys=False))
     if commit_it:
-        commit([*(layout.under(run, rel) for rel in kept), run / SITTINGS, run / "run.yaml"],
-               f"{run.name}: raw tables of {u['model']} seed {u['seed']} ({cpu_name()})")
+        commit_files(ROOT, [*(layout.under(run, rel) for rel in kept), run / SITTINGS, run / "run.yaml"],
+                     f"{run.name}: raw tables of {u['model']} seed {u['seed']} ({cpu_name()})")
 
 
-def estimate(cfg: dict, units: list[dict], run: Path) -> None:
+def estimate(cfg: dict, units: list[dict], run: Path, until: str | None) -> None:
     models = sorted({u["model"] for u in units})
     worst = sum(resources.budget_cpu_seconds(cfg, u["model"]) for u in units) / 3600
     print(f"{len(units)} (model, seed) jobs of {', '.join(models)}; at worst (every lag to N_max, the cost "
@@ -112,7 +102,7 @@ def estimate(cfg: dict, units: list[dict], run: Path) -> None:
         if len(row):
             print(f"expected (docs/method.md §10d's power table, log-N cells): {row['cpu_h'].iloc[0]:.0f} CPU h, "
                   f"{row['cpu_h'].iloc[0] / 2:.0f} h on 2 cores", flush=True)
-    left = [u for u in units if not done(run, u)]
+    left = [u for u in units if not done(run, u, until)]
     print(f"done: {len(units) - len(left)} of {len(units)}; left: "
           + (", ".join(f"{u['model']}/seed{u['seed']}" for u in left) or "none"), flush=True)
 
@@ -126,41 +116,45 @@ def main() -> None:
     ap.add_argument("--estimate", action="store_true")
     ap.add_argument("--keep-from", type=Path, metavar="CHECKOUT",
                     help="only keep the units a run in another checkout of this config has finished")
+    ap.add_argument("--until", choices=RULES[:1], help="a unit is its trainings' scores alone; no aggregate")
     args = ap.parse_args()
     cfg = lwconfig.load(ROOT, args.config)
     rec = cfg["recovery"]
     opt = rec["optimizer"]
     units = [dict(optimizer=opt, model=m, seed=s) for s in rec["seeds"] for m in rec["models"] or cfg["models"]]
     run = args.run if args.run.is_absolute() else ROOT / args.run
-    estimate(cfg, units, run)
+    until = args.until
+    estimate(cfg, units, run, until)
     if args.estimate:
         return
     if not (run / "run.yaml").is_file():  # what the run holds, for the readers of a partial run (experiments/growth_pages.py)
         run.mkdir(parents=True, exist_ok=True)
         (run / "run.yaml").write_text(yaml.safe_dump(dict(config=str(args.config), models=sorted({u["model"] for u in units}),
-                                                          seeds=list(rec["seeds"])), sort_keys=False))
+                                                          seeds=list(rec["seeds"]), **({"until": until} if until else {})),
+                                                     sort_keys=False))
     if args.keep_from:
         for u in units:
-            if not done(run, u) and all((args.keep_from / p).is_file() for p in paths(UNIT, **u).values()):
-                keep(args.keep_from, run, u, None, args.commit)
+            if not done(run, u, until) and all((args.keep_from / p).is_file()
+                                               for p in paths(unit_tables(until), **u).values()):
+                keep(args.keep_from, run, u, None, args.commit, until)
         return
     options = ["--cores", str(args.cores), "--configfile", str(args.config.resolve()), "--rerun-triggers", "mtime"]
     for u in units:  # restore: scores before snapshots, so the snapshots are the newer
-        if done(run, u):
-            for rel in paths(UNIT, **u).values():
+        if done(run, u, until):
+            for rel in paths(unit_tables(until), **u).values():
                 if not (ROOT / rel).is_file():
                     copy(layout.under(run, rel), ROOT / rel)
     for seed in rec["seeds"]:
-        todo = [u for u in units if u["seed"] == seed and not done(run, u)]
+        todo = [u for u in units if u["seed"] == seed and not done(run, u, until)]
         if not todo:
             continue
         t0 = time.time()
-        targets = [p for u in todo for p in paths(UNIT, **u).values()]
+        targets = [p for u in todo for p in paths(unit_tables(until), **u).values()]
         subprocess.run([*SNAKEMAKE, *targets, *options], cwd=ROOT, check=True)  # targets first: the options take lists
         for u in todo:
-            keep(ROOT, run, u, round(time.time() - t0, 1), args.commit)
+            keep(ROOT, run, u, round(time.time() - t0, 1), args.commit, until)
         print(f"seed {seed}: {len(todo)} jobs in {time.time() - t0:.0f} s", flush=True)
-    if all(done(run, u) for u in units):
+    if not until and all(done(run, u) for u in units):
         subprocess.run([*SNAKEMAKE, "recovery", *options], cwd=ROOT, check=True)
         for path in layout.BUDGET.values():
             rel = path.format(seed_set="exploration")

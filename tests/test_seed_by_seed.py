@@ -71,3 +71,22 @@ def test_a_later_sitting_restores_the_kept_units_and_trains_only_the_rest(work):
     sittings = yaml.safe_load((kept / "sittings.yaml").read_text())
     assert [(s["model"], s["seed"]) for s in sittings] == [("const", 2), ("const", 3), ("const", 3)]
     assert _learning_budget(kept).equals(whole)
+
+
+def test_a_scores_only_run_keeps_the_scores_alone_and_no_aggregate(work):
+    """``--until train_budget`` (a run read for its trainings' scores, as §10c's T 64 arm): each unit
+    is its scores and its training's benchmark, the record says so, and no aggregate is run."""
+    proc = subprocess.run([sys.executable, "experiments/seed_by_seed.py", "config/tiny.yaml", "scores",
+                           "--until", "train_budget"], cwd=work, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    scores = work / "scores"
+    assert yaml.safe_load((scores / "run.yaml").read_text())["until"] == "train_budget"
+    for seed in SEEDS:
+        unit = _unit(seed)
+        kept = layout.under(scores, unit["scores"])
+        assert read_table(kept, "budget").equals(read_table(work / unit["scores"], "budget"))
+        assert not any(layout.under(scores, unit[name]).exists() for name in layout.BUDGET_SNAPSHOT)
+        trained = f"{layout.BENCH}/train_budget/adamw/const/seed{seed}.tsv"  # absent where a sitting restored it
+        assert layout.under(scores, trained).is_file() == (work / trained).is_file()
+    assert not (scores / "benchmarks" / "snapshot_budget").exists()
+    assert not (scores / "recovery" / "budget" / "exploration").exists()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import platform
 import socket
 import subprocess
+import sys
+import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import metadata
@@ -44,6 +46,29 @@ def git_commit(path: str | Path) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return head.stdout.strip() + ("-dirty" if dirty else "")
+
+
+def cpu_name() -> str:
+    """The CPU's model name, family and model (/proc/cpuinfo), else the platform's."""
+    try:
+        pairs = (line.split(":", 1) for line in Path("/proc/cpuinfo").read_text().splitlines() if ":" in line)
+        info = {key.strip(): value.strip() for key, value in pairs}
+        return f"{info['model name']} (family {info['cpu family']}, model {info['model']})"
+    except (OSError, KeyError):
+        return platform.processor() or platform.machine()
+
+
+def commit_files(root: str | Path, files: list, message: str) -> None:
+    """One git commit of ``files`` alone in the checkout ``root`` (whatever else is staged stays out),
+    for the raw tables a long run keeps as it goes (data/runs/README.md); retried while another git
+    command holds the index, and a warning naming the files when it cannot."""
+    files = [str(f) for f in files]
+    for _ in range(10):
+        if subprocess.run(["git", "add", *files], cwd=root).returncode == 0 and subprocess.run(
+                ["git", "commit", "-q", "-m", message, "--", *files], cwd=root).returncode == 0:
+            return
+        time.sleep(30)
+    print(f"could not commit {files}: commit them by hand", file=sys.stderr)
 
 
 def device_name(device: str) -> str:
