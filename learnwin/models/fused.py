@@ -346,8 +346,9 @@ def pool(backend) -> object:
 
 def release() -> None:
     """Drop every captured graph, with its static tensors, outputs and pool (their memory goes back
-    to torch's allocator; the next capture opens a new pool): where a job's shapes change (an
-    ensemble that loses a member: its smaller ensemble captures anew), or between a benchmark's cells."""
+    to torch's allocator, which frees a pool once no graph uses it; the next capture opens a new
+    one rather than capture into a freed pool): where a job's shapes change (an ensemble that loses
+    a member: its smaller ensemble captures anew), or between a benchmark's cells."""
     _graphed.clear()
     _pools.clear()
 
