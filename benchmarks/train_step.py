@@ -3,7 +3,7 @@
 Every model steps with the workflow's optimizer (learnwin.models.train.make_optimizer: multi-tensor AdamW).
 
 Run: python benchmarks/train_step.py [--device cpu] [--config config/config.yaml] [--repeats 10] [--rounds 5]
-                                     [--sizes ...] [--layers 2,4] [--before BPTT_FILE]
+                                     [--sizes ...] [--layers 2,4] [--models gru,lstm,const] [--before REV]
 Sizes (``--sizes``, comma-separated): ``default``, the default experiment's (T, D, H, batch from the
 config); ``medium`` (T 256, H 128, batch 64); ``replication``, the author's replication size (T 1024,
 D 16, H 128, batch 512), each with every cell; ``long``, the paper's T = 1536 with H 64 and batch 32,
@@ -26,7 +26,8 @@ cell's): within a row every implementation is timed once per round, interleaved,
 rounds is printed (the machine is shared); on CUDA each timing ends with a synchronize. A path that
 fails (a mode that cannot run on the device) prints ``error`` and its cause, and the table goes on;
 where torch.compile fails the fused step falls back to its eager kernels (learnwin.models.fused), and
-the row says so. The ratio to nn.LSTM is what we track.
+the row says so. The ratio to nn.LSTM is what we track. On CUDA each cell's row is followed by its peak
+GPU memory (torch.cuda.max_memory_allocated over the row's paths, its fused graphs held).
 Everything runs under the jobs' deterministic mode (learnwin.infra.runtime.deterministic).
 After each cell's row, what the jobs run on the device (the fused column in the device's mode,
 learnwin.models.fused.mode_for; bptt's fast path where none) is printed as a row of the GPU cost
@@ -240,6 +241,8 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
     for name in torch_rows:
         print(f"{name:17s} {best[name]:9.2f} {best[name] / base:10.2f}", flush=True)
     for m in models:
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
         model, steps = build_model(m, D, H).to(device), {}
         failed = fused.fallback()
         steps[m] = stepper(model, x, y, lambda: fused.use(None))
@@ -273,6 +276,8 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
         if fused.fallback() != failed:
             print(f"  torch.compile failed ({fused.fallback()}): from here on the fused columns time the eager "
                   "kernels", flush=True)
+        if device.type == "cuda":  # every path of the row, the graphs of its fused columns held
+            print(f"  {m}: peak GPU memory {torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB", flush=True)
         fused.release()  # this cell's graphs: the next cell's may need their memory
     return worst
 
@@ -315,6 +320,8 @@ def main():
     ap.add_argument("--sizes", help="comma-separated, timed in that order: default, medium, replication, long, "
                                     f"stacks (without it: {SIZES})")
     ap.add_argument("--layers", default="2,4", help="comma-separated layer counts of the stacks table")
+    ap.add_argument("--models", help="comma-separated cells of the default, medium and replication tables "
+                                     "(default: every cell, the gated ones at the replication size)")
     ap.add_argument("--before", help="a git revision whose learnwin/models/bptt.py is timed beside the current one")
     args = ap.parse_args()
     runtime.deterministic()  # as the jobs run, before CUDA starts
@@ -327,13 +334,18 @@ def main():
         torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")  # printed by the flag switch
     D, r = cfg["task"]["D"], REPLICATION
+    asked = args.models.split(",") if args.models else None
+    unknown = [m for m in asked or () if m not in MODELS]
+    if unknown:
+        sys.exit(f"--models: unknown {unknown}; known: {', '.join(MODELS)}")
     tables = {  # each size's table (returning the largest fused difference), timed in the order asked
         "default": lambda: table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"],
-                                 args.repeats, args.rounds, device, before),
-        "medium": lambda: table(256, D, 128, 64, max(args.repeats // 5, 1), args.rounds, device, before),
+                                 args.repeats, args.rounds, device, before, asked or MODELS),
+        "medium": lambda: table(256, D, 128, 64, max(args.repeats // 5, 1), args.rounds, device, before,
+                                asked or MODELS),
         # the gated cells only (the diagonal linear cells: size long)
         "replication": lambda: table(r["T"], r["D"], r["H"], r["B"], args.repeats if device.type == "cuda" else
-                                     max(args.repeats // 10, 1), args.rounds, device, before, GATED),
+                                     max(args.repeats // 10, 1), args.rounds, device, before, asked or GATED),
         "long": lambda: table(1536, D, 64, 32, max(args.repeats // 10, 1), args.rounds, device, models=LINEAR),
         "stacks": lambda: stack_table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"],
                                       [int(n) for n in args.layers.split(",")], max(args.repeats // 2, 1),
