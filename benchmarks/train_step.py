@@ -42,7 +42,10 @@ the kind of loop the cells run.
 
 Before and after a change of the fast path, in one run: ``--before REV`` names a git revision whose
 learnwin/models/bptt.py (on that revision's recurrence.py) is timed on the same cells (through their
-``fast_forward``), interleaved with the others; the table gains its ms and the after / before ratio.
+``fast_forward``), interleaved with the others; the table gains its ms, the after / before ratio and
+the run's noise, A/A: the before path timed twice in the same rounds, the second over the first; under
+each table, the cells slower than before beyond the noise (after / before above 1 by more than the
+table's largest A/A distance from 1).
 """
 
 import argparse
@@ -221,7 +224,7 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
     print(f"gpu_cost device {threads if device.type == 'cuda' else 'CPU, ' + threads}", flush=True)
     lstm = TorchRNN("LSTM", D, H).to(device)
     off = "nn.LSTM no cuDNN" if device.type == "cuda" else "nn.LSTM no oneDNN"
-    modes, ref, worst = FUSED_MODES[device.type], device.type == "cpu", 0.0
+    modes, ref, worst, ratios = FUSED_MODES[device.type], device.type == "cpu", 0.0, {}
     if os.environ.get(fused.ENV) == "eager":  # the switch's no compilation, in every fused column
         modes = {col: mode._replace(compile=False) for col, mode in modes.items()}
     jobs = next((f" {col}" for col, mode in modes.items() if mode == fused.mode_for(device)), "")  # the jobs' path
@@ -236,7 +239,7 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
                            "nn.GRU TF32": stepper(gru, x, y, lambda: rnn_precision("tf32"))})
     best = best_ms(torch_rows, repeats, rounds, device, errors)
     base = best["nn.LSTM"]
-    extra = f" {'before ms':>10s} {'after/before':>13s}" if before is not None else ""
+    extra = f" {'before ms':>10s} {'after/before':>13s} {'A/A':>6s}" if before is not None else ""
     print(f"{'cell':17s}" + "".join(f" {c:>{w}s} {'x nn.LSTM':>10s}" for (c, _), w in zip(cols, width)) + extra)
     for name in torch_rows:
         print(f"{name:17s} {best[name]:9.2f} {best[name] / base:10.2f}", flush=True)
@@ -257,8 +260,9 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
             print(f"{m}: {col} {mode} - fast path, max abs difference {diff:.2e}", flush=True)
         if ref:
             steps[m + " ref"] = stepper(model, x, y, reference=True)
-        if before is not None and m in GATED:
-            steps[m + " before"] = stepper(Before(model, before), x, y, lambda: fused.use(None))
+        if before is not None and m in GATED:  # the before path twice: their ratio (A/A) is the run's noise
+            for name in (" before", " before again"):
+                steps[m + name] = stepper(Before(model, before), x, y, lambda: fused.use(None))
         best.update(best_ms(steps, repeats, rounds, device, errors))
         row = ""
         for (_, suffix), w in zip(cols, width):
@@ -266,7 +270,8 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
             cell = "error" if m + suffix in errors else "-" if ms is None else None
             row += f" {cell:>{w}s} {'-':>10s}" if cell else f" {ms:{w}.2f} {ms / base:10.2f}"
         if before is not None and m in GATED:
-            row += f" {best[m + ' before']:10.2f} {best[m] / best[m + ' before']:13.2f}"
+            ratios[m] = (best[m] / best[m + " before"], best[m + " before again"] / best[m + " before"])
+            row += f" {best[m + ' before']:10.2f} {ratios[m][0]:13.2f} {ratios[m][1]:6.2f}"
         print(f"{m:17s}{row}", flush=True)
         ms = best.get(m + (jobs if m in GATED else ""))
         if ms is not None:  # what the jobs run on the device: a row of the GPU cost table
@@ -279,6 +284,11 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
         if device.type == "cuda":  # every path of the row, the graphs of its fused columns held
             print(f"  {m}: peak GPU memory {torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB", flush=True)
         fused.release()  # this cell's graphs: the next cell's may need their memory
+    if ratios:  # the run's stated noise: the largest A/A distance from 1 of this table
+        noise = max(abs(aa - 1) for _, aa in ratios.values())
+        slower = [m for m, (ab, _) in ratios.items() if ab > 1 + noise]
+        print(f"noise (largest |A/A - 1|): {noise:.2f}; slower than before beyond it: {', '.join(slower) or 'none'}",
+              flush=True)
     return worst
 
 
