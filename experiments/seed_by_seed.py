@@ -8,14 +8,16 @@ CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of 
 (e.g. data/runs/growth-T256), laid out as a run's results folder is (learnwin.infra.layout.under).
 1. Prints the run's cost estimate (the training cost law, learnwin.infra.resources, at worst: every
    lag to N_max; and the expected cost of the §10d power table where RUN has one) and what is done.
-2. Restores the finished units from RUN into the results folder (their tables, fresh mtimes: Snakemake takes
-   them as done).
+2. Restores the finished units from RUN into the run's own work folder, results/seed_by_seed/<RUN's
+   name>/ (the repository's Snakefile, config, workflow and profiles linked in, its own results/ and
+   .snakemake/), so that no other run's outputs at the same paths (another T, the same seeds) pass
+   for this run's; their tables get fresh mtimes: Snakemake takes them as done.
 3. Per seed, in the config's order: the (model, seed) jobs not in RUN (train_budget and
    snapshot_budget, `snakemake --cores N` on their outputs), then copies each one's tables, its
    benchmark TSVs and an entry of RUN/sittings.yaml (commit, CPU, seconds); with ``--commit``, one
    git commit per (model, seed).
 4. When every unit is in: `snakemake recovery` (the aggregate and its figures) and the aggregate's
-   tables copied into RUN.
+   tables and benchmark TSVs copied into RUN (with ``--commit``, one commit).
 ``--estimate`` stops after 1; ``--keep-from CHECKOUT`` keeps the units a run of the same config in
 another checkout has finished (its results folder under it) and stops. ``--until train_budget`` (a run
 whose readers need only the trainings' scores, as §10c's T 64 arm): a unit is its scores alone, and
@@ -41,7 +43,9 @@ from learnwin.infra.provenance import commit_files, cpu_name, git_commit
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 SITTINGS = "sittings.yaml"  # in RUN: one entry per kept unit: its commit, CPU and wall seconds
+LINKED = ("Snakefile", "config", "workflow", "profiles")  # a work folder's view of the repository
 RULES = ("train_budget", "snapshot_budget")  # a unit's rules, in order; --until cuts after one
+AGGREGATE_RULES = ("aggregate_budget", "plot_budget")  # the aggregate's, kept with its tables (the Cost table)
 
 
 def unit_tables(until: str | None = None) -> dict[str, str]:
@@ -68,6 +72,16 @@ def copy(src: Path, dst: Path) -> None:
     tmp = dst.with_name(f".{dst.name}.tmp")
     shutil.copyfile(src, tmp)
     tmp.replace(dst)
+
+
+def work_folder(run: Path) -> Path:
+    """The run's own Snakemake folder under the repository's results/, the workflow linked in."""
+    work = ROOT / layout.ROOT / "seed_by_seed" / run.name
+    work.mkdir(parents=True, exist_ok=True)
+    for name in LINKED:
+        if (ROOT / name).exists() and not (work / name).is_symlink():
+            (work / name).symlink_to(ROOT / name)
+    return work
 
 
 def keep(checkout: Path, run: Path, u: dict, wall_s: float | None, commit_it: bool, until: str | None) -> None:
@@ -139,26 +153,30 @@ def main() -> None:
                 keep(args.keep_from, run, u, None, args.commit, until)
         return
     options = ["--cores", str(args.cores), "--configfile", str(args.config.resolve()), "--rerun-triggers", "mtime"]
+    work = work_folder(run)
     for u in units:  # restore: scores before snapshots, so the snapshots are the newer
         if done(run, u, until):
             for rel in paths(unit_tables(until), **u).values():
-                if not (ROOT / rel).is_file():
-                    copy(layout.under(run, rel), ROOT / rel)
+                if not (work / rel).is_file():
+                    copy(layout.under(run, rel), work / rel)
     for seed in rec["seeds"]:
         todo = [u for u in units if u["seed"] == seed and not done(run, u, until)]
         if not todo:
             continue
         t0 = time.time()
         targets = [p for u in todo for p in paths(unit_tables(until), **u).values()]
-        subprocess.run([*SNAKEMAKE, *targets, *options], cwd=ROOT, check=True)  # targets first: the options take lists
+        subprocess.run([*SNAKEMAKE, *targets, *options], cwd=work, check=True)  # targets first: the options take lists
         for u in todo:
-            keep(ROOT, run, u, round(time.time() - t0, 1), args.commit, until)
+            keep(work, run, u, round(time.time() - t0, 1), args.commit, until)
         print(f"seed {seed}: {len(todo)} jobs in {time.time() - t0:.0f} s", flush=True)
     if not until and all(done(run, u) for u in units):
-        subprocess.run([*SNAKEMAKE, "recovery", *options], cwd=ROOT, check=True)
-        for path in layout.BUDGET.values():
-            rel = path.format(seed_set="exploration")
-            copy(ROOT / rel, layout.under(run, rel))
+        subprocess.run([*SNAKEMAKE, "recovery", *options], cwd=work, check=True)
+        kept = [*(path.format(seed_set="exploration") for path in layout.BUDGET.values()),
+                *(f"{layout.BENCH}/{rule}/exploration.tsv" for rule in AGGREGATE_RULES)]
+        for rel in kept:
+            copy(work / rel, layout.under(run, rel))
+        if args.commit:
+            commit_files(ROOT, [layout.under(run, rel) for rel in kept], f"{run.name}: the aggregate's tables")
         print(f"aggregate written; its tables are in {run}", file=sys.stderr)
 
 
