@@ -210,6 +210,7 @@ def main():
             for mixed in kinds:
                 for E in ensembles:
                     row(model, E, T, D, H, B, args.device, args.steps, args.rounds, mixed)
+                    fused.release()  # this row's graphs: the next row's shapes differ
     if args.budget:
         T, D, H, B = sizes["default"]
         print(f"\nbudget job, default size (T={T} D={D} H={H} batch={B}): the control and {args.budget} lags, each "

@@ -3,7 +3,7 @@
 Every model steps with the workflow's optimizer (learnwin.models.train.make_optimizer: multi-tensor AdamW).
 
 Run: python benchmarks/train_step.py [--device cpu] [--config config/config.yaml] [--repeats 10] [--rounds 5]
-                                     [--sizes ...] [--layers 2,4] [--before BPTT_FILE]
+                                     [--sizes ...] [--layers 2,4] [--models gru,lstm,const] [--before REV]
 Sizes (``--sizes``, comma-separated): ``default``, the default experiment's (T, D, H, batch from the
 config); ``medium`` (T 256, H 128, batch 64); ``replication``, the author's replication size (T 1024,
 D 16, H 128, batch 512), each with every cell; ``long``, the paper's T = 1536 with H 64 and batch 32,
@@ -26,7 +26,8 @@ cell's): within a row every implementation is timed once per round, interleaved,
 rounds is printed (the machine is shared); on CUDA each timing ends with a synchronize. A path that
 fails (a mode that cannot run on the device) prints ``error`` and its cause, and the table goes on;
 where torch.compile fails the fused step falls back to its eager kernels (learnwin.models.fused), and
-the row says so. The ratio to nn.LSTM is what we track.
+the row says so. The ratio to nn.LSTM is what we track. On CUDA each cell's row is followed by its peak
+GPU memory (torch.cuda.max_memory_allocated over the row's paths, its fused graphs held).
 Everything runs under the jobs' deterministic mode (learnwin.infra.runtime.deterministic).
 After each cell's row, what the jobs run on the device (the fused column in the device's mode,
 learnwin.models.fused.mode_for; bptt's fast path where none) is printed as a row of the GPU cost
@@ -41,7 +42,10 @@ the kind of loop the cells run.
 
 Before and after a change of the fast path, in one run: ``--before REV`` names a git revision whose
 learnwin/models/bptt.py (on that revision's recurrence.py) is timed on the same cells (through their
-``fast_forward``), interleaved with the others; the table gains its ms and the after / before ratio.
+``fast_forward``), interleaved with the others; the table gains its ms, the after / before ratio and
+the run's noise, A/A: the before path timed twice in the same rounds, the second over the first; under
+each table, the cells slower than before beyond the noise (after / before above 1 by more than the
+table's largest A/A distance from 1).
 """
 
 import argparse
@@ -220,7 +224,7 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
     print(f"gpu_cost device {threads if device.type == 'cuda' else 'CPU, ' + threads}", flush=True)
     lstm = TorchRNN("LSTM", D, H).to(device)
     off = "nn.LSTM no cuDNN" if device.type == "cuda" else "nn.LSTM no oneDNN"
-    modes, ref, worst = FUSED_MODES[device.type], device.type == "cpu", 0.0
+    modes, ref, worst, ratios = FUSED_MODES[device.type], device.type == "cpu", 0.0, {}
     if os.environ.get(fused.ENV) == "eager":  # the switch's no compilation, in every fused column
         modes = {col: mode._replace(compile=False) for col, mode in modes.items()}
     jobs = next((f" {col}" for col, mode in modes.items() if mode == fused.mode_for(device)), "")  # the jobs' path
@@ -235,11 +239,13 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
                            "nn.GRU TF32": stepper(gru, x, y, lambda: rnn_precision("tf32"))})
     best = best_ms(torch_rows, repeats, rounds, device, errors)
     base = best["nn.LSTM"]
-    extra = f" {'before ms':>10s} {'after/before':>13s}" if before is not None else ""
+    extra = f" {'before ms':>10s} {'after/before':>13s} {'A/A':>6s}" if before is not None else ""
     print(f"{'cell':17s}" + "".join(f" {c:>{w}s} {'x nn.LSTM':>10s}" for (c, _), w in zip(cols, width)) + extra)
     for name in torch_rows:
         print(f"{name:17s} {best[name]:9.2f} {best[name] / base:10.2f}", flush=True)
     for m in models:
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
         model, steps = build_model(m, D, H).to(device), {}
         failed = fused.fallback()
         steps[m] = stepper(model, x, y, lambda: fused.use(None))
@@ -254,8 +260,9 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
             print(f"{m}: {col} {mode} - fast path, max abs difference {diff:.2e}", flush=True)
         if ref:
             steps[m + " ref"] = stepper(model, x, y, reference=True)
-        if before is not None and m in GATED:
-            steps[m + " before"] = stepper(Before(model, before), x, y, lambda: fused.use(None))
+        if before is not None and m in GATED:  # the before path twice: their ratio (A/A) is the run's noise
+            for name in (" before", " before again"):
+                steps[m + name] = stepper(Before(model, before), x, y, lambda: fused.use(None))
         best.update(best_ms(steps, repeats, rounds, device, errors))
         row = ""
         for (_, suffix), w in zip(cols, width):
@@ -263,7 +270,8 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
             cell = "error" if m + suffix in errors else "-" if ms is None else None
             row += f" {cell:>{w}s} {'-':>10s}" if cell else f" {ms:{w}.2f} {ms / base:10.2f}"
         if before is not None and m in GATED:
-            row += f" {best[m + ' before']:10.2f} {best[m] / best[m + ' before']:13.2f}"
+            ratios[m] = (best[m] / best[m + " before"], best[m + " before again"] / best[m + " before"])
+            row += f" {best[m + ' before']:10.2f} {ratios[m][0]:13.2f} {ratios[m][1]:6.2f}"
         print(f"{m:17s}{row}", flush=True)
         ms = best.get(m + (jobs if m in GATED else ""))
         if ms is not None:  # what the jobs run on the device: a row of the GPU cost table
@@ -273,7 +281,14 @@ def table(T, D, H, B, repeats, rounds, device, before=None, models=MODELS):
         if fused.fallback() != failed:
             print(f"  torch.compile failed ({fused.fallback()}): from here on the fused columns time the eager "
                   "kernels", flush=True)
+        if device.type == "cuda":  # every path of the row, the graphs of its fused columns held
+            print(f"  {m}: peak GPU memory {torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB", flush=True)
         fused.release()  # this cell's graphs: the next cell's may need their memory
+    if ratios:  # the run's stated noise: the largest A/A distance from 1 of this table
+        noise = max(abs(aa - 1) for _, aa in ratios.values())
+        slower = [m for m, (ab, _) in ratios.items() if ab > 1 + noise]
+        print(f"noise (largest |A/A - 1|): {noise:.2f}; slower than before beyond it: {', '.join(slower) or 'none'}",
+              flush=True)
     return worst
 
 
@@ -315,6 +330,8 @@ def main():
     ap.add_argument("--sizes", help="comma-separated, timed in that order: default, medium, replication, long, "
                                     f"stacks (without it: {SIZES})")
     ap.add_argument("--layers", default="2,4", help="comma-separated layer counts of the stacks table")
+    ap.add_argument("--models", help="comma-separated cells of the default, medium and replication tables "
+                                     "(default: every cell, the gated ones at the replication size)")
     ap.add_argument("--before", help="a git revision whose learnwin/models/bptt.py is timed beside the current one")
     args = ap.parse_args()
     runtime.deterministic()  # as the jobs run, before CUDA starts
@@ -327,13 +344,18 @@ def main():
         torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message="TF32 acceleration on top of oneDNN")  # printed by the flag switch
     D, r = cfg["task"]["D"], REPLICATION
+    asked = args.models.split(",") if args.models else None
+    unknown = [m for m in asked or () if m not in MODELS]
+    if unknown:
+        sys.exit(f"--models: unknown {unknown}; known: {', '.join(MODELS)}")
     tables = {  # each size's table (returning the largest fused difference), timed in the order asked
         "default": lambda: table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"],
-                                 args.repeats, args.rounds, device, before),
-        "medium": lambda: table(256, D, 128, 64, max(args.repeats // 5, 1), args.rounds, device, before),
+                                 args.repeats, args.rounds, device, before, asked or MODELS),
+        "medium": lambda: table(256, D, 128, 64, max(args.repeats // 5, 1), args.rounds, device, before,
+                                asked or MODELS),
         # the gated cells only (the diagonal linear cells: size long)
         "replication": lambda: table(r["T"], r["D"], r["H"], r["B"], args.repeats if device.type == "cuda" else
-                                     max(args.repeats // 10, 1), args.rounds, device, before, GATED),
+                                     max(args.repeats // 10, 1), args.rounds, device, before, asked or GATED),
         "long": lambda: table(1536, D, 64, 32, max(args.repeats // 10, 1), args.rounds, device, models=LINEAR),
         "stacks": lambda: stack_table(cfg["task"]["T"], D, cfg["model"]["hidden"], cfg["train"]["batch_size"],
                                       [int(n) for n in args.layers.split(",")], max(args.repeats // 2, 1),

@@ -32,6 +32,7 @@ from learnwin.report.formatting import table_after
 from learnwin.stats import band
 from learnwin.stats.claims import TRUTH_WORDS
 from learnwin.stats.decay import PRIMARY
+from learnwin.stats.growth_power import P_DECIDED
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The committed default runs, one per recorded machine: (machine and commit, page).
@@ -66,10 +67,6 @@ def glance(page: str) -> pd.DataFrame:
     return long.assign(holds=long["cell"].str.endswith("✓"))
 
 
-#: The growth-law table's column, where the page has one, of the probability that the test of
-#: docs/method.md §10c would have decided the law at the run's design (the power analysis,
-#: learnwin.stats.growth_power); an undecided cell's words give it.
-P_DECIDED = "P(decided)"
 P_ORDER = 0.05  # the prediction orders the cells below this exact p (docs/method.md §10b)
 
 
@@ -83,7 +80,7 @@ def growth_cells(page: str) -> tuple[str, str, str]:
     for word in ("power", "log N", "saturating", "undecided"):
         models = [m for m in law.index if law.loc[m, "verdict"] == word]
         parts += [f"{NAMES[m]} {word} (c {law.loc[m, 'mean c']} {law.loc[m, '95 % t-interval of c']}"
-                  + (f"; decided with probability {law.loc[m, P_DECIDED]}" if word == "undecided" and P_DECIDED in law
+                  + (f"; the design's power {law.loc[m, P_DECIDED]}" if word == "undecided" and P_DECIDED in law
                      else "") + ")" for m in models]
     cut = [m for m in law.index if law.loc[m, "verdict"].endswith("(cut off)")]
     if cut:

@@ -51,10 +51,12 @@ import yaml
 
 from learnwin.infra import io, layout
 from learnwin.infra.registry import CELLS, Column
-from learnwin.stats import budget, groundtruth, growth, seedlevel
+from learnwin.stats import budget, groundtruth, growth, growth_power, seedlevel
 from learnwin.stats.claims import markdown, number
 from learnwin.stats.intervals import t_interval
 from learnwin.stats.prediction import holm
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _read(results: Path, name: str) -> pd.DataFrame:
@@ -330,16 +332,61 @@ def _counts(g: pd.DataFrame, exact: str, left: str, right: str) -> str:
                      for r in g.sort_values("seed").itertuples())
 
 
-def growth_law_rows(slopes: pd.DataFrame, shape: pd.DataFrame) -> pd.DataFrame:
+#: A growth run's folder's table of the power its design had for each undecided cell (docs/method.md
+#: §10d), written by ``--design-power`` (a few CPU minutes a cell), read by ``--growth``.
+DESIGN_POWER = "design_power.parquet"
+
+
+def design_power_table(window: pd.DataFrame, shape: pd.DataFrame, lags: list, budgets: list,
+                       pool: int = 2000) -> pd.DataFrame:
+    """Per model whose verdict is undecided (not cut off) and law of growth_power.STATED, the power
+    the run's design had (learnwin.stats.growth_power.design_power through the cell's mean H_emp at
+    N 256 and at the last reported budget, as many seeds, the §10d table's calibrated noise)."""
+    noise = growth_power.calibrated_noise(io.read_table(ROOT / layout.GROWTH_POWER, "growth_power"))
+    design = growth_power.Design(lags=tuple(lags), n_max=int(budgets[-1]), n_min=int(budgets[0]))
+    n_lo, n_hi = 2.0**8, float(budgets[-2])
+    rows = []
+    for r in shape.itertuples():
+        if r.verdict != growth.UNDECIDED or r.cut_off:
+            continue
+        h = window[window["model"] == r.model].groupby("N")["H_emp"].mean()
+        power = growth_power.design_power(h[n_lo], h[n_hi], design, int(r.n_seeds), sigma_lag=noise, n_lo=n_lo,
+                                          n_hi=n_hi, pool=pool)
+        rows += [dict(model=r.model, law=law, c_true=c, p_true=power[law], h_lo=h[n_lo], h_hi=h[n_hi], n_hi=n_hi,
+                      seeds=int(r.n_seeds), n_max=int(budgets[-1]), sigma_lag=noise, pool=pool)
+                 for law, c in growth_power.STATED]
+    return pd.DataFrame(rows, columns=["model", "law", "c_true", "p_true", "h_lo", "h_hi", "n_hi", "seeds", "n_max",
+                                       "sigma_lag", "pool"])
+
+
+def design_power_words(results: Path, shape: pd.DataFrame) -> dict[str, str] | None:
+    """The committed :data:`DESIGN_POWER` table of ``results`` as each undecided cell's words, "log N:
+    0.27, c 0.18: 0.35" (None without the table); an error naming the command where its cells are
+    not the undecided ones."""
+    path = results / DESIGN_POWER
+    if not path.is_file():
+        return None
+    table = io.read_table(path, "design_power")
+    undecided = {r.model for r in shape.itertuples() if r.verdict == growth.UNDECIDED and not r.cut_off}
+    if set(table["model"]) != undecided:
+        raise SystemExit(f"{path} holds {sorted(set(table['model']))}, the undecided cells are {sorted(undecided)}: "
+                         f"python experiments/groundtruth_tables.py {results} --design-power")
+    return {m: ", ".join(f"{'c ' + number(r.c_true) if r.c_true else r.law}: {r.p_true:.2f}" for r in g.itertuples())
+            for m, g in table.groupby("model", sort=False)}
+
+
+def growth_law_rows(slopes: pd.DataFrame, shape: pd.DataFrame, power: dict[str, str] | None = None) -> pd.DataFrame:
     """Per model: each seed's c, their mean and t-interval, the verdict of docs/method.md §10c
-    (marked where the window is cut off), the mean b with its t-interval, and the points per seed."""
+    (marked where the window is cut off), the mean b with its t-interval, the points per seed and,
+    with ``power`` (:func:`design_power_words`), the power an undecided cell's design had."""
     s = shape.set_index("model")
     rows = [{"model": m, "c per seed": _per_seed(g, "c"), "n": int(s.loc[m, "n_seeds"]),
              "mean c": number(s.loc[m, "c_mean"]), "95 % t-interval of c": _interval(s.loc[m, "c_t_lo"], s.loc[m, "c_t_hi"]),
              "verdict": s.loc[m, "verdict"] + (f" ({growth.CUT_OFF})" if s.loc[m, "cut_off"] else ""),
              "mean b (lags per e-fold)": number(s.loc[m, "b_mean"]),
              "95 % t-interval of b": _interval(s.loc[m, "b_t_lo"], s.loc[m, "b_t_hi"]),
-             "points per seed (uncensored/left/right)": _counts(g, "n_uncensored", "n_left", "n_censored")}
+             "points per seed (uncensored/left/right)": _counts(g, "n_uncensored", "n_left", "n_censored"),
+             **({growth_power.P_DECIDED: power.get(m, "—")} if power is not None else {})}
             for m, g in slopes.groupby("model", sort=False)]
     return _models(pd.DataFrame(rows))
 
@@ -364,6 +411,17 @@ def run_jobs(results: Path, optimizer: str) -> tuple[pd.DataFrame, list[str]]:
     return scores, [f"{m} {s}" for m in want["models"] for s in want["seeds"] if (m, int(s)) not in have]
 
 
+def growth_inputs(results: Path, threshold: float, optimizer: str):
+    """A growth run's (jobs it lacks, budgets, learning budgets, window per seed and budget, each seed's
+    growth law, the law per model), from its per-job scores as the aggregate computes them."""
+    scores, missing = run_jobs(results, optimizer)
+    budgets = sorted(scores.loc[scores["target"] == "control", "N"].unique())
+    lb = budget.learning_budget(scores, [threshold], budgets)
+    window = budget.window_by_budget(lb, budgets)
+    slopes = growth.seed_growth(window.rename(columns={"H_emp": "H"}))
+    return missing, budgets, lb, window, slopes, growth.shape_table(slopes)
+
+
 def growth_tables(results: str | Path, seed_set: str = "exploration", threshold: float = 0.2,
                   optimizer: str = "adamw") -> str:
     """The pre-registered growth-law run of docs/method.md §10c from its per-job scores (the window
@@ -371,14 +429,10 @@ def growth_tables(results: str | Path, seed_set: str = "exploration", threshold:
     where the aggregate's tables are there, claim (d) and the prediction (a partial run prints the
     jobs it lacks and what it can)."""
     results = Path(results)
-    scores, missing = run_jobs(results, optimizer)
-    budgets = sorted(scores.loc[scores["target"] == "control", "N"].unique())
-    lb = budget.learning_budget(scores, [threshold], budgets)
-    window = budget.window_by_budget(lb, budgets)
-    slopes = growth.seed_growth(window.rename(columns={"H_emp": "H"}))
+    missing, budgets, lb, window, slopes, shape = growth_inputs(results, threshold, optimizer)
     seeds = sorted(set(window["seed"]))
-    shape = growth.shape_table(slopes)
     lags = sorted(lb["lag"].unique())
+    power = design_power_words(results, shape)
     by_max = window.assign(H=window["H_max"], censored=window["H_max"] == lags[-1], left_censored=window["H_max"] == 0)
     h_max_slopes = growth.seed_growth(by_max)
     h_max = window.groupby(["model", "N"]).agg(mean=("H_max", "mean"), sd=("H_max", "std"), holes=("holes", "mean"))
@@ -395,7 +449,11 @@ def growth_tables(results: str | Path, seed_set: str = "exploration", threshold:
         markdown(_model_by_N_holes(h_max)), "",
         "### Claim (b), the growth law: each seed's Box-Cox exponent c of H_emp(N) (c = 0: log N; c > 0: a power of "
         "N), by the censored likelihood", "",
-        markdown(growth_law_rows(slopes, shape)), "",
+        markdown(growth_law_rows(slopes, shape, power)), "",
+        *([f"{growth_power.P_DECIDED}: the power the run's design had for an undecided cell (docs/method.md §10d): the "
+           "probability that the rule names log N, or a power of N with c 0.18, when that law is the truth through the "
+           "cell's mean window at N 256 and the last reported budget, on as many seeds, at the power table's calibrated noise (`python "
+           f"experiments/groundtruth_tables.py {results} --design-power` writes {DESIGN_POWER}).", ""] if power else []),
         "### The growth law under H_max, the largest learned lag (secondary: which verdicts the definition moves)",
         "", markdown(growth_law_rows(h_max_slopes, growth.shape_table(h_max_slopes))), ""]
     read = _budget_reader(results, seed_set, optimizer, threshold)
@@ -517,10 +575,18 @@ def main(argv=None):
     ap.add_argument("--optimizer", default="adamw", help="the optimizer of the --seed-level and --growth tables")
     ap.add_argument("--growth", action="store_true",
                     help="the pre-registered growth-law run of docs/method.md §10c on the --budget seed set")
+    ap.add_argument("--design-power", action="store_true",
+                    help=f"write the growth run's {DESIGN_POWER}: the power its design had for each undecided cell")
     ap.add_argument("--margin", metavar="RESULTS_T64",
                     help="the margin check of docs/method.md §10c against this T 64 run's results folder")
     args = ap.parse_args(argv)
-    if args.margin:
+    if args.design_power:
+        results = Path(args.results)
+        _, budgets, lb, window, _, shape = growth_inputs(results, args.threshold, args.optimizer)
+        table = design_power_table(window, shape, sorted(lb["lag"].unique()), budgets)
+        io.write_table(table, results / DESIGN_POWER, "design_power")
+        print(markdown(_rounded(table)))
+    elif args.margin:
         print(margin_tables(args.results, args.margin, args.threshold))
     elif args.growth:
         print(growth_tables(args.results, args.budget or "exploration", args.threshold, args.optimizer))

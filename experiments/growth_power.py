@@ -32,7 +32,17 @@ import yaml
 
 from learnwin.infra import io, layout, resources
 from learnwin.stats import growth
-from learnwin.stats.growth_power import Design, Scenario, calibrate, pooled_spread, seed_pool, verdict_rates
+from learnwin.stats.growth_power import (
+    SIGMA_SEED,
+    Design,
+    Scenario,
+    calibrate,
+    calibrated_noise,
+    design_power,
+    pooled_spread,
+    seed_pool,
+    verdict_rates,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 T128 = Design(lags=tuple(range(4, 65, 4)), n_max=2**16, frontier_stop=2)
@@ -46,7 +56,6 @@ SCENARIOS = (Scenario("log N", 0.0, **FAST), Scenario("power c 0.18", 0.18, **FA
              Scenario("slow log N", 0.0, h_lo=4.0, h_hi=14.0))
 TRUE = {"log N": growth.LOG_N, "power c 0.18": growth.POWER, "slow log N": growth.LOG_N}
 LAWS = (growth.LOG_N, growth.POWER, growth.SATURATING)
-SIGMA_SEED = 0.3  # e-folds of N: a seed's offset (H_emp's sd over seeds at T 128, 3-13 lags, at b ~ 11)
 SIGMA_GRID = (0.25, 0.4, 0.6, 0.8)
 RUN_CELLS = ("const", "shared", "diag", "lstm")
 
@@ -127,12 +136,23 @@ def main() -> None:
     ap.add_argument("--spread-from", type=Path, default=ROOT / layout.KEPT_RUNS / "growth-T128")
     ap.add_argument("--spread", type=float, nargs=2, metavar=("POOLED", "LARGEST"))
     ap.add_argument("--out", type=Path, default=ROOT / layout.GROWTH_POWER)
-    ap.add_argument("--pool", type=int, default=120)
+    ap.add_argument("--pool", type=int, default=2000, help="simulated seeds per (scenario, design); a pool's mean c "
+                    "moves the power: 120 leaves it some 0.1 off (docs/method.md §10d)")
     ap.add_argument("--groups", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=20261206)
     ap.add_argument("--jobs", type=int, default=2, help="processes for the fits")
     ap.add_argument("--table", action="store_true")
+    ap.add_argument("--pool-spread", type=int, metavar="K", help="only the spread a pool's own error gives: the "
+                    "power for c 0.18 of the first design (2^18, 8 seeds) at the calibrated noise on K pools of --pool "
+                    "seeds, one per rng seed 0 .. K-1 (docs/method.md §10d, amendment)")
     args = ap.parse_args()
+    if args.pool_spread:
+        sigma = calibrated_noise(io.read_table(args.out, "growth_power"))
+        for k in range(args.pool_spread):
+            power = design_power(FAST["h_lo"], FAST["h_hi"], Design(lags=LAGS_T256, n_max=2**18), 8, sigma_lag=sigma,
+                                 pool=args.pool, seed=k)
+            print(f"pool of {args.pool}, rng seed {k}: P(power | c 0.18) {power[growth.POWER]:.2f}")
+        return
     if not args.table:
         target, worst = args.spread or spread_of(args.spread_from)
         print(f"target spread of c: pooled {target:.3f}, largest cell {worst:.3f}", file=sys.stderr)

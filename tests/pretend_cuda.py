@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -234,13 +235,22 @@ def pretend_cuda():
 
 class Replay:
     """A CPU stand-in for CUDA graphs (``learnwin.models.fused.GRAPH_BACKEND``) with their semantics:
-    the capture runs ``fn`` once on the static arguments, all on one device as a graph's are; a replay
-    reruns it on them and writes the results into the captured outputs. ``captures`` counts them."""
+    the capture runs ``fn`` once on the static arguments, all on one device as a graph's are, its
+    outputs made in the pool that ``pool()`` gives; a replay reruns it on them and writes the results into the
+    captured outputs. ``captures`` counts them; :meth:`live` counts the graphs still held and the
+    bytes of their outputs in each pool (what CUDA's pools hold beside the graphs' scratch)."""
 
     captures = 0
+    pools = 0  # pools made
+    held: list = []  # (pool, weak reference to the replay, weak references to its outputs) per capture
 
     @classmethod
-    def capture(cls, fn, args):
+    def pool(cls) -> int:
+        cls.pools += 1
+        return cls.pools
+
+    @classmethod
+    def capture(cls, fn, args, pool):
         where = {a.device.type for a in args if isinstance(a, torch.Tensor)}
         if len(where) != 1:
             raise DeviceMismatch(f"a graph's tensors on one device, got {sorted(where)}")
@@ -252,4 +262,16 @@ class Replay:
                 if o is not None:
                     o.copy_(new)
 
+        cls.held.append((pool(), weakref.ref(replay), [weakref.ref(o) for o in outs if o is not None]))
         return outs, replay
+
+    @classmethod
+    def live(cls) -> tuple[int, dict]:
+        """(graphs still held, {pool: bytes of those graphs' outputs still alive})."""
+        graphs, pools = 0, {}
+        for pool, replay, outs in cls.held:
+            graphs += replay() is not None
+            alive = [o() for o in outs if o() is not None]
+            if alive:
+                pools[pool] = pools.get(pool, 0) + sum(o.numel() * o.element_size() for o in alive)
+        return graphs, pools

@@ -350,13 +350,25 @@ def test_snakemake_reads_the_old_key_and_names_the_new_one(tmp_path):
     assert "snapshot.windows and snapshot.times_per_lag are both given" in out.stdout + out.stderr
 
 
+def _model_default_faults(properties: dict) -> list[str]:
+    """The model keys whose default the schema's ``properties`` and learnwin.infra.registry.MODEL
+    state differently, or one of them not at all."""
+    schema = {key: spec.get("default", "none") for key, spec in properties.items()}
+    return [f"model.{key}: schema {schema.get(key, 'no key')!r}, registry {registry.MODEL.get(key, 'no key')!r}"
+            for key in sorted(schema.keys() | registry.MODEL.keys())
+            if key not in schema or key not in registry.MODEL or schema[key] != registry.MODEL[key]]
+
+
 def test_the_model_defaults_are_the_schemas():
     """The library's defaults of the model keys (learnwin.infra.registry.MODEL, which the cells'
     constructors take through build_model) are the schema's, which fills them in the workflow's
-    config: every key, stated once on each side."""
+    config: every key, stated once on each side; a default changed on one side alone fails."""
     model = yaml.safe_load(SCHEMA.read_text())["properties"]["model"]["properties"]
-    assert registry.MODEL == {key: spec["default"] for key, spec in model.items()}
+    assert _model_default_faults(model) == []
     assert registry.MODEL["gate_init"] == "official" and registry.shape({}) == (1, "plain")
+    planted = {**model, "hidden": {**model["hidden"], "default": 64}, "extra": {"type": "integer"}}
+    assert _model_default_faults(planted) == ["model.extra: schema 'none', registry 'no key'",
+                                              "model.hidden: schema 64, registry 32"]
 
 
 @pytest.mark.parametrize("name", registry.MODELS)

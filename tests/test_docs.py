@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from learnwin.stats.growth_power import P_DECIDED
+
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "docs" / "method.md"
 CONFIG_README = ROOT / "config" / "README.md"
@@ -436,20 +438,20 @@ def test_growth_cells_tell_undecided_from_differs():
 
 
 def test_growth_cells_word_the_prediction_and_an_undecided_law():
-    """p >= 0.05: "is not shown to order"; p < 0.05: "orders". An undecided law gives the
-    probability the test would have decided it where the growth-law table has that column."""
+    """p >= 0.05: "is not shown to order"; p < 0.05: "orders". An undecided law gives the power its
+    design had (docs/method.md §10d) where the growth-law table has that column."""
     law, _, pred = answer_table.growth_cells(GROWTH_PAGE)
     assert pred.startswith("is not shown to order the cells: tau-b 0.45, exact p 0.083")
-    assert "probability" not in law
+    assert "the design's power" not in law
     row = next(line for line in GROWTH_PAGE.splitlines() if line.startswith("| 0.200 | 5 | 9 |"))
     assert answer_table.growth_cells(GROWTH_PAGE.replace(row, row.replace("0.083", "0.042")))[2].startswith(
         "orders the cells: tau-b 0.45, exact p 0.042")
     head = "| model | c per seed | n | mean c |"
     lines = GROWTH_PAGE.split("### Claim (b), the growth law", 1)[1].split("\n\n", 2)[1].splitlines()
-    table = "\n".join([lines[0] + f" {answer_table.P_DECIDED} |", lines[1] + "---|",
-                       *[line + f" 0.{i + 3}1 |" for i, line in enumerate(lines[2:])]])
+    table = "\n".join([lines[0] + f" {P_DECIDED} |", lines[1] + "---|",
+                       *[line + f" log N: 0.{i + 3}1, c 0.18: 0.{i + 2}0 |" for i, line in enumerate(lines[2:])]])
     assert lines[0].startswith(head)
     page = GROWTH_PAGE.replace("\n".join(lines), table)
     law = answer_table.growth_cells(page)[0]
-    assert "LSTM undecided (c -0.24 [-0.50, 0.02]; decided with probability 0.71)" in law
+    assert "LSTM undecided (c -0.24 [-0.50, 0.02]; the design's power log N: 0.71, c 0.18: 0.60)" in law
     assert "GRU power (c 0.44 [0.33, 0.55])" in law  # a decided law has none

@@ -439,3 +439,26 @@ def test_collect_copies_a_runs_tables_and_its_record(tmp_path):
                     "run.yaml"]
     assert yaml.safe_load((dest / "run.yaml").read_text())["seeds"] == [1, 2, 3, 4]
     assert f"Partial run: 2 (model, seed) jobs not in {dest}: gru 4, lstm 4." in growth_pages.printout(f"{dest} --growth")
+
+
+def test_an_undecided_cell_states_the_power_of_its_design_from_the_runs_table(tmp_path):
+    """--design-power writes, per undecided cell (not cut off), the power the design had for each
+    stated law (docs/method.md §10d); the page reads it as that cell's P(decided) words, and a table
+    whose cells are not the undecided ones is refused with the command that rewrites it."""
+    run = tmp_path / "run"
+    synthetic_run(run, record_seeds=(1, 2, 3))
+    _, budgets, lb, window, _, shape = groundtruth_tables.growth_inputs(run, 0.2, "adamw")
+    lags = sorted(lb["lag"].unique())
+    shape = shape.assign(verdict=growth.POWER, cut_off=False)
+    shape.loc[shape["model"] == "lstm", "verdict"] = growth.UNDECIDED
+    table = groundtruth_tables.design_power_table(window, shape, lags, budgets, pool=60)
+    assert list(zip(table["model"], table["law"])) == [("lstm", growth.LOG_N), ("lstm", growth.POWER)]
+    assert table["h_hi"].iloc[0] == window[(window["model"] == "lstm") & (window["N"] == budgets[-2])]["H_emp"].mean()
+    assert table["p_true"].between(0, 1).all() and (table["seeds"] == 3).all()
+    assert groundtruth_tables.design_power_words(run, shape) is None  # not written yet: no column
+    io.write_table(table, run / groundtruth_tables.DESIGN_POWER, "design_power")
+    words = groundtruth_tables.design_power_words(run, shape)
+    p = table.set_index("law")["p_true"]
+    assert words == {"lstm": f"log N: {p[growth.LOG_N]:.2f}, c 0.18: {p[growth.POWER]:.2f}"}
+    with pytest.raises(SystemExit, match="--design-power"):  # the GRU turned undecided: the table is stale
+        groundtruth_tables.design_power_words(run, shape.assign(verdict=growth.UNDECIDED))

@@ -18,6 +18,8 @@ from learnwin.stats.growth_power import (
     Scenario,
     _job_sequences,
     calibrate,
+    calibrated_noise,
+    design_power,
     learning_budgets,
     pooled_spread,
     seed_pool,
@@ -146,3 +148,24 @@ def test_the_design_rule_refuses_a_table_without_power():
     wrong = table.assign(p_wrong=0.06)
     with pytest.raises(SystemExit, match="no design"):
         cmd.choose(wrong)
+
+
+def test_the_power_a_design_had_is_the_tables_and_moves_with_the_design():
+    """design_power (the power an undecided cell's page states, docs/method.md §10d) through the fast
+    anchors at the T 256 design reproduces the committed table's P(true law) within its Monte Carlo
+    error, and a design that cannot decide (5 seeds, N_max 2^17; a slow cell) has little power."""
+    table = io.read_table(ROOT / layout.GROWTH_POWER, "growth_power")
+    sigma = calibrated_noise(table)
+    assert 0.35 < sigma < 0.45
+    cmd = _power_command()
+    t256 = Design(lags=cmd.LAGS_T256, n_max=2**18, frontier_stop=1)
+    power = design_power(4.0, 48.0, t256, 8, sigma_lag=sigma, pool=400, groups=1000)
+    calibrated = table[(table["noise"] == "calibrated") & (table["n_max"] == 2**18) & (table["seeds"] == 8)]
+    for law, scenario in ((growth.LOG_N, "log N"), (growth.POWER, "power c 0.18")):
+        expected = calibrated.loc[calibrated["scenario"] == scenario, "p_true"].iloc[0]
+        assert abs(power[law] - expected) < 0.12, (law, power[law], expected)
+    weak = design_power(4.0, 48.0, Design(lags=cmd.LAGS_T256, n_max=2**17), 5, sigma_lag=sigma, pool=150,
+                        groups=1000)
+    assert weak[growth.LOG_N] < 0.5 and weak[growth.POWER] < 0.4
+    slow = design_power(4.0, 14.0, t256, 8, sigma_lag=sigma, pool=150, groups=1000)
+    assert slow[growth.LOG_N] < 0.45

@@ -20,8 +20,8 @@ SEEDS = [2, 3]
 UNIT = {"scores": layout.BUDGET_RUN, **layout.BUDGET_SNAPSHOT}
 
 
-def _driver(work, *args):
-    proc = subprocess.run([sys.executable, "experiments/seed_by_seed.py", "config/tiny.yaml", "kept", *args],
+def _driver(work, *args, config="config/tiny.yaml", run="kept"):
+    proc = subprocess.run([sys.executable, "experiments/seed_by_seed.py", config, run, *args],
                           cwd=work, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc.stdout
@@ -36,7 +36,14 @@ def work(tmp_path_factory):
     cfg["recovery"] = {**cfg.get("recovery", {}), "protocol": "budget", "models": ["const"], "seeds": SEEDS,
                        "budgets": [16, 32, 64, 128, 256], "lags": [1, 3, 5], "thresholds": [0.2], "frontier_stop": 1}
     (work / "config" / "tiny.yaml").write_text(yaml.safe_dump(cfg))
+    cfg["task"] = {**cfg["task"], "T": 16}  # another run with the same seeds: a shorter sequence
+    (work / "config" / "short.yaml").write_text(yaml.safe_dump(cfg))
     return work
+
+
+def _results(work, run):
+    """The run's own results folder (seed_by_seed's work folder for it)."""
+    return work / layout.ROOT / "seed_by_seed" / run / layout.ROOT
 
 
 def _unit(seed):
@@ -57,36 +64,37 @@ def test_a_later_sitting_restores_the_kept_units_and_trains_only_the_rest(work):
     sittings = yaml.safe_load((kept / "sittings.yaml").read_text())
     assert [(s["model"], s["seed"]) for s in sittings] == [("const", 2), ("const", 3)]
     whole = _learning_budget(kept)
-    assert whole.equals(_learning_budget(work / layout.ROOT)) and set(whole["seed"]) == set(SEEDS)
+    assert whole.equals(_learning_budget(_results(work, "kept"))) and set(whole["seed"]) == set(SEEDS)
+    assert all((kept / "benchmarks" / rule / "exploration.tsv").is_file() for rule in ("aggregate_budget", "plot_budget"))
 
     # a fresh checkout where the run stopped after seed 2: no results folder, seed 3 not kept
     shutil.rmtree(work / layout.ROOT)
-    shutil.rmtree(work / ".snakemake")
     for rel in _unit(3).values():
         layout.under(kept, rel).unlink()
     out = _driver(work)
     assert "done: 1 of 2" in out
-    bench = work / layout.BENCH / "train_budget" / "adamw" / "const"
+    bench = _results(work, "kept") / "benchmarks" / "train_budget" / "adamw" / "const"
     assert sorted(p.name for p in bench.glob("*.tsv")) == ["seed3.tsv"]  # seed 2 restored, not trained
     sittings = yaml.safe_load((kept / "sittings.yaml").read_text())
     assert [(s["model"], s["seed"]) for s in sittings] == [("const", 2), ("const", 3), ("const", 3)]
     assert _learning_budget(kept).equals(whole)
 
 
-def test_a_scores_only_run_keeps_the_scores_alone_and_no_aggregate(work):
-    """``--until train_budget`` (a run read for its trainings' scores, as §10c's T 64 arm): each unit
-    is its scores and its training's benchmark, the record says so, and no aggregate is run."""
-    proc = subprocess.run([sys.executable, "experiments/seed_by_seed.py", "config/tiny.yaml", "scores",
-                           "--until", "train_budget"], cwd=work, capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+def test_a_scores_only_run_of_another_config_trains_its_own_and_keeps_the_scores_alone(work):
+    """``--until train_budget`` (a run read for its trainings' scores, as §10c's T 64 arm) on another
+    config with the same seeds (a shorter T): it trains its own units in its own folder (the other
+    run's outputs at the same paths do not pass for its), keeps each unit's scores and training
+    benchmark alone, says so in its record, and runs no aggregate."""
+    _driver(work, config="config/tiny.yaml", run="kept")  # the other run, done (or restored) first
+    _driver(work, "--until", "train_budget", config="config/short.yaml", run="scores")
     scores = work / "scores"
     assert yaml.safe_load((scores / "run.yaml").read_text())["until"] == "train_budget"
     for seed in SEEDS:
         unit = _unit(seed)
-        kept = layout.under(scores, unit["scores"])
-        assert read_table(kept, "budget").equals(read_table(work / unit["scores"], "budget"))
+        mine = read_table(layout.under(scores, unit["scores"]), "budget")
+        assert mine.equals(read_table(_results(work, "scores") / unit["scores"].removeprefix("results/"), "budget"))
+        assert not mine.equals(read_table(layout.under(work / "kept", unit["scores"]), "budget"))  # trained anew
         assert not any(layout.under(scores, unit[name]).exists() for name in layout.BUDGET_SNAPSHOT)
-        trained = f"{layout.BENCH}/train_budget/adamw/const/seed{seed}.tsv"  # absent where a sitting restored it
-        assert layout.under(scores, trained).is_file() == (work / trained).is_file()
+        assert (scores / "benchmarks" / "train_budget" / "adamw" / "const" / f"seed{seed}.tsv").is_file()
     assert not (scores / "benchmarks" / "snapshot_budget").exists()
     assert not (scores / "recovery" / "budget" / "exploration").exists()

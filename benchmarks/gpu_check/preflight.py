@@ -1,6 +1,6 @@
 """The GPU check's preflight (benchmarks/gpu_check.sh, part 0): what the fused step's compilation needs.
 
-Run: python benchmarks/gpu_check/preflight.py DEVICE
+Run: python benchmarks/gpu_check/preflight.py DEVICE [--versions]
 
 Prints the Python, torch, CUDA and cuDNN versions and the device, a C compiler (inductor builds
 Triton's kernel launchers and its CPU kernels with it), Python's headers (Python.h, for the same
@@ -8,6 +8,7 @@ launchers), triton's version, then compiles one tiny function for DEVICE with to
 (inductor's whole chain: on CUDA a Triton kernel and its launcher) and checks it against eager.
 Exit 1 where that compilation fails: the jobs then run the fused step's eager kernels
 (learnwin.models.fused.Compiled, one warning naming the cause), so the rest of the check goes on.
+``--versions``: the first line alone (the versions and the device; the check's first answer).
 """
 
 import os
@@ -33,6 +34,8 @@ def main() -> int:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
     print(f"preflight: python {sys.version.split()[0]}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
           f"cuDNN {torch.backends.cudnn.version()}, device {name}", flush=True)
+    if "--versions" in sys.argv[2:]:
+        return 0
     cc = os.environ.get("CC") or next(filter(None, map(shutil.which, ("gcc", "cc", "clang"))), None)
     print(f"preflight: C compiler {cc}: {first_line([cc, '--version']) if cc else 'none on PATH'}", flush=True)
     header = os.path.join(sysconfig.get_paths()["include"], "Python.h")

@@ -42,6 +42,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "claims": 2,
     "lyapunov": 1,
     "growth_power": 1,
+    "design_power": 1,
 }
 _META_KEY = b"learnwin.schema"
 _UMASK = os.umask(0o022)

@@ -53,6 +53,16 @@ GPU_CONTEXT_MB = 1000
 #: it (:func:`lag_ensemble`); ``ensemble: auto`` trains a model's runs one per job where their
 #: ensemble would not fit it (:func:`train_together`).
 GPU_MEMORY_MB = 76_000
+#: Sequences per evaluation forward: a training's curve rows (learnwin.models.train.evaluate, the
+#: ensemble's), the ground-truth jobs' held-out scores (learnwin.recovery.task.PREDICT_BATCH). It
+#: bounds RAM (evaluation alone runs 3x faster than at batch 32; whole epochs of the default run did
+#: not change measurably); on CUDA each batch shape is an evaluation graph (:func:`eval_graph_bytes`).
+EVAL_BATCH = 256
+#: Float32 (T, n) arrays per sequence that an evaluation graph holds for a job's life (n the state
+#: width, :func:`state_width`): the fused forward's record (states, saved gates, LayerNorm
+#: statistics) in the process's graph pool and the static copy of the input projection; the GRU's
+#: is the largest, 9 + 2 / H + 1 / T (tests/test_graphs.py measures each family's on the pretend device).
+EVAL_GRAPH_ARRAYS = 10
 #: Bound on the memory curve's batched-backward work arrays (learnwin.probing.memory chunks its receiving
 #: times to stay within it): 16 arrays within 256 MB keep each below glibc's largest heap block (32 MB),
 #: which runtime.keep_freed_memory then reuses instead of faulting in fresh pages (benchmarks/malloc.py).
@@ -169,10 +179,28 @@ def train_mem_mb(cfg: Mapping, model: str, gpu: bool = False) -> int:
 
 
 def train_gpu_mem_mb(cfg: Mapping, model: str) -> int:
-    """Device memory of one training job: the splits (moved to the device) and one batch's
-    activations, which the fused step's CUDA graphs keep in their private pools for the job's life."""
+    """Device memory of one training job: the splits (moved to the device), one batch's activations,
+    which the fused step's CUDA graphs keep in the process's graph pool for the job's life, and its
+    evaluation graphs (:func:`eval_graph_bytes`)."""
     t = cfg["task"]
-    return _mb((t["n_train"] + t["n_val"]) * _sample_bytes(t) + _activation_bytes(cfg, model), base=GPU_CONTEXT_MB)
+    return _mb((t["n_train"] + t["n_val"]) * _sample_bytes(t) + _activation_bytes(cfg, model)
+               + eval_graph_bytes(cfg, model, _evaluated(cfg)), base=GPU_CONTEXT_MB)
+
+
+def _evaluated(cfg: Mapping) -> tuple[int, int]:
+    """The sequences a training evaluates after each epoch: its train R^2 subset and the validation split."""
+    t = cfg["task"]
+    return min(cfg["train"]["r2_subset"], t["n_train"]), t["n_val"]
+
+
+def eval_graph_bytes(cfg: Mapping, model: str, sizes, members: int = 1) -> int:
+    """Device memory of the evaluation graphs a CUDA job holds for its life: the fused forward
+    captures one graph per batch shape (learnwin.models.fused), here the shapes of evaluating each
+    of ``sizes`` sequences in batches of :data:`EVAL_BATCH`, each :data:`EVAL_GRAPH_ARRAYS` float32
+    (T, n) arrays per sequence of each of ``members`` networks (an upper bound for a model without
+    a fused step, which captures none)."""
+    shapes = {b for n in sizes for b in (min(n, EVAL_BATCH), n % EVAL_BATCH) if b}
+    return members * sum(shapes) * EVAL_GRAPH_ARRAYS * cfg["task"]["T"] * state_width(cfg, model) * 4
 
 
 def train_runtime_min(cfg: Mapping, model: str, gpu: bool = False, cap: bool = True) -> int:
@@ -195,10 +223,12 @@ def ensemble_mem_mb(cfg: Mapping, model: str, gpu: bool = False) -> int:
 
 
 def ensemble_gpu_mem_mb(cfg: Mapping, model: str) -> int:
-    """Device memory of one train_ensemble job: every seed's splits and each run's batch of activations."""
-    t = cfg["task"]
+    """Device memory of one train_ensemble job: every seed's splits, each run's batch of activations
+    and its share of the evaluation graphs (:func:`eval_graph_bytes`)."""
+    t, runs = cfg["task"], ensemble_runs(cfg)
     data = len(cfg["seeds"]) * (t["n_train"] + t["n_val"]) * _sample_bytes(t)
-    return _mb(data + ensemble_runs(cfg) * _activation_bytes(cfg, model), base=GPU_CONTEXT_MB)
+    return _mb(data + runs * _activation_bytes(cfg, model) + eval_graph_bytes(cfg, model, _evaluated(cfg), runs),
+               base=GPU_CONTEXT_MB)
 
 
 def ensemble_runtime_min(cfg: Mapping, model: str, gpu: bool = False, cap: bool = True) -> int:
@@ -408,7 +438,13 @@ def lag_ensemble(cfg: Mapping) -> int:
 def _members_that_fit(cfg: Mapping, model: str) -> int:
     """Networks of ``model`` a scored training holds in :data:`GPU_MEMORY_MB` (:func:`scored_gpu_mem_mb`)."""
     free = GPU_MEMORY_MB - scored_gpu_mem_mb(cfg, model, 0)
-    return int(free * 2**20 // max(_activation_bytes(cfg, model), 1))
+    return int(free * 2**20 // max(_member_bytes(cfg, model), 1))
+
+
+def _member_bytes(cfg: Mapping, model: str) -> int:
+    """Device memory of one network of a scored training: a batch of activations and its share of
+    the held-out set's evaluation graphs (:func:`eval_graph_bytes`)."""
+    return _activation_bytes(cfg, model) + eval_graph_bytes(cfg, model, [cfg["recovery"]["n_test"]])
 
 
 def recovery_snapshot_cpu_seconds(cfg: Mapping, model: str, steps: int | None = None, trainings: int = 1,
@@ -446,11 +482,13 @@ def budget_snapshot_mem_mb(cfg: Mapping, model: str, gpu: bool = False) -> int:
 
 def scored_gpu_mem_mb(cfg: Mapping, model: str, members: int = 1) -> int:
     """Device memory of a ground-truth or budget-protocol training: ``members`` networks' batch of
-    activations (a lag ensemble's chunk and its control, :func:`lag_ensemble`), the held-out set and
-    the score's cross products (:func:`_score_bytes`). A budget job's stream stays on the host, one
-    batch at a time on the device (learnwin.recovery.budget_job.online)."""
+    activations and evaluation graphs (a lag ensemble's chunk and its control, :func:`lag_ensemble`;
+    :func:`_member_bytes`), the held-out set and the score's cross products (:func:`_score_bytes`).
+    A budget job's stream stays on the host, one batch at a time on the device
+    (learnwin.recovery.budget_job.online); its graphs are those of one member count at a time
+    (learnwin.models.fused.release where a member leaves)."""
     held_out = cfg["recovery"]["n_test"] * _sample_bytes(cfg["task"])
-    return _mb(members * _activation_bytes(cfg, model) + held_out + _score_bytes(cfg), base=GPU_CONTEXT_MB)
+    return _mb(members * _member_bytes(cfg, model) + held_out + _score_bytes(cfg), base=GPU_CONTEXT_MB)
 
 
 def snapshot_gpu_mem_mb(cfg: Mapping, model: str) -> int:

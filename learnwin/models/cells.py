@@ -376,11 +376,7 @@ class GRU(GatedCell):
         into J; the other terms are added in place (no (B, H, H) temporaries).
         """
         H = self.hidden_size
-        hp = z @ self.recurrent().T
-        u = torch.sigmoid(xp[:, :H] + hp[:, :H])  # update gate
-        r = torch.sigmoid(xp[:, H:2 * H] + hp[:, H:])
-        pre = xp[:, 2 * H:] + (r * z) @ self.U_h.T
-        g = torch.tanh(self.norm(pre))
+        u, r, pre, g = gru.gates(self, xp, z @ self.recurrent().T, z)  # u the update gate (z is h_{t-1})
         w = z * r * (1 - r)
         scale = u * (1 - g * g)
         V = self.U_h
@@ -445,10 +441,7 @@ class LSTM(GatedCell):
         H = self.hidden_size
         h_prev, c_prev = z[:, :H], z[:, H:]
         pre = xp + h_prev @ self.recurrent().T
-        i = torch.sigmoid(pre[:, :H])
-        f = torch.sigmoid(pre[:, H:2 * H])
-        o = torch.sigmoid(pre[:, 2 * H:3 * H])
-        g = torch.tanh(self.norm(pre[:, 3 * H:]))
+        i, f, o, g = lstm.gates(self, pre)
         tc = torch.tanh(f * c_prev + i * g)
         C = self._norm_jacobian(pre[:, 3 * H:], self.U_g, i * (1 - g * g))
         C.addcmul_((c_prev * f * (1 - f))[:, :, None], self.U_f)

@@ -41,8 +41,9 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
+from learnwin.infra.resources import EVAL_BATCH
 from learnwin.models import fused
-from learnwin.models.train import EVAL_BATCH, Run, curve_row, divergence, epoch_order, load_splits, make_optimizer
+from learnwin.models.train import Run, curve_row, divergence, epoch_order, load_splits, make_optimizer
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +268,7 @@ def train_runs(
     bs, clip, n = train_config["batch_size"], train_config["grad_clip"], xtr.shape[1]
 
     def ensemble_of(members: list[int]) -> Ensemble:
+        fused.release()  # the graphs of another member count (before a run left or joined): freed
         return Ensemble([runs[k].net for k in members], [runs[k].opt for k in members],
                         [runs[k].optimizer for k in members], [optim_configs[runs[k].optimizer] for k in members])
 

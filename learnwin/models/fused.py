@@ -14,7 +14,9 @@ Three parts, each switchable (:class:`Mode`, :func:`use`), chosen per device by 
   forward's record (:class:`learnwin.models.recurrence.Kept`) is the backward's input.
 * :class:`Graphed`: on CUDA, each loop captured as a CUDA graph once per input signature and
   replayed (inputs copied into the graph's static tensors, outputs copied out), so the T steps
-  cost no Python and no launch overhead.
+  cost no Python and no launch overhead. Every capture of the process shares one memory pool
+  (:func:`pool`), and :func:`release` drops every graph with it where a job's shapes change (an
+  ensemble that loses a member, a benchmark's next cell).
 
 :class:`Scan` takes the arguments of bptt's Scan; :func:`pick` returns the Function to run for an
 input's device. Same numbers as the fast path up to rounding (tests/test_fused.py: 1e-10 in float64, 1e-5 in
@@ -35,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from functools import partial
 from typing import NamedTuple
 
 import torch
@@ -260,12 +263,18 @@ def cause(error: BaseException) -> str:
 
 class CudaGraph:
     """Capture and replay on CUDA (torch.cuda.CUDAGraph), after warm-up runs on a side stream
-    (compilation, autotuning and the allocator's first requests must not happen during capture)."""
+    (compilation, autotuning and the allocator's first requests must not happen during capture),
+    into the memory pool that ``pool()`` gives (:func:`pool`)."""
 
     WARMUP = 2
 
     @staticmethod
-    def capture(fn, args):
+    def pool():
+        """A new memory pool for captures."""
+        return torch.cuda.graph_pool_handle()
+
+    @staticmethod
+    def capture(fn, args, pool):
         where = {a.device.type for a in args if isinstance(a, Tensor)}
         if where != {"cuda"}:
             raise ValueError(f"fused Mode(graph=True) needs CUDA tensors, got {sorted(where)}: use graph=False")
@@ -276,7 +285,7 @@ class CudaGraph:
                 fn(*args)
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, pool=pool()):
             outs = fn(*args)
         return outs, graph.replay
 
@@ -286,7 +295,12 @@ class Graphed:
     nested tuples and records; the shapes, strides, dtypes and devices of the tensors, the other
     leaves' values). The capture's tensors are static: each call copies its tensors into them,
     replays, and returns copies of the outputs, in the outputs' structure (a later call overwrites
-    them). ``backend.capture(fn, static_leaves) -> (output leaves, replay)``."""
+    them). ``backend.capture(fn, static_leaves, pool) -> (output leaves, replay)``, into the
+    process's pool, ``pool()`` (:func:`pool`).
+
+    Sharing one pool is safe here: replays run one at a time on one stream, and a graph's outputs
+    are copied out right after its replay, so another graph's replay may reuse their memory (as
+    its scratch) without harm; the static inputs are made outside any capture."""
 
     def __init__(self, fn, backend=CudaGraph):
         self.fn, self.backend, self.graphs = fn, backend, {}
@@ -296,14 +310,14 @@ class Graphed:
         key = (spec, *((a.shape, a.stride(), a.dtype, a.device) if isinstance(a, Tensor) else a for a in leaves))
         if key not in self.graphs:
             static = [a.clone() if isinstance(a, Tensor) else a for a in leaves]
-            out_spec = []
+            fn, out_spec = self.fn, []  # not self: a graph's replay must not keep this object (a cycle)
 
             def flat(*leaves):
-                outs, spec_out = tree_flatten(self.fn(*tree_unflatten(list(leaves), spec)))
+                outs, spec_out = tree_flatten(fn(*tree_unflatten(list(leaves), spec)))
                 out_spec[:] = [spec_out]
                 return outs
 
-            self.graphs[key] = (static, *self.backend.capture(flat, static), out_spec)
+            self.graphs[key] = (static, *self.backend.capture(flat, static, partial(pool, self.backend)), out_spec)
         static, outs, replay, out_spec = self.graphs[key]
         for s, a in zip(static, leaves):
             if isinstance(a, Tensor):
@@ -317,11 +331,26 @@ GRAPH_BACKEND = CudaGraph
 
 _graphed: dict = {}
 
+_pools: dict = {}  # each graph backend's pool, shared by its captures until release()
+
+
+def pool(backend) -> object:
+    """The memory pool that every capture of ``backend`` (:data:`GRAPH_BACKEND`) shares in this
+    process, made at the first capture after :func:`release`. One pool: the memory a graph frees
+    at the end of its capture (its scratch) serves the next capture, where a pool per capture
+    would keep each graph's scratch for the graph's life."""
+    if backend not in _pools:
+        _pools[backend] = backend.pool()
+    return _pools[backend]
+
 
 def release() -> None:
-    """Drop every captured graph, with its static tensors and outputs (their memory goes back to
-    torch's allocator): before another job shape, or between a benchmark's cells."""
+    """Drop every captured graph, with its static tensors, outputs and pool (their memory goes back
+    to torch's allocator, which frees a pool once no graph uses it; the next capture opens a new
+    one rather than capture into a freed pool): where a job's shapes change (an ensemble that loses
+    a member: its smaller ensemble captures anew), or between a benchmark's cells."""
     _graphed.clear()
+    _pools.clear()
 
 
 def run(loop, mode: Mode | None, *args):

@@ -29,6 +29,7 @@ import torch
 
 from learnwin.infra import io
 from learnwin.infra.optimizers import spec_of
+from learnwin.infra.resources import EVAL_BATCH
 from learnwin.infra.resume import fingerprint
 from learnwin.models.cells import build_model
 
@@ -57,8 +58,6 @@ def r2_score(mse: float, y_var: float) -> float:
     return 1.0 - mse / y_var if y_var > 0 else float("nan")
 
 
-EVAL_BATCH = 256  # sequences per evaluation forward pass: bounds RAM (evaluation alone runs 3x
-# faster than at batch 32; whole epochs of the default run did not change measurably)
 
 
 @torch.no_grad()

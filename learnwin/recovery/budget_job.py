@@ -52,6 +52,7 @@ import pandas as pd
 import torch
 
 from learnwin.infra.resume import Units
+from learnwin.models import fused
 from learnwin.models.ensemble import Ensemble
 from learnwin.models.train import checkpoint, checkpoint_meta, divergence, train_step
 from learnwin.recovery.plain import network_of
@@ -100,13 +101,15 @@ def online_ensemble(
     (:class:`learnwin.models.ensemble.Ensemble`; docs/method.md §3, §10b). After the step that
     completes each budget N, ``scored(k, N, pred)`` gets each member's predictions (n, T) on
     ``x_test``, in member order, and returns whether its training ends there: the member then
-    leaves the ensemble. On return every net and optimizer holds its state at its last scored
+    leaves the ensemble, whose smaller successor frees the fused step's graphs of the larger
+    (:func:`learnwin.models.fused.release`: on CUDA only the current member count's are held). On return every net and optimizer holds its state at its last scored
     budget. Raises :class:`learnwin.models.train.DivergenceError` naming ``run_names[k]`` and the
     budget, as :func:`online` does, when member k's loss is not finite.
     """
     active = list(range(len(nets)))
 
     def ensemble_of(members: list[int]) -> Ensemble:
+        fused.release()  # the graphs of another member count (an earlier chunk's, before a member left): freed
         return Ensemble([nets[k] for k in members], [opts[k] for k in members], [optimizer] * len(members),
                         [optim_config] * len(members))
 

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from learnwin.infra.config import lag_grid
+from learnwin.infra.resources import EVAL_BATCH
 from learnwin.infra.tasks import spec_of
 from learnwin.models.cells import build_model
 from learnwin.models.train import make_optimizer
@@ -88,7 +89,7 @@ def init_network(network: Network, optimizer: str, input_size: int, *, init: int
     return net, make_optimizer(optimizer, net.parameters(), optim_config)
 
 
-PREDICT_BATCH = 256  # held-out sequences per scoring forward
+PREDICT_BATCH = EVAL_BATCH  # held-out sequences per scoring forward
 
 
 @torch.no_grad()

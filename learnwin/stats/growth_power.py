@@ -31,6 +31,12 @@ from learnwin.stats import growth
 from learnwin.stats.intervals import t_interval
 
 CUT_OFF = "cut off"  # a group with a seed cut off decides nothing (docs/method.md §10c)
+SIGMA_SEED = 0.3  # e-folds of N: a seed's offset (H_emp's sd over seeds at T 128, 3-13 lags, at b ~ 11)
+#: The laws whose power an undecided cell's page states (docs/method.md §10d): log N and a power of
+#: N with the paper's smallest exponent, by Box-Cox c.
+STATED = ((growth.LOG_N, 0.0), (growth.POWER, 0.18))
+#: The growth-law table's column of that power (docs/results-growth.md, experiments/answer_table.py).
+P_DECIDED = "P(decided)"
 
 
 @dataclass(frozen=True)
@@ -160,3 +166,25 @@ def calibrate(target: float, spreads: Sequence[float], sigmas: Sequence[float]) 
         raise ValueError(f"calibrate: the target spread {target:.3f} lies outside the simulated "
                          f"{spreads[0]:.3f} .. {spreads[-1]:.3f}: widen the lag-noise grid")
     return float(np.interp(target, spreads, sigmas))
+
+
+def calibrated_noise(table: pd.DataFrame) -> float:
+    """The lag noise of the power table (docs/method.md §10d) calibrated on the T 128 run's spread."""
+    return float(table.loc[table["noise"] == "calibrated", "sigma_lag"].iloc[0])
+
+
+def design_power(h_lo: float, h_hi: float, design: Design, n_seeds: int, *, sigma_lag: float, n_lo: float = 2.0**8,
+                 n_hi: float = 2.0**14, sigma_seed: float = SIGMA_SEED, pool: int = 2000, groups: int = 2000,
+                 seed: int = 0) -> dict[str, float]:
+    """The power a run's design had for one cell (docs/method.md §10d): per law of :data:`STATED`,
+    the probability that §10c's rule names it when it is the truth through the cell's own anchors
+    (its mean window ``h_lo`` at N ``n_lo`` and ``h_hi`` at ``n_hi``), on ``n_seeds`` seeds. The
+    groups are drawn from one pool of simulated seeds, whose mean c moves the power: a pool of 120
+    leaves it some 0.1 off, one of 2000 some 0.03 (§10d)."""
+    power = {}
+    for law, c in STATED:
+        rng = np.random.default_rng(seed)
+        fits = seed_pool(rng, Scenario(law, c, h_lo, h_hi, n_lo, n_hi), design, pool, sigma_lag=sigma_lag,
+                         sigma_seed=sigma_seed)
+        power[law] = float(verdict_rates(fits, n_seeds, groups=groups, rng=rng).get(law, 0.0))
+    return power

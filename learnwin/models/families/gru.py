@@ -11,14 +11,22 @@ from torch import Tensor
 from learnwin.models import recurrence as rec
 
 
-def reference(cell, xp: Tensor, hp: Tensor, state: tuple, trace: bool) -> rec.StepOut:
-    """The definition of a step (the cell's ``step``: autograd, vmap and the exact transport run it),
-    from the cell's parameters."""
+def gates(cell, xp: Tensor, hp: Tensor, h_prev: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(z, r, a, g) of a step from the cell's parameters: the update and reset gates, the candidate's
+    LN input a = xp_h + (r h_{t-1}) U_h^T and the candidate g = tanh(LN(a)); ``hp`` = h_{t-1} U_(z,r)^T.
+    The reference step's and the closed-form one-step Jacobian's (learnwin.models.cells.GRU)."""
     H = cell.hidden_size
-    h_prev = state[0]
     z = torch.sigmoid(xp[:, :H] + hp[:, :H])
     r = torch.sigmoid(xp[:, H:2 * H] + hp[:, H:])
-    g = torch.tanh(cell.norm(xp[:, 2 * H:] + (r * h_prev) @ cell.U_h.T))
+    a = xp[:, 2 * H:] + (r * h_prev) @ cell.U_h.T
+    return z, r, a, torch.tanh(cell.norm(a))
+
+
+def reference(cell, xp: Tensor, hp: Tensor, state: tuple, trace: bool) -> rec.StepOut:
+    """The definition of a step (the cell's ``step``: autograd, vmap and the exact transport run it),
+    from the cell's parameters (:func:`gates`)."""
+    h_prev = state[0]
+    z, r, _, g = gates(cell, xp, hp, h_prev)
     h = h_prev + z * (g - h_prev)
     if not trace:
         return rec.StepOut((h,), h, h)

@@ -11,16 +11,22 @@ from torch import Tensor
 from learnwin.models import recurrence as rec
 
 
-def reference(cell, xp: Tensor, hp: Tensor, state: tuple, trace: bool) -> rec.StepOut:
-    """The definition of a step (the cell's ``step``: autograd, vmap and the exact transport run it),
-    from the cell's parameters."""
+def gates(cell, pre: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(i, f, o, g) of a step from its pre-activation ``pre`` = xp + h_{t-1} U^T (B, 4H): the input,
+    forget and output gates and the candidate g = tanh(LN(.)). The reference step's and the
+    closed-form one-step Jacobian's (learnwin.models.cells.LSTM)."""
     H = cell.hidden_size
-    _, c_prev, e_prev = state
-    pre = xp + hp
     i = torch.sigmoid(pre[:, :H])
     f = torch.sigmoid(pre[:, H:2 * H])
     o = torch.sigmoid(pre[:, 2 * H:3 * H])
-    g = torch.tanh(cell.norm(pre[:, 3 * H:]))
+    return i, f, o, torch.tanh(cell.norm(pre[:, 3 * H:]))
+
+
+def reference(cell, xp: Tensor, hp: Tensor, state: tuple, trace: bool) -> rec.StepOut:
+    """The definition of a step (the cell's ``step``: autograd, vmap and the exact transport run it),
+    from the cell's parameters (:func:`gates`)."""
+    _, c_prev, e_prev = state
+    i, f, o, g = gates(cell, xp + hp)
     c = f * c_prev + i * g
     tc = torch.tanh(c)
     h = o * tc
