@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -43,7 +44,7 @@ def run(seeds: list[int], workdir: Path) -> tuple[int, float]:
             (folder / link).symlink_to(ROOT / link)
     start = time.perf_counter()
     with open(folder / "snakemake.log", "w") as log:
-        rc = subprocess.call(["snakemake", "--cores", "2", "--config", f"seeds={list(seeds)}"], cwd=folder,
+        rc = subprocess.call([sys.executable, "-m", "snakemake", "--cores", "2", "--config", f"seeds={list(seeds)}"], cwd=folder,
                              stdout=log, stderr=subprocess.STDOUT)
     return rc, time.perf_counter() - start
 
