@@ -8,9 +8,9 @@ CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of 
 (e.g. data/runs/growth-T256), laid out as a run's results folder is (learnwin.infra.layout.under).
 1. Prints the run's cost estimate (the training cost law, learnwin.infra.resources, at worst: every
    lag to N_max; and the expected cost of the §10d power table where RUN has one) and what is done.
-2. Restores the finished units from RUN into the run's own work folder, results/seed_by_seed/<RUN's
-   name>/ (the repository's Snakefile, config, workflow and profiles linked in, its own results/ and
-   .snakemake/), so that no other run's outputs at the same paths (another T, the same seeds) pass
+2. Restores the finished units from RUN into the run's own work folder, seed_by_seed/<RUN's name>/
+   in the repository's results folder (the repository's Snakefile, config, workflow and profiles
+   linked in, its own results folder and .snakemake/), so that no other run's outputs at the same paths (another T, the same seeds) pass
    for this run's; their tables get fresh mtimes: Snakemake takes them as done.
 3. Per seed, in the config's order: the (model, seed) jobs not in RUN (train_budget and
    snapshot_budget, `snakemake --cores N` on their outputs), then copies each one's tables, its
@@ -75,7 +75,7 @@ def copy(src: Path, dst: Path) -> None:
 
 
 def work_folder(run: Path) -> Path:
-    """The run's own Snakemake folder under the repository's results/, the workflow linked in."""
+    """The run's own Snakemake folder in the repository's results folder, the workflow linked in."""
     work = ROOT / layout.ROOT / "seed_by_seed" / run.name
     work.mkdir(parents=True, exist_ok=True)
     for name in LINKED:

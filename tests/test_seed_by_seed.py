@@ -92,7 +92,7 @@ def test_a_scores_only_run_of_another_config_trains_its_own_and_keeps_the_scores
     for seed in SEEDS:
         unit = _unit(seed)
         mine = read_table(layout.under(scores, unit["scores"]), "budget")
-        assert mine.equals(read_table(_results(work, "scores") / unit["scores"].removeprefix("results/"), "budget"))
+        assert mine.equals(read_table(layout.under(_results(work, "scores"), unit["scores"]), "budget"))
         assert not mine.equals(read_table(layout.under(work / "kept", unit["scores"]), "budget"))  # trained anew
         assert not any(layout.under(scores, unit[name]).exists() for name in layout.BUDGET_SNAPSHOT)
         assert (scores / "benchmarks" / "train_budget" / "adamw" / "const" / f"seed{seed}.tsv").is_file()
