@@ -10,8 +10,9 @@ CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of 
    lag to N_max; and the expected cost of the §10d power table where RUN has one) and what is done.
 2. Restores the finished units from RUN into the run's own work folder, seed_by_seed/<RUN's name>/
    in the repository's results folder (the repository's Snakefile, config, workflow and profiles
-   linked in, its own results folder and .snakemake/), so that no other run's outputs at the same paths (another T, the same seeds) pass
-   for this run's; their tables get fresh mtimes: Snakemake takes them as done.
+   linked in, its own results folder and .snakemake/), so that no other run's outputs at the same
+   paths (another T, the same seeds) pass for this run's; their tables get fresh mtimes: Snakemake
+   takes them as done.
 3. Per seed, in the config's order: the (model, seed) jobs not in RUN (train_budget and
    snapshot_budget, `snakemake --cores N` on their outputs), then copies each one's tables, its
    benchmark TSVs and an entry of RUN/sittings.yaml (commit, CPU, seconds); with ``--commit``, one
