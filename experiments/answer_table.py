@@ -4,7 +4,8 @@ docs/results.md's first screen.
 
     python experiments/answer_table.py            # print the table
     python experiments/answer_table.py --write    # write it between the markers of both pages,
-                                                  # and the runs' counts (learnwin.stats.band.TABLE)
+                                                  # the runs' counts (learnwin.stats.band.TABLE)
+                                                  # and the pool's ranges (band.RESAMPLED)
 
 Sources: the claims tables of the pre-registered seed draws of the default run (docs/method.md
 §8c, ``data/runs/default-draws/*/claims.parquet``, each ``snakemake --cores 2 --config
@@ -13,7 +14,8 @@ Sources: the claims tables of the pre-registered seed draws of the default run (
 2``), and the pre-registered growth-law run (docs/results-growth.md, ``python
 experiments/groundtruth_tables.py RESULTS --growth``). A default-run count is given as its band
 over the draws and the machines (learnwin.stats.band: k of n rows that hold, lo-hi where the runs
-differ; docs/method.md §8b: a row holds when more than half of its seeds agree), and the verdict
+differ; docs/method.md §8b: a row holds when more than half of its seeds agree), widened to the
+resampled range of the pool's seeds once ``data/runs/default-pool`` is complete (§8c), and the verdict
 word of §8b (learnwin.stats.claims.verdict_word) with the number of runs it comes out in; on the
 ground truth, the rule of §10c. ``tests/test_docs.py`` holds the README's and results.md's table,
 and the committed counts, to this output.
@@ -26,8 +28,9 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
-from learnwin.infra import layout
+from learnwin.infra import io, layout
 from learnwin.report.formatting import table_after
 from learnwin.stats import band
 from learnwin.stats.claims import TRUTH_WORDS
@@ -44,6 +47,10 @@ GROWTH = "docs/results-growth.md"
 #: The pre-registered seed draws of the default run (docs/method.md §8c): one results folder per
 #: draw (learnwin.infra.layout inside it), and seeds.yaml.
 DRAWS = Path("data", "runs", "default-draws")
+#: The seed-resampled band's pool (the draws' seeds re-run, each draw with its agreement flags)
+#: and its test's fresh triples (docs/method.md §8c): draw sets of the same form.
+POOL = Path("data", "runs", "default-pool")
+FRESH = Path("data", "runs", "default-fresh")
 GLANCE = "### Claims at a glance, each transport's primary functional"
 GLANCE_EVERY = "### Claims at a glance, every functional"
 #: A default-run page whose claim (d) has the equivalence band of docs/method.md §8b prints this column.
@@ -114,16 +121,48 @@ def counts(root: Path = ROOT) -> pd.DataFrame:
     return band.counts_table(runs)
 
 
+def kept(root: Path, draw_set: Path) -> tuple[list[Path], int]:
+    """The draws of a draw set whose tables are kept, and how many its seeds.yaml registers."""
+    registered = yaml.safe_load((root / draw_set / "seeds.yaml").read_text())["draws"]
+    folders = [root / draw_set / ("seeds" + "-".join(map(str, d))) for d in registered]
+    return [d for d in folders if layout.under(d, layout.CLAIMS["parquet"]).is_file()], len(registered)
+
+
+def ranges(root: Path = ROOT) -> pd.DataFrame | None:
+    """The pool's resampled ranges (learnwin.stats.band.resampled) once every registered draw of
+    :data:`POOL` is kept, else None."""
+    done, registered = kept(root, POOL)
+    if len(done) < registered:
+        return None
+    return band.resampled(pd.concat([io.read_table(d / band.AGREEMENT, "agreement") for d in done]))
+
+
+def fresh_test(root: Path = ROOT) -> str:
+    """The registered test of the resampled band on :data:`FRESH` (docs/method.md §8c), in one line."""
+    r = ranges(root)
+    done, registered = kept(root, FRESH)
+    if r is None:
+        return "resampled band: its pool is not complete; no test"
+    b = band.bands(counts(root), r)
+    inside = sum(not band.outside(band.run_counts(pd.read_parquet(layout.under(d, layout.CLAIMS["parquet"]))), b)
+                 for d in done)
+    coverage = float(r["coverage"].iloc[0])
+    t = band.fresh_threshold(registered, coverage)
+    verdict = "passes" if inside >= t else "fails" if inside + registered - len(done) < t else "open"
+    return (f"resampled band's test: {inside} of {len(done)} fresh runs kept ({registered} registered) inside "
+            f"in every count; pass at {t} or more (coverage {coverage:.3f}): {verdict}")
+
+
 def runs_phrase(b: band.Band) -> str:
     """"default, 8 seed draws and 2 machines"."""
     parts = [f"{k} seed draw{'s' * (k > 1)}" if kind == "draw" else f"{k} machine{'s' * (k > 1)}"
              for kind, k in b.runs.items() if k]
-    return "default, " + " and ".join(parts)
+    return "default, " + " and ".join(parts) + (f", {b.subsets} resampled triples" if b.subsets else "")
 
 
 def rows(root: Path = ROOT) -> list[list[str]]:
     """The answer table's rows from the committed pages and tables under ``root``."""
-    b = band.bands(counts(root))
+    b = band.bands(counts(root), ranges(root))
     a, bb, c_exact, c_diag, d, d_diagonal = (b[name] for name in band.COUNTS)
     law, d_truth, pred = growth_cells((root / GROWTH).read_text())
     return [
@@ -168,7 +207,11 @@ def main(argv=None) -> None:
         for page in ("README.md", "docs/results.md"):
             write(ROOT / page, table)
         counts(ROOT).to_csv(band.TABLE, index=False)
+        r = ranges(ROOT)
+        if r is not None:
+            r.to_csv(band.RESAMPLED, index=False)
     print(table)
+    print(fresh_test(ROOT))
 
 
 if __name__ == "__main__":

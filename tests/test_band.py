@@ -2,6 +2,7 @@
 verdict words counted per run; a run's position names each count outside its band; a config that
 differs from the default experiment's is named, on tables whose counts are known by construction."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -92,3 +93,85 @@ def test_the_committed_counts_are_readable_and_banded():
     bands = band.bands(band.read())
     assert list(bands) == list(band.COUNTS)
     assert all(b.runs["machine"] >= 1 for b in bands.values())
+
+
+# ---- the seed-resampled band (method.md §8c) ----
+
+
+def _agreement(flags: dict[str, dict[int, bool | None]]) -> pd.DataFrame:
+    """An agreement table (learnwin.stats.claims.seed_agreement's form) of claim (c)'s diagonal
+    rows: {model: {seed: flag}}, None for a seed without a flag."""
+    return pd.DataFrame([dict({k: DIAGONAL[k] for k in ("claim", "check", "optimizer", "noise", "transport",
+                                                        "functional")}, model=m, seed=s, agree=a)
+                         for m, seeds in flags.items() for s, a in seeds.items() if a is not None])
+
+
+def test_subset_counts_equal_the_hypergeometric_count():
+    """One row whose flag holds for 2 of 6 seeds: it holds on a triple that draws both (4 of the 20
+    triples), as a run of those three seeds would count it."""
+    x, rows = band.subset_counts(_agreement({"m0": {s: s < 2 for s in range(6)}}))
+    assert rows == {"(c) diagonal": 1} and len(x) == 20
+    assert x["(c) diagonal"].sum() == 4
+
+
+def test_a_seed_without_a_flag_is_left_out_of_its_triples_n():
+    """Seed 2 has no flag on row m0 (one on m1, which no triple holds): a triple of one agreeing
+    seed, one not and seed 2 counts 1 of 2 (fails), one of two agreeing seeds and seed 2 counts 2 of
+    2 (holds)."""
+    x, _ = band.subset_counts(_agreement({"m0": {0: True, 1: False, 2: None, 3: True},
+                                          "m1": dict.fromkeys(range(4), False)}))
+    # triples in order: (0,1,2) (0,1,3) (0,2,3) (1,2,3)
+    assert x["(c) diagonal"].tolist() == [0, 1, 1, 0]
+
+
+def test_rows_that_one_seed_moves_together_show_in_the_resampled_range_not_in_disjoint_triples():
+    """Two rows move with the same 6 of 24 seeds (as SharedGate's two diagonal rows of (c)). Eight
+    disjoint triples with at most one such seed each give the band 0-0; every resampled triple with
+    two of them counts 2 (28 % of them), so the 99 % range reaches 2 and a run at 2 lies inside it,
+    outside the min-max band."""
+    rare = {0, 3, 6, 9, 12, 15}  # one in each of the triples (0,1,2), (3,4,5) ... (15,16,17)
+    flags = {m: {s: s in rare for s in range(24)} for m in ("m0", "m1")}
+    ag = _agreement(flags)
+    draws = [band.run_counts(_verdicts(0, n=2))] * 8
+    counts = band.counts_table([(f"d{i}", "draw", c) for i, c in enumerate(draws)])
+    x, _ = band.subset_counts(ag)
+    assert set(x["(c) diagonal"]) == {0, 2}
+    assert (x["(c) diagonal"] == 2).mean() == pytest.approx((15 * 18 + 20) / 2024)
+    ranges = band.resampled(ag)
+    assert ranges[["lo", "hi", "n", "subsets", "seeds"]].values.tolist() == [[0, 2, 2, 2024, 24]]
+    run = _verdicts(2, n=2)
+    assert "outside in 1 of 1 counts: (c) diagonal 2 of 2 rows (band 0 of 2)" in band.position(run, counts)
+    widened = band.position(run, counts, ranges=ranges)
+    assert widened.endswith("widened to the 99 % range of 2024 resampled seed triples), every count of this run lies inside.")
+
+
+def test_the_central_range_leaves_at_most_half_the_rest_on_each_side():
+    x = np.arange(100)
+    assert band.central_range(x, 0.98) == (1, 98)
+    assert band.central_range(x, 0.99) == (0, 99)
+    assert band.central_range([3] * 50 + [5] * 50, 0.99) == (3, 5)
+
+
+def test_the_coverage_is_the_share_of_subsets_inside_every_range():
+    """Two independent rows, each agreeing for 2 of 6 seeds: each holds on 4 of 20 triples; on the
+    99 % range [0, 1] of the count every triple lies inside, and at level 0.5 [0, 0] holds the
+    triples where neither row holds."""
+    ag = _agreement({"m0": {s: s < 2 for s in range(6)}, "m1": {s: s >= 4 for s in range(6)}})
+    x, _ = band.subset_counts(ag)
+    assert x["(c) diagonal"].value_counts().to_dict() == {0: 12, 1: 8}
+    assert band.resampled(ag)[["lo", "hi", "coverage"]].values.tolist() == [[0, 1, 1.0]]
+    assert band.resampled(ag, level=0.2)[["lo", "hi", "coverage"]].values.tolist() == [[0, 0, 0.6]]
+
+
+@pytest.mark.parametrize("runs, coverage", [(20, 0.95), (20, 0.99), (10, 0.9), (20, 0.5)])
+def test_the_fresh_threshold_is_the_binomial_five_percent_quantile(runs, coverage):
+    from scipy.stats import binom
+
+    t = band.fresh_threshold(runs, coverage)
+    assert binom.cdf(t - 1, runs, coverage) <= band.ALPHA < binom.cdf(t, runs, coverage)
+    assert band.fresh_threshold(20, 0.95) == 17
+
+
+def test_too_small_a_pool_is_an_error():
+    with pytest.raises(ValueError, match="at least 3 seeds, the pool has 2"):
+        band.subset_counts(_agreement({"m0": {0: True, 1: False}}))

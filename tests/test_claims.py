@@ -238,6 +238,27 @@ def test_claim_table_on_synthetic_artifacts(tmp_path):
     assert list(stored.set_index(KEY).loc[("d", "master slope CI", "gru", "sgd", "pooled", TRANSPORT, FUNCTIONAL), "seeds"]) == [1, 2]
 
 
+def test_seed_agreement_gives_the_flags_each_row_counts(tmp_path):
+    """Per verdict row of the synthetic run, the seeds' agreement flags: as many as n, as many True
+    as k, in the row's seed order; (d) pooled gru/sgd: seed 1's slope within the band, seed 2's
+    1.7 outside it."""
+    from synthetic_claims import FUNCTIONAL, TRANSPORT, write_claim_run
+
+    from learnwin.stats.claims import measure, read_inputs, seed_agreement, verdicts
+
+    spec = write_claim_run(tmp_path)
+    per_seed = measure(read_inputs(inputs(tmp_path / "results", spec["models"], spec["optimizers"], spec["seeds"],
+                                          "best")), "best")
+    table, flags = verdicts(per_seed), seed_agreement(per_seed)
+    by_row = flags.groupby(KEY, sort=False).agg(seeds=("seed", list), k=("agree", "sum"))
+    rows = table[table["n"] > 0].set_index(KEY)
+    assert len(by_row) == len(rows) and flags["agree"].any() and not flags["agree"].all()
+    pd.testing.assert_series_equal(by_row["k"].reindex(rows.index), rows["k"], check_names=False, check_dtype=False)
+    assert by_row["seeds"].reindex(rows.index).tolist() == rows["seeds"].tolist()
+    d = flags.set_index(KEY).loc[[("d", "master slope CI", "gru", "sgd", "pooled", TRANSPORT, FUNCTIONAL)]]
+    assert d["seed"].tolist() == [1, 2] and d["agree"].tolist() == [True, False]
+
+
 def test_claim_table_names_a_missing_input(tmp_path):
     from synthetic_claims import write_claim_run
 

@@ -6,9 +6,11 @@ import importlib.util
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
+from learnwin.infra import layout
 from learnwin.stats.growth_power import P_DECIDED
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -386,6 +388,43 @@ def test_the_committed_counts_are_those_of_the_committed_runs():
     draws = yaml.safe_load((ROOT / answer_table.DRAWS / "seeds.yaml").read_text())["draws"]
     done = set(band.read().query("kind == 'draw'")["run"])
     assert done <= {"seeds" + "-".join(map(str, d)) for d in draws}, "a draw of seeds not pre-registered"
+
+
+def test_the_committed_ranges_are_those_of_the_committed_pool():
+    """learnwin/stats/tables/default_resampled.csv is what ``answer_table.py --write`` makes of the
+    pool's agreement flags (docs/method.md §8c), and absent while the pool is not complete."""
+    from learnwin.stats import band
+
+    got, want = band.read_resampled(), answer_table.ranges()
+    assert (got is None) == (want is None)
+    if want is not None:
+        pd.testing.assert_frame_equal(got, want, check_dtype=False)
+
+
+def _last_cpu(draw_set: Path) -> dict[str, str]:
+    times = draw_set / "times.tsv"
+    rows = pd.read_csv(times, sep="\t") if times.is_file() else pd.DataFrame(columns=["draw", "rc", "cpu"])
+    return dict(rows[rows["rc"] == 0][["draw", "cpu"]].values)
+
+
+def test_a_pool_draw_on_its_draws_cpu_gives_the_draws_claims_table():
+    """A draw re-run for the pool on the CPU that ran it gives its committed claims table, every
+    column, bit for bit (docs/method.md §8c); the pool's agreement flags count each row's k."""
+    from learnwin.infra import io
+    from learnwin.stats import band
+
+    pool, draws = _last_cpu(ROOT / answer_table.POOL), _last_cpu(ROOT / answer_table.DRAWS)
+    same = [d for d, cpu in pool.items() if draws.get(d) == cpu]
+    if not same:
+        pytest.skip("no pool draw yet on the CPU of its draw")
+    for d in same:
+        path = layout.under(Path(d), layout.CLAIMS["parquet"])
+        mine, theirs = (pd.read_parquet(ROOT / s / path) for s in (answer_table.POOL, answer_table.DRAWS))
+        pd.testing.assert_frame_equal(mine, theirs)
+        flags = io.read_table(ROOT / answer_table.POOL / d / band.AGREEMENT, "agreement")
+        k = flags.groupby(["claim", "check", "model", "optimizer", "noise", "transport", "functional"])["agree"].sum()
+        rows = mine[mine["n"] > 0].set_index(list(k.index.names))["k"]
+        assert k.reindex(rows.index).astype(int).tolist() == rows.astype(int).tolist()
 
 
 @pytest.mark.parametrize("page", [README, RESULTS], ids=["README", "results.md"])

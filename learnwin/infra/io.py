@@ -40,6 +40,7 @@ SCHEMA_VERSIONS: dict[str, int] = {
     "seed_growth": 2,
     "memory": 1,
     "claims": 2,
+    "agreement": 1,
     "lyapunov": 1,
     "growth_power": 1,
     "design_power": 1,

@@ -2,22 +2,27 @@
 
 Another CPU is another seed draw, so a count of the default run (a claim's rows that hold,
 :data:`COUNTS`) is stated as its band: the minimum and maximum over the pre-registered seed draws
-(``data/runs/default-draws``) and each recorded machine's default run. The runs' counts are
-package data (:data:`TABLE`, one row per run and count, written by ``python
-experiments/answer_table.py --write`` from the committed tables), so an installed run's
-findings.md places its own counts against them (:func:`position`).
+(``data/runs/default-draws``) and each recorded machine's default run, widened, once the pool of
+§8c's seed-resampled band is in, to the central 99 % range of the count over every triple of the
+pool's seeds (:func:`resampled`, from each seed's agreement flags). The runs' counts and that range
+are package data (:data:`TABLE`, :data:`RESAMPLED`, written by ``python experiments/answer_table.py
+--write`` from the committed tables), so an installed run's findings.md places its own counts
+against them (:func:`position`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from itertools import combinations
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
+from scipy.stats import binom
 
-from learnwin.stats.claims import held_counts, verdict_word
+from learnwin.stats.claims import KEY, counted_rows, held_counts, verdict_word
 
 #: The counts the answer states of the default run: name -> (claim, scope of
 #: learnwin.stats.claims.held_counts): (c) one per transport, (d) all rows and its exception.
@@ -31,6 +36,15 @@ COUNTS = {
 }
 #: The committed runs' counts: run, kind (draw or machine), count, k, n.
 TABLE = Path(__file__).with_name("tables") / "default_counts.csv"
+#: The seed-resampled range of each count (:func:`resampled`): count, lo, hi, n, level, seeds,
+#: subsets, coverage; absent until the pool of docs/method.md §8c is in.
+RESAMPLED = Path(__file__).with_name("tables") / "default_resampled.csv"
+#: A kept draw's per-seed agreement flags (learnwin.stats.claims.seed_agreement), beside its claims table.
+AGREEMENT = "agreement.parquet"
+#: The resampled range's level and the seeds a default run has (docs/method.md §8c).
+LEVEL, SEEDS_PER_RUN = 0.99, 3
+#: The registered test's false-alarm rate: fresh runs inside fall below the binomial 5 % quantile.
+ALPHA = 0.05
 #: What a draw changes of the default config (its seeds), or what does not reach the claims.
 FREE_KEYS = ("seeds", "device", "recovery")
 #: The kinds of run a band is taken over, in the words the answer uses.
@@ -66,6 +80,7 @@ class Band(NamedTuple):
     n: int
     words: list[tuple[str, int]]
     runs: dict[str, int]
+    subsets: int = 0  # the seed subsets of the resampled range it spans too (0: none)
 
     def span(self) -> str:
         """"k of n", or "lo-hi of n"."""
@@ -78,24 +93,92 @@ class Band(NamedTuple):
         return ", ".join([f"{first} in {k} of {total} draws", *(f"{w} in {k}" for w, k in rest)])
 
 
-def bands(counts: pd.DataFrame) -> dict[str, Band]:
-    """The :class:`Band` of each count of a :data:`TABLE`, in :data:`COUNTS` order; every run of a
-    count must count the same rows."""
+def bands(counts: pd.DataFrame, ranges: pd.DataFrame | None = None) -> dict[str, Band]:
+    """The :class:`Band` of each count of a :data:`TABLE`, in :data:`COUNTS` order: the runs' min and
+    max, widened to the count's resampled range where ``ranges`` (:func:`resampled`) has one; every
+    run of a count, and its range, must count the same rows."""
     out = {}
     for name in [c for c in COUNTS if c in set(counts["count"])]:
         g = counts[counts["count"] == name]
-        if g["n"].nunique() != 1:
-            raise ValueError(f"{name}: the runs count {sorted(set(g['n']))} rows; a band needs the same rows")
+        r = ranges[ranges["count"] == name] if ranges is not None else pd.DataFrame(columns=["n", "lo", "hi"])
+        if len({*g["n"], *r["n"]}) != 1:
+            raise ValueError(f"{name}: the runs count {sorted({*g['n'], *r['n']})} rows; a band needs the same rows")
         n = int(g["n"].iloc[0])
         words = Counter(verdict_word([int(k)], n) for k in g["k"]).most_common()
         kinds = g["kind"].value_counts()
-        out[name] = Band(int(g["k"].min()), int(g["k"].max()), n, words, {k: int(kinds.get(k, 0)) for k in KINDS})
+        lo, hi = int(min([g["k"].min(), *r["lo"]])), int(max([g["k"].max(), *r["hi"]]))
+        out[name] = Band(lo, hi, n, words, {k: int(kinds.get(k, 0)) for k in KINDS},
+                         int(r["subsets"].iloc[0]) if len(r) else 0)
     return out
 
 
 def read(path: str | Path = TABLE) -> pd.DataFrame:
     """The committed runs' counts (:data:`TABLE`)."""
     return pd.read_csv(path)
+
+
+def read_resampled(path: str | Path = RESAMPLED) -> pd.DataFrame | None:
+    """The committed resampled ranges (:data:`RESAMPLED`), or None before the pool is in."""
+    return pd.read_csv(path) if Path(path).is_file() else None
+
+
+# -- the seed-resampled band (docs/method.md §8c) -----------------------------------------------
+
+
+def subset_counts(agreement: pd.DataFrame, size: int = SEEDS_PER_RUN) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Each count of :data:`COUNTS` on every ``size``-subset of the seeds of ``agreement``
+    (learnwin.stats.claims.seed_agreement of the pool's runs, stacked): a row of a subset holds when
+    more than half of its seeds with a flag agree (docs/method.md §8b), as in a run of those seeds.
+    -> (one row per subset, one column per count; the rows each count reads)."""
+    seeds = np.sort(agreement["seed"].unique())
+    if seeds.size < size:
+        raise ValueError(f"resampling needs at least {size} seeds, the pool has {seeds.size}")
+    subsets = np.array(list(combinations(range(seeds.size), size)))
+    out, rows = {}, {}
+    for name, (claim, scope) in COUNTS.items():
+        flags = counted_rows(agreement, claim, **scope)
+        if flags.empty:
+            continue
+        f = flags.pivot_table(index=KEY, columns="seed", values="agree", aggfunc="first")
+        f = f.reindex(columns=seeds).to_numpy(dtype=float)[:, subsets]  # (row, subset, seed); NaN: no flag
+        k, n = np.nansum(f, axis=2), np.sum(~np.isnan(f), axis=2)
+        out[name], rows[name] = ((n > 0) & (k > n / 2)).sum(axis=0), f.shape[0]
+    return pd.DataFrame(out), rows
+
+
+def central_range(x, level: float = LEVEL) -> tuple[int, int]:
+    """The narrowest integer [lo, hi] with at most (1 - level) / 2 of ``x`` below lo and as much
+    above hi."""
+    x = np.asarray(x)
+    c, tail = np.arange(x.min(), x.max() + 1), (1 - level) / 2
+    below, above = (x[None, :] < c[:, None]).mean(axis=1), (x[None, :] > c[:, None]).mean(axis=1)
+    return int(c[below <= tail + 1e-12].max()), int(c[above <= tail + 1e-12].min())
+
+
+def resampled(agreement: pd.DataFrame, level: float = LEVEL, size: int = SEEDS_PER_RUN) -> pd.DataFrame:
+    """Each count's resampled range over every ``size``-subset of the pool's seeds
+    (:func:`subset_counts`, :func:`central_range`): count, lo, hi, n (rows), level, seeds (the
+    pool's), subsets, and coverage, the share of subsets with every count inside its range."""
+    x, rows = subset_counts(agreement, size)
+    ranges = {name: central_range(x[name], level) for name in x}
+    inside = np.all([(x[name] >= lo) & (x[name] <= hi) for name, (lo, hi) in ranges.items()], axis=0)
+    return pd.DataFrame([dict(count=name, lo=lo, hi=hi, n=rows[name], level=level,
+                              seeds=agreement["seed"].nunique(), subsets=len(x), coverage=float(inside.mean()))
+                         for name, (lo, hi) in ranges.items()])
+
+
+def outside(own: Mapping[str, tuple[int, int]], b: Mapping[str, Band]) -> list[str]:
+    """The counts of ``own`` (:func:`run_counts`) outside their band, each "name k of n rows (band ...)"."""
+    return [f"{name} {k} of {n} rows (band {b[name].span()})" for name, (k, n) in own.items()
+            if name in b and not (n == b[name].n and b[name].lo <= k <= b[name].hi)]
+
+
+def fresh_threshold(runs: int, coverage: float, alpha: float = ALPHA) -> int:
+    """The registered test of the resampled band (docs/method.md §8c): of ``runs`` default runs on
+    fresh seed triples, at least this many must lie inside in every count, the largest t with
+    P(X < t) <= ``alpha`` for X ~ Binomial(runs, ``coverage``)."""
+    t = np.arange(runs + 1)
+    return int(t[binom.cdf(t - 1, runs, coverage) <= alpha].max())
 
 
 def differing_keys(config: Mapping, default: Mapping, prefix: str = "") -> list[str]:
@@ -114,21 +197,24 @@ def differing_keys(config: Mapping, default: Mapping, prefix: str = "") -> list[
     return out
 
 
-def position(table: pd.DataFrame, counts: pd.DataFrame, differing: Sequence[str] = ()) -> str:
+def position(table: pd.DataFrame, counts: pd.DataFrame, differing: Sequence[str] = (),
+             ranges: pd.DataFrame | None = None) -> str:
     """One sentence: where the run's counts (of its verdict ``table``) fall against the bands of
-    ``counts`` (a :data:`TABLE`): inside every band, or outside, naming each count outside; or, where
-    the run's config ``differing`` from the default experiment's, that no band applies."""
+    ``counts`` (a :data:`TABLE`) and ``ranges`` (:data:`RESAMPLED`, where in): inside every band, or
+    outside, naming each count outside; or, where the run's config ``differing`` from the default
+    experiment's, that no band applies."""
     if differing:
         keys = ", ".join(differing[:NAMED]) + (f" and {len(differing) - NAMED} more" if len(differing) > NAMED else "")
         return (f"This run's config differs from the default experiment's ({keys}): the default run's band "
                 "(docs/method.md §8c) does not apply.")
-    b = bands(counts)
-    runs = next(iter(b.values())).runs
-    source = " and ".join(f"{k} {KINDS[kind]}{'s' * (k > 1)}" for kind, k in runs.items() if k)
+    b = bands(counts, ranges)
+    first = next(iter(b.values()))
+    source = " and ".join(f"{k} {KINDS[kind]}{'s' * (k > 1)}" for kind, k in first.runs.items() if k)
+    if first.subsets:
+        source += f", widened to the {100 * LEVEL:g} % range of {first.subsets} resampled seed triples"
     own = run_counts(table)
-    outside = [f"{name} {k} of {n} rows (band {b[name].span()})" for name, (k, n) in own.items()
-               if name in b and not (n == b[name].n and b[name].lo <= k <= b[name].hi)]
+    out = outside(own, b)
     head = f"Against the default run's band (docs/method.md §8c, {source})"
-    if not outside:
+    if not out:
         return f"{head}, every count of this run lies inside."
-    return f"{head}, this run lies outside in {len(outside)} of {len(own)} counts: {'; '.join(outside)}."
+    return f"{head}, this run lies outside in {len(out)} of {len(own)} counts: {'; '.join(out)}."

@@ -314,18 +314,33 @@ def _majority(values: pd.Series, tie: str) -> str:
     return counts.index[0] if len(counts) == 1 or counts.iloc[0] > counts.iloc[1] else tie
 
 
-def _row(claim, check, scope, expected, verdict, k, seeds, values, detail):
-    """One verdict row; n = the seeds with a value, estimate and spread their mean and sd."""
-    seeds, values = [int(x) for x in seeds], [float(x) for x in values]
+def _row(claim, check, scope, expected, verdict, agree, seeds, values, detail):
+    """One verdict row; ``agree`` says per seed whether it agrees with the expectation, k counts
+    them; n = the seeds with a value, estimate and spread their mean and sd."""
+    seeds, values, agree = [int(x) for x in seeds], [float(x) for x in values], [bool(x) for x in agree]
     mean, sd = mean_sd(pd.Series(values, dtype=float))
-    return dict(claim=claim, check=check, **dict(zip(KEY[2:], scope)), expected=expected, verdict=verdict, k=int(k), n=len(seeds),
+    k = sum(agree)
+    return dict(claim=claim, check=check, **dict(zip(KEY[2:], scope)), expected=expected, verdict=verdict, k=k, n=len(seeds),
                 holds=bool(seeds and k > len(seeds) / 2), estimate=mean, spread=sd, seeds=seeds,
-                values=values, detail=detail)
+                values=values, detail=detail, agree=agree)
 
 
 def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """The tidy verdict table (COLUMNS) from :func:`measure`'s per-seed tables: one row per
     (claim, check, model, optimizer, noise, transport, functional) (docs/method.md §4b, §8b)."""
+    return pd.DataFrame(_verdict_rows(per_seed), columns=COLUMNS)
+
+
+def seed_agreement(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Whether each seed of each verdict row agrees with the expectation: KEY, ``seed``, ``agree``,
+    the flags :func:`verdicts` counts as k (docs/method.md §8c: the seed-resampled band)."""
+    rows = pd.DataFrame(_verdict_rows(per_seed), columns=[*COLUMNS, "agree"])[[*KEY, "seeds", "agree"]]
+    rows = rows[rows["seeds"].map(len) > 0].explode(["seeds", "agree"], ignore_index=True)
+    return rows.rename(columns={"seeds": "seed"}).astype({"seed": "int64", "agree": bool})
+
+
+def _verdict_rows(per_seed: dict[str, pd.DataFrame]) -> list[dict]:
+    """:func:`verdicts`'s rows, each with its seeds' ``agree`` flags."""
     out = []
     for (m, o, t, fn), g in per_seed["a"].groupby(["model", "optimizer", *SCOPE], sort=False):
         g = g[g["class"] != "no fit"]
@@ -333,7 +348,7 @@ def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
         mean, sd = mean_sd(g["w_power"])
         n_pow = int((g["class"] == "power-law-like").sum())
         out.append(_row("a", "envelope class", (m, o, NOISE_ANY, t, fn), exp, _majority(g["class"], "split"),
-                        (g["class"] == exp).sum(), g["seed"], g["w_power"],
+                        g["class"] == exp, g["seed"], g["w_power"],
                         f"{n_pow} of {len(g)} seeds power-law-like; w_power {number(mean)} ± {number(sd)}, "
                         f"w_tempered {number(g['w_tempered'].mean())}"))
     for (m, o, noise, t, fn), g in per_seed["b"].groupby(["model", "optimizer", "noise", *SCOPE], sort=False):
@@ -341,7 +356,7 @@ def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
         mean, sd = mean_sd(g["c_power"])
         counts = ", ".join(f"{v} {c}" for v, c in g["growth"].value_counts().items())
         out.append(_row("b", "H_N growth", (m, o, noise, t, fn), exp, _majority(g["growth"], "mixed"),
-                        (g["growth"] == exp).sum(), g["seed"], g["c_power"],
+                        g["growth"] == exp, g["seed"], g["c_power"],
                         f"{counts} of {len(g)} seeds ({int(g['censored'].sum())} censored)"
                         + (f"; power exponent c {number(mean)} ± {number(sd)}" if np.isfinite(mean) else "")))
     c = per_seed["c"]
@@ -357,10 +372,11 @@ def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
                 both = a.notna() & s.notna()
                 if col == "log_tau_iqr" and fn != PRIMARY.get(t):
                     continue  # tau_q comes with the primary functional only (TAU_SOURCE)
-                k, n = int((a[both] > s[both]).sum()), int(both.sum())
+                agree = a[both] > s[both]
+                k, n = int(agree.sum()), int(both.sum())
                 (ma, sa), (ms, ss) = mean_sd(a[both]), mean_sd(s[both])
                 out.append(_row("c", check, (m, f"adamw vs {plain}", NOISE_ANY, t, fn), f"adamw {word}",
-                                f"adamw {word}" if n and k > n / 2 else f"adamw not {word}", k,
+                                f"adamw {word}" if n and k > n / 2 else f"adamw not {word}", agree,
                                 g["seed"][both], a[both], f"{k} of {n} seeds; AdamW {number(ma)} ± {number(sa)} "
                                 f"vs {plain} {number(ms)} ± {number(ss)}; {r2}"))
     for (m, o, noise, t, fn), g in per_seed["d"].groupby(["model", "optimizer", "noise", *SCOPE], sort=False):
@@ -369,8 +385,8 @@ def verdicts(per_seed: dict[str, pd.DataFrame]) -> pd.DataFrame:
         k = int((label == WITHIN_BAND).sum())
         cis = "; ".join(f"{number(r.slope)} [{number(r.slope_lo)}, {number(r.slope_hi)}]" for r in g.itertuples())
         out.append(_row("d", "master slope CI", (m, o, noise, t, fn), WITHIN_BAND, _majority(label, "split"),
-                        k, g["seed"], g["slope"], f"{k} of {len(g)} seeds within 1 ± {SLOPE_BAND:g}: {cis}"))
-    return pd.DataFrame(out, columns=COLUMNS)
+                        label == WITHIN_BAND, g["seed"], g["slope"], f"{k} of {len(g)} seeds within 1 ± {SLOPE_BAND:g}: {cis}"))
+    return out
 
 
 def claim_table(files: Mapping[str, str | Sequence[str]], epoch) -> pd.DataFrame:
