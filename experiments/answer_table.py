@@ -131,10 +131,16 @@ def kept(root: Path, draw_set: Path) -> tuple[list[Path], int]:
 def ranges(root: Path = ROOT) -> pd.DataFrame | None:
     """The pool's resampled ranges (learnwin.stats.band.resampled) once every registered draw of
     :data:`POOL` is kept, else None."""
+    flags = pool_agreement(root)
+    return None if flags is None else band.resampled(flags)
+
+
+def pool_agreement(root: Path = ROOT) -> pd.DataFrame | None:
+    """The agreement flags of :data:`POOL`'s draws, stacked, once every registered draw is kept."""
     done, registered = kept(root, POOL)
     if len(done) < registered:
         return None
-    return band.resampled(pd.concat([io.read_table(d / band.AGREEMENT, "agreement") for d in done]))
+    return pd.concat([io.read_table(d / band.AGREEMENT, "agreement") for d in done], ignore_index=True)
 
 
 def fresh_test(root: Path = ROOT) -> str:
@@ -146,7 +152,7 @@ def fresh_test(root: Path = ROOT) -> str:
     b = band.bands(counts(root), r)
     inside = sum(not band.outside(band.run_counts(pd.read_parquet(layout.under(d, layout.CLAIMS["parquet"]))), b)
                  for d in done)
-    coverage = float(r["coverage"].iloc[0])
+    coverage = band.coverage(pool_agreement(root), b)
     t = band.fresh_threshold(registered, coverage)
     verdict = "passes" if inside >= t else "fails" if inside + registered - len(done) < t else "open"
     return (f"resampled band's test: {inside} of {len(done)} fresh runs kept ({registered} registered) inside "

@@ -152,15 +152,18 @@ def test_the_central_range_leaves_at_most_half_the_rest_on_each_side():
     assert band.central_range([3] * 50 + [5] * 50, 0.99) == (3, 5)
 
 
-def test_the_coverage_is_the_share_of_subsets_inside_every_range():
-    """Two independent rows, each agreeing for 2 of 6 seeds: each holds on 4 of 20 triples; on the
-    99 % range [0, 1] of the count every triple lies inside, and at level 0.5 [0, 0] holds the
-    triples where neither row holds."""
+def test_the_coverage_is_the_share_of_subsets_inside_every_band():
+    """Two rows, each agreeing for 2 of 6 seeds (never the same): each holds on 4 of 20 triples. On
+    the 99 % range [0, 1] every triple lies inside; at level 0.2 the range is [0, 0], which holds
+    the 12 triples where neither row does, and a draw at 1 widens the band to [0, 1] again."""
     ag = _agreement({"m0": {s: s < 2 for s in range(6)}, "m1": {s: s >= 4 for s in range(6)}})
     x, _ = band.subset_counts(ag)
     assert x["(c) diagonal"].value_counts().to_dict() == {0: 12, 1: 8}
-    assert band.resampled(ag)[["lo", "hi", "coverage"]].values.tolist() == [[0, 1, 1.0]]
-    assert band.resampled(ag, level=0.2)[["lo", "hi", "coverage"]].values.tolist() == [[0, 0, 0.6]]
+    zero, one = (band.counts_table([("d", "draw", band.run_counts(_verdicts(k, n=2)))]) for k in (0, 1))
+    for level, counts, lo_hi, share in [(0.99, zero, (0, 1), 1.0), (0.2, zero, (0, 0), 0.6), (0.2, one, (0, 1), 1.0)]:
+        b = band.bands(counts, band.resampled(ag, level=level))
+        assert (b["(c) diagonal"].lo, b["(c) diagonal"].hi) == lo_hi
+        assert band.coverage(ag, b) == pytest.approx(share)
 
 
 @pytest.mark.parametrize("runs, coverage", [(20, 0.95), (20, 0.99), (10, 0.9), (20, 0.5)])

@@ -427,6 +427,21 @@ def test_a_pool_draw_on_its_draws_cpu_gives_the_draws_claims_table():
         assert k.reindex(rows.index).astype(int).tolist() == rows.astype(int).tolist()
 
 
+def test_a_pool_draws_own_triple_resampled_gives_its_counts():
+    """Resampling one kept draw's three seeds gives one triple, whose counts are the draw's own
+    (learnwin.stats.band.subset_counts counts rows as the claims do)."""
+    from learnwin.infra import io
+    from learnwin.stats import band
+
+    done, _ = answer_table.kept(ROOT, answer_table.POOL)
+    if not done:
+        pytest.skip("no pool draw kept yet")
+    for d in done:
+        x, rows = band.subset_counts(io.read_table(d / band.AGREEMENT, "agreement"))
+        own = band.run_counts(pd.read_parquet(layout.under(d, layout.CLAIMS["parquet"])))
+        assert {name: (int(x[name].iloc[0]), rows[name]) for name in x} == own, d.name
+
+
 @pytest.mark.parametrize("page", [README, RESULTS], ids=["README", "results.md"])
 def test_every_committed_run_lies_inside_the_stated_band(page):
     from learnwin.stats import band

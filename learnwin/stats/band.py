@@ -37,7 +37,7 @@ COUNTS = {
 #: The committed runs' counts: run, kind (draw or machine), count, k, n.
 TABLE = Path(__file__).with_name("tables") / "default_counts.csv"
 #: The seed-resampled range of each count (:func:`resampled`): count, lo, hi, n, level, seeds,
-#: subsets, coverage; absent until the pool of docs/method.md §8c is in.
+#: subsets; absent until the pool of docs/method.md §8c is in.
 RESAMPLED = Path(__file__).with_name("tables") / "default_resampled.csv"
 #: A kept draw's per-seed agreement flags (learnwin.stats.claims.seed_agreement), beside its claims table.
 AGREEMENT = "agreement.parquet"
@@ -158,13 +158,21 @@ def central_range(x, level: float = LEVEL) -> tuple[int, int]:
 def resampled(agreement: pd.DataFrame, level: float = LEVEL, size: int = SEEDS_PER_RUN) -> pd.DataFrame:
     """Each count's resampled range over every ``size``-subset of the pool's seeds
     (:func:`subset_counts`, :func:`central_range`): count, lo, hi, n (rows), level, seeds (the
-    pool's), subsets, and coverage, the share of subsets with every count inside its range."""
+    pool's), subsets."""
     x, rows = subset_counts(agreement, size)
-    ranges = {name: central_range(x[name], level) for name in x}
-    inside = np.all([(x[name] >= lo) & (x[name] <= hi) for name, (lo, hi) in ranges.items()], axis=0)
-    return pd.DataFrame([dict(count=name, lo=lo, hi=hi, n=rows[name], level=level,
-                              seeds=agreement["seed"].nunique(), subsets=len(x), coverage=float(inside.mean()))
-                         for name, (lo, hi) in ranges.items()])
+    out = []
+    for name in x:
+        lo, hi = central_range(x[name], level)
+        out.append(dict(count=name, lo=lo, hi=hi, n=rows[name], level=level, seeds=agreement["seed"].nunique(),
+                        subsets=len(x)))
+    return pd.DataFrame(out)
+
+
+def coverage(agreement: pd.DataFrame, b: Mapping[str, Band], size: int = SEEDS_PER_RUN) -> float:
+    """The share of the pool's ``size``-subsets of seeds that lie inside the bands ``b`` in every
+    count (docs/method.md §8c: the p of the fresh runs' test)."""
+    x, _ = subset_counts(agreement, size)
+    return float(np.all([(x[name] >= b[name].lo) & (x[name] <= b[name].hi) for name in x], axis=0).mean())
 
 
 def outside(own: Mapping[str, tuple[int, int]], b: Mapping[str, Band]) -> list[str]:
