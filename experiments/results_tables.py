@@ -1,6 +1,12 @@
 """Print the markdown tables of docs/results.md from a finished run's Parquet artifacts.
 
     python experiments/results_tables.py RESULTS_DIR [--epoch best]
+    python experiments/results_tables.py RESULTS_DIR --keep data/runs/NAME   # keep its tables, print from them
+
+``--keep`` copies the run's tables into a data folder (the results layout, without
+:data:`NOT_KEPT`: the data, checkpoints, the snapshots' psi and total, figures, logs and HTML, none
+of which the tables or the claims read; 4 MB for the default run), so that a page of its printout is
+regenerated from the committed copy (experiments/data_pages.py).
 
 RESULTS_DIR is a finished run's results folder (learnwin.infra.layout). The runs are the rows of summary.parquet with status
 "ok". Tables, per (model, optimizer): val R^2 (mean ± sd over seeds), the decay class selected
@@ -18,6 +24,10 @@ benchmark TSVs when present.
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
+import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +52,10 @@ from learnwin.stats.decay import FUNCTIONALS, primary
 from learnwin.stats.layers import layer_envelopes
 
 KEYS = ["model", "optimizer"]
+#: What ``--keep`` leaves out of a results folder (glob patterns on the path inside it, or the name):
+#: the data, figures and logs folders of the layout, checkpoints, the snapshots' psi and total, HTML.
+NOT_KEPT = (*(f"{Path(p).relative_to(layout.ROOT).parts[0]}{os.sep}*" for p in (layout.DATA, layout.FIGURE, layout.LOGS)),
+            "*.pt", "psi.parquet", "total.parquet", "*.html")
 
 
 def _pm(values, digits: int = 2) -> str:
@@ -237,12 +251,31 @@ def tables(results: str | Path, epoch: str = "best") -> str:
     return "\n".join(out)
 
 
+def keep(results: Path, dest: Path) -> list[Path]:
+    """Copy the files of the results folder ``results`` but :data:`NOT_KEPT` into ``dest``, in the
+    same layout; the copies."""
+    out = []
+    for src in sorted(p for p in results.rglob("*") if p.is_file()):
+        rel = src.relative_to(results)
+        if any(fnmatch(str(rel), pattern) or fnmatch(rel.name, pattern) for pattern in NOT_KEPT):
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        out.append(Path(shutil.copyfile(src, dest / rel)))
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", help="a finished run's results folder")
     ap.add_argument("--epoch", default="best", help="snapshot epoch (default: best)")
+    ap.add_argument("--keep", metavar="DEST", help="copy the run's tables into DEST first and print from there")
     args = ap.parse_args(argv)
-    print(tables(args.results, args.epoch))
+    results = args.results
+    if args.keep:
+        kept = keep(Path(results), Path(args.keep))
+        print(f"{len(kept)} files into {args.keep}, {sum(p.stat().st_size for p in kept) / 1e6:.1f} MB", file=sys.stderr)
+        results = args.keep
+    print(tables(results, args.epoch))
 
 
 if __name__ == "__main__":

@@ -142,7 +142,7 @@ def main() -> None:
     estimate(cfg, units, run, until)
     if args.estimate:
         return
-    if not (run / "run.yaml").is_file():  # what the run holds, for the readers of a partial run (experiments/growth_pages.py)
+    if not (run / "run.yaml").is_file():  # what the run holds, for the readers of a partial run (experiments/data_pages.py)
         run.mkdir(parents=True, exist_ok=True)
         (run / "run.yaml").write_text(yaml.safe_dump(dict(config=str(args.config), models=sorted({u["model"] for u in units}),
                                                           seeds=list(rec["seeds"]), **({"until": until} if until else {})),

@@ -391,3 +391,21 @@ def test_holm_over_the_secondary_rows_as_results_md_quotes_it():
     lo, hi = pooled["p_holm"].min(), pooled["p_holm"].max()
     assert f"over the 23 secondary rows {lo:.2f}-{hi:.2f}" in results
     assert (lo, hi) == pytest.approx((23 * 5 / 120, 1.0))
+
+
+def test_keep_copies_what_the_tables_read_and_not_the_bulk(tmp_path, capsys):
+    """--keep: the kept copy prints the same tables as the run (but its own folder name in the
+    header); a checkpoint, the snapshots' psi and total, the data, figures, logs and HTML stay out."""
+    write_claim_run(tmp_path)
+    results, dest = tmp_path / "results", tmp_path / "data" / "runs" / "toy"
+    bulk = ["train/adamw/const/seed1/best.pt", "snapshots/adamw/const/seed1/epochbest/psi.parquet",
+            "snapshots/adamw/const/seed1/epochbest/total.parquet", "data/seed1/train_x.npy", "figures/a.png",
+            "logs/claims.log", "claims.html"]
+    for name in bulk:
+        (results / name).parent.mkdir(parents=True, exist_ok=True)
+        (results / name).write_bytes(b"x")
+    whole = _run(capsys, results)
+    kept = _run(capsys, results, "--keep", dest)
+    assert kept == whole.replace(f"Results of {results}", f"Results of {dest}", 1) and kept != whole
+    assert not any((dest / name).exists() for name in bulk)
+    assert (dest / "summary.parquet").is_file() and (dest / "claims.parquet").is_file()
