@@ -153,10 +153,10 @@ def fresh_test(root: Path = ROOT) -> str:
     inside = sum(not band.outside(band.run_counts(pd.read_parquet(layout.under(d, layout.CLAIMS["parquet"]))), b)
                  for d in done)
     coverage = band.coverage(pool_agreement(root), b)
-    t = band.fresh_threshold(registered, coverage)
-    verdict = "passes" if inside >= t else "fails" if inside + registered - len(done) < t else "open"
+    verdict = band.fresh_verdict(inside, len(done), registered, coverage)
     return (f"resampled band's test: {inside} of {len(done)} fresh runs kept ({registered} registered) inside "
-            f"in every count; pass at {t} or more (coverage {coverage:.3f}): {verdict}")
+            f"in every count; pass at {band.fresh_threshold(registered, coverage)} or more (coverage "
+            f"{coverage:.3f}): {verdict}")
 
 
 def runs_phrase(b: band.Band) -> str:

@@ -178,3 +178,10 @@ def test_the_fresh_threshold_is_the_binomial_five_percent_quantile(runs, coverag
 def test_too_small_a_pool_is_an_error():
     with pytest.raises(ValueError, match="at least 3 seeds, the pool has 2"):
         band.subset_counts(_agreement({"m0": {0: True, 1: False}}))
+
+
+@pytest.mark.parametrize("inside, kept, state", [(17, 17, "passes"), (17, 20, "passes"), (16, 20, "fails"),
+                                                 (10, 14, "fails"), (10, 13, "open"), (0, 0, "open")])
+def test_the_fresh_test_is_decided_as_soon_as_the_runs_left_cannot_change_it(inside, kept, state):
+    """Threshold 17 of 20 at coverage 0.95: reached, out of reach with the runs left, or open."""
+    assert band.fresh_verdict(inside, kept, 20, 0.95) == state

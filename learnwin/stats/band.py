@@ -226,3 +226,11 @@ def position(table: pd.DataFrame, counts: pd.DataFrame, differing: Sequence[str]
     if not out:
         return f"{head}, every count of this run lies inside."
     return f"{head}, this run lies outside in {len(out)} of {len(own)} counts: {'; '.join(out)}."
+
+
+def fresh_verdict(inside: int, kept: int, runs: int, coverage: float) -> str:
+    """The registered test's state with ``kept`` of its ``runs`` fresh runs in, ``inside`` of them
+    inside the band in every count: "passes" once the threshold (:func:`fresh_threshold`) is
+    reached, "fails" once the runs left cannot reach it, else "open"."""
+    t = fresh_threshold(runs, coverage)
+    return "passes" if inside >= t else "fails" if inside + runs - kept < t else "open"
