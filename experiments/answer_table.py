@@ -51,6 +51,8 @@ DRAWS = Path("data", "runs", "default-draws")
 #: and its test's fresh triples (docs/method.md §8c): draw sets of the same form.
 POOL = Path("data", "runs", "default-pool")
 FRESH = Path("data", "runs", "default-fresh")
+#: The default seeds on the CPU outside the band, its registered check (docs/method.md §8c).
+CHECK_RUN = Path("data", "runs", "default-epyc-25-17")
 GLANCE = "### Claims at a glance, each transport's primary functional"
 GLANCE_EVERY = "### Claims at a glance, every functional"
 #: A default-run page whose claim (d) has the equivalence band of docs/method.md §8b prints this column.
@@ -217,6 +219,8 @@ def main(argv=None) -> None:
         if r is not None:
             r.to_csv(band.RESAMPLED, index=False)
     print(table)
+    check = pd.read_parquet(layout.under(ROOT / CHECK_RUN, layout.CLAIMS["parquet"]))
+    print(f"{CHECK_RUN}: {band.position(check, counts(ROOT), ranges=ranges(ROOT))}")
     print(fresh_test(ROOT))
 
 
