@@ -161,6 +161,22 @@ def fresh_test(root: Path = ROOT) -> str:
             f"{coverage:.3f}): {verdict}")
 
 
+def pool_tails(table: pd.DataFrame, root: Path = ROOT) -> str:
+    """How many of the pool's triples reach each count of the run's verdict ``table`` that lies
+    outside the band (as high, or as low), in words; empty while the pool is not complete."""
+    flags = pool_agreement(root)
+    if flags is None:
+        return ""
+    b = band.bands(counts(root), band.resampled(flags))
+    x, _ = band.subset_counts(flags)
+    words = []
+    for name, (k, n) in band.run_counts(table).items():
+        if name in b and not b[name].lo <= k <= b[name].hi:
+            reach = int((x[name] >= k).sum() if k > b[name].hi else (x[name] <= k).sum())
+            words.append(f"{name} {k} of {n}: {reach} of {len(x)} pool triples ({100 * reach / len(x):.1f} %) reach it")
+    return "".join(f" {w}." for w in words)
+
+
 def runs_phrase(b: band.Band) -> str:
     """"default, 8 seed draws and 2 machines"."""
     parts = [f"{k} seed draw{'s' * (k > 1)}" if kind == "draw" else f"{k} machine{'s' * (k > 1)}"
@@ -220,7 +236,7 @@ def main(argv=None) -> None:
             r.to_csv(band.RESAMPLED, index=False)
     print(table)
     check = pd.read_parquet(layout.under(ROOT / CHECK_RUN, layout.CLAIMS["parquet"]))
-    print(f"{CHECK_RUN}: {band.position(check, counts(ROOT), ranges=ranges(ROOT))}")
+    print(f"{CHECK_RUN}: {band.position(check, counts(ROOT), ranges=ranges(ROOT))}{pool_tails(check)}")
     print(fresh_test(ROOT))
 
 
