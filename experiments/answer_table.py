@@ -126,7 +126,7 @@ def counts(root: Path = ROOT) -> pd.DataFrame:
 def kept(root: Path, draw_set: Path) -> tuple[list[Path], int]:
     """The draws of a draw set whose tables are kept, and how many its seeds.yaml registers."""
     registered = yaml.safe_load((root / draw_set / "seeds.yaml").read_text())["draws"]
-    folders = [root / draw_set / ("seeds" + "-".join(map(str, d))) for d in registered]
+    folders = [root / draw_set / band.draw_name(d) for d in registered]
     return [d for d in folders if layout.under(d, layout.CLAIMS["parquet"]).is_file()], len(registered)
 
 

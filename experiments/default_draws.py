@@ -36,13 +36,9 @@ KEPT = (layout.CLAIMS["parquet"], layout.CLAIMS["findings"])
 LINKED = ("Snakefile", "config", "workflow")
 
 
-def name(seeds: list[int]) -> str:
-    return "seeds" + "-".join(map(str, seeds))
-
-
 def run(seeds: list[int], workdir: Path) -> tuple[int, float]:
-    """One draw in ``workdir / name(seeds)``: the Snakemake exit status and wall seconds."""
-    folder = workdir / name(seeds)
+    """One draw in ``workdir / band.draw_name(seeds)``: the Snakemake exit status and wall seconds."""
+    folder = workdir / band.draw_name(seeds)
     folder.mkdir(parents=True, exist_ok=True)
     for link in LINKED:
         if not (folder / link).exists():
@@ -66,13 +62,13 @@ def agreement(results: Path, seeds: list[int]) -> pd.DataFrame:
 def keep(seeds: list[int], workdir: Path, draws: Path = DRAWS) -> list[Path]:
     """Copy a finished draw's :data:`KEPT` tables into ``draws`` and write its agreement flags
     there (learnwin.stats.band.AGREEMENT); the files."""
-    targets, results = [], workdir / name(seeds) / layout.ROOT
+    targets, results = [], workdir / band.draw_name(seeds) / layout.ROOT
     for path in KEPT:
-        target = layout.under(draws / name(seeds), path)
+        target = layout.under(draws / band.draw_name(seeds), path)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(layout.under(results, path), target)
         targets.append(target)
-    flags = draws / name(seeds) / band.AGREEMENT
+    flags = draws / band.draw_name(seeds) / band.AGREEMENT
     io.write_table(agreement(results, seeds), flags, "agreement")
     return [*targets, flags]
 
@@ -88,18 +84,18 @@ def main(argv=None) -> None:
         raise SystemExit(f"{folder / 'seeds.yaml'}: no such file; a draw set lists its draws there")
     draws = yaml.safe_load((folder / "seeds.yaml").read_text())["draws"]
     for seeds in draws:
-        if layout.under(folder / name(seeds), layout.CLAIMS["parquet"]).is_file():
+        if layout.under(folder / band.draw_name(seeds), layout.CLAIMS["parquet"]).is_file():
             continue
         rc, wall = run(seeds, args.workdir.resolve())
         times = folder / "times.tsv"
         if not times.is_file():
             times.write_text("draw\trc\twall_s\tcommit\tcpu\n")
         with open(times, "a") as f:
-            f.write(f"{name(seeds)}\t{rc}\t{wall:.0f}\t{git_commit(ROOT)}\t{cpu_name()}\n")
+            f.write(f"{band.draw_name(seeds)}\t{rc}\t{wall:.0f}\t{git_commit(ROOT)}\t{cpu_name()}\n")
         kept = keep(seeds, args.workdir.resolve(), folder) if rc == 0 else []
         if args.commit:
-            commit_files(ROOT, [*kept, times], f"{folder.name}: {name(seeds)} (rc {rc}, {cpu_name()})")
-        print(f"{name(seeds)}: rc {rc}, {wall:.0f} s", flush=True)
+            commit_files(ROOT, [*kept, times], f"{folder.name}: {band.draw_name(seeds)} (rc {rc}, {cpu_name()})")
+        print(f"{band.draw_name(seeds)}: rc {rc}, {wall:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

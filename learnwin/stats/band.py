@@ -53,6 +53,11 @@ KINDS = {"draw": "seed draw", "machine": "recorded machine"}
 NAMED = 4
 
 
+def draw_name(seeds) -> str:
+    """A seed draw's folder name in its draw set of data/runs (docs/method.md §8c): seeds<a>-<b>-<c>."""
+    return "seeds" + "-".join(map(str, seeds))
+
+
 def run_counts(table: pd.DataFrame) -> dict[str, tuple[int, int]]:
     """{name: (k, n)} of one run's verdict table (learnwin.stats.claims.claim_table, or a page's
     claims table in that form) for each of :data:`COUNTS` the table has rows of."""
