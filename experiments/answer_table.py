@@ -44,15 +44,19 @@ DEFAULT_RUNS = {
     "Intel Xeon family 6 model 167, b57989e": "docs/results-default-xeon.md",
 }
 GROWTH = "docs/results-growth.md"
+#: The folder of the committed runs' raw tables.
+RUNS = Path("data", "runs")
 #: The pre-registered seed draws of the default run (docs/method.md §8c): one results folder per
 #: draw (learnwin.infra.layout inside it), and seeds.yaml.
-DRAWS = Path("data", "runs", "default-draws")
+DRAWS = RUNS / "default-draws"
 #: The seed-resampled band's pool (the draws' seeds re-run, each draw with its agreement flags)
 #: and its test's fresh triples (docs/method.md §8c): draw sets of the same form.
-POOL = Path("data", "runs", "default-pool")
-FRESH = Path("data", "runs", "default-fresh")
-#: The default seeds on the CPU outside the band, its registered check (docs/method.md §8c).
-CHECK_RUN = Path("data", "runs", "default-epyc-25-17")
+POOL = RUNS / "default-pool"
+FRESH = RUNS / "default-fresh"
+#: The default seeds on CPUs the band does not contain, its registered checks (docs/method.md §8c):
+#: folder of :data:`RUNS` -> CPU.
+CHECK_RUNS = {"default-epyc-25-17": "AMD EPYC of cpu family 25, model 17",
+              "default-epyc-26-2": "AMD EPYC of cpu family 26, model 2"}
 GLANCE = "### Claims at a glance, each transport's primary functional"
 GLANCE_EVERY = "### Claims at a glance, every functional"
 #: A default-run page whose claim (d) has the equivalence band of docs/method.md §8b prints this column.
@@ -121,6 +125,17 @@ def counts(root: Path = ROOT) -> pd.DataFrame:
         own = band.run_counts(glance(page))
         runs.append((machine, "machine", {c: v for c, v in own.items() if BAND_COLUMN in page or "(d)" not in c}))
     return band.counts_table(runs)
+
+
+def check_table(run: str, root: Path = ROOT) -> pd.DataFrame:
+    """A check run's verdict table (its claims.parquet under :data:`RUNS`)."""
+    return pd.read_parquet(layout.under(root / RUNS / run, layout.CLAIMS["parquet"]))
+
+
+def checks(root: Path = ROOT) -> pd.DataFrame:
+    """The check runs' estimates (learnwin.stats.band.CHECKS)."""
+    return pd.concat([band.check_estimates(run, cpu, check_table(run, root)) for run, cpu in CHECK_RUNS.items()],
+                     ignore_index=True)
 
 
 def kept(root: Path, draw_set: Path) -> tuple[list[Path], int]:
@@ -234,9 +249,14 @@ def main(argv=None) -> None:
         r = ranges(ROOT)
         if r is not None:
             r.to_csv(band.RESAMPLED, index=False)
+        checks(ROOT).to_csv(band.CHECKS, index=False)
     print(table)
-    check = pd.read_parquet(layout.under(ROOT / CHECK_RUN, layout.CLAIMS["parquet"]))
-    print(f"{CHECK_RUN}: {band.position(check, counts(ROOT), ranges=ranges(ROOT))}{pool_tails(check)}")
+    every = checks(ROOT)
+    for run in CHECK_RUNS:
+        check = check_table(run)
+        others = every[every["run"] != run]
+        print(f"{RUNS / run}: {band.position(check, counts(ROOT), ranges=ranges(ROOT), checks=others)}"
+              f"{pool_tails(check)}")
     print(fresh_test(ROOT))
 
 

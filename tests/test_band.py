@@ -185,3 +185,57 @@ def test_too_small_a_pool_is_an_error():
 def test_the_fresh_test_is_decided_as_soon_as_the_runs_left_cannot_change_it(inside, kept, state):
     """Threshold 17 of 20 at coverage 0.95: reached, out of reach with the runs left, or open."""
     assert band.fresh_verdict(inside, kept, 20, 0.95) == state
+
+
+# ---- a run that reproduces a kept check run (method.md §8c) ----
+
+
+def _estimated(k: int, n: int = 10, scale: float = 1.0) -> pd.DataFrame:
+    """:func:`_verdicts` with an estimate per row: 0, tiny and order-one values, times ``scale``."""
+    table = _verdicts(k, n)
+    return table.assign(estimate=np.float32(scale) * np.linspace(0, 2, len(table)).astype(np.float32) ** 3
+                        * np.where(np.arange(len(table)) % 3 == 0, 1e-30, 1).astype(np.float32))
+
+
+def test_a_run_reproduces_a_check_run_within_float32_rounding_and_no_further(tmp_path):
+    """The check run's estimates, written as :data:`band.CHECKS` is and read back, match the run's
+    own; a float32 ulp off (as two CPUs of one arithmetic give) still does, 1e-5 off on one row or
+    one row missing does not."""
+    kept = _estimated(8)
+    path = tmp_path / "checks.csv"
+    band.check_estimates("default-x", "CPU X", kept).to_csv(path, index=False)
+    checks = band.read_checks(path)
+    assert band.reproduces(kept, checks) == [("default-x", "CPU X")]
+    ulp = kept.assign(estimate=np.nextafter(kept["estimate"].to_numpy(), np.float32(np.inf)))
+    assert band.reproduces(ulp, checks) == [("default-x", "CPU X")]
+    off = kept.copy()
+    off.loc[len(off) - 1, "estimate"] *= np.float32(1 + 1e-5)
+    assert band.reproduces(off, checks) == []
+    assert band.reproduces(kept.iloc[1:], checks) == []
+    assert band.reproduces(kept, None) == [] and band.read_checks(tmp_path / "none.csv") is None
+
+
+def test_the_position_says_which_kept_run_a_run_outside_the_band_reproduces():
+    """A run at 8 of 10 against the band 4-7: outside; where its estimates are a kept check run's,
+    the sentence names that run and its CPU; a run of other numbers is not told so."""
+    counts = _counts([4, 7], machines=1)
+    run = _estimated(8)
+    checks = band.check_estimates("default-x", "CPU X", run)
+    told = band.position(run, counts, checks=checks)
+    assert "outside in 1 of 1 counts: (c) diagonal 8 of 10 rows (band 4-7 of 10)." in told
+    assert told.endswith("Its claims equal those of the default run kept from the CPU X (data/runs/default-x), "
+                         "to a relative 1e-06: the same numbers on the same arithmetic, a known result of these seeds, "
+                         "not a faulty install.")
+    other = band.position(_estimated(8, scale=1.5), counts, checks=checks)
+    assert other.endswith("(c) diagonal 8 of 10 rows (band 4-7 of 10).")
+
+
+def test_the_committed_check_runs_reproduce_each_other():
+    """The default seeds on the two AMD EPYCs kept (cpu family 25 model 17, family 26 model 2): one
+    arithmetic, so each reproduces the other (docs/method.md §8c)."""
+    checks = band.read_checks()
+    runs = sorted(checks["run"].unique())
+    assert runs == ["default-epyc-25-17", "default-epyc-26-2"]
+    for run in runs:
+        table = checks[checks["run"] == run]
+        assert band.reproduces(table, checks) == [(r, checks.loc[checks["run"] == r, "cpu"].iloc[0]) for r in runs]

@@ -39,6 +39,13 @@ TABLE = Path(__file__).with_name("tables") / "default_counts.csv"
 #: The seed-resampled range of each count (:func:`resampled`): count, lo, hi, n, level, seeds,
 #: subsets; absent until the pool of docs/method.md §8c is in.
 RESAMPLED = Path(__file__).with_name("tables") / "default_resampled.csv"
+#: The claims estimates of each kept check run of docs/method.md §8c (the default seeds on a CPU the
+#: band does not contain): run, cpu, the claims KEY, estimate; :func:`reproduces` matches a run to one.
+CHECKS = Path(__file__).with_name("tables") / "default_checks.csv"
+#: How close (relative) a run's claims estimates must be to a check run's for it to reproduce that
+#: run: the same trainings give estimates a float32 ulp or two apart across CPUs (1.2e-7 measured);
+#: below float32's smallest normal number a value counts as zero.
+RTOL, ATOL = 1e-6, float(np.finfo(np.float32).tiny)
 #: A kept draw's per-seed agreement flags (learnwin.stats.claims.seed_agreement), beside its claims table.
 AGREEMENT = "agreement.parquet"
 #: The resampled range's level and the seeds a default run has (docs/method.md §8c).
@@ -120,6 +127,34 @@ def bands(counts: pd.DataFrame, ranges: pd.DataFrame | None = None) -> dict[str,
 def read(path: str | Path = TABLE) -> pd.DataFrame:
     """The committed runs' counts (:data:`TABLE`)."""
     return pd.read_csv(path)
+
+
+def read_checks(path: str | Path = CHECKS) -> pd.DataFrame | None:
+    """The check runs' estimates (:data:`CHECKS`), or None where none is written."""
+    path = Path(path)
+    return pd.read_csv(path, dtype={k: str for k in KEY}, keep_default_na=False, na_values=[""]) if path.is_file() else None
+
+
+def check_estimates(run: str, cpu: str, table: pd.DataFrame) -> pd.DataFrame:
+    """A check run's rows of :data:`CHECKS` from its verdict ``table``."""
+    return table[KEY + ["estimate"]].assign(run=run, cpu=cpu)[["run", "cpu", *KEY, "estimate"]]
+
+
+def reproduces(table: pd.DataFrame, checks: pd.DataFrame | None) -> list[tuple[str, str]]:
+    """The (run, cpu) of each check run whose claims estimates the verdict ``table`` equals row for
+    row, within :data:`RTOL` and :data:`ATOL` (docs/method.md §8c): the same seeds trained to the
+    same numbers, on that CPU's arithmetic."""
+    if checks is None:
+        return []
+    own = table[KEY + ["estimate"]].astype({k: str for k in KEY}).set_index(KEY)["estimate"].astype(float)
+    out = []
+    for (run, cpu), rows in checks.groupby(["run", "cpu"], sort=True):
+        kept = rows.set_index(KEY)["estimate"].astype(float)
+        if len(kept) == len(own) and kept.index.sort_values().equals(own.index.sort_values()):
+            a, b = own.sort_index().to_numpy(), kept.sort_index().to_numpy()
+            if np.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True):
+                out.append((run, cpu))
+    return out
 
 
 def read_resampled(path: str | Path = RESAMPLED) -> pd.DataFrame | None:
@@ -211,11 +246,11 @@ def differing_keys(config: Mapping, default: Mapping, prefix: str = "") -> list[
 
 
 def position(table: pd.DataFrame, counts: pd.DataFrame, differing: Sequence[str] = (),
-             ranges: pd.DataFrame | None = None) -> str:
-    """One sentence: where the run's counts (of its verdict ``table``) fall against the bands of
-    ``counts`` (a :data:`TABLE`) and ``ranges`` (:data:`RESAMPLED`, where in): inside every band, or
-    outside, naming each count outside; or, where the run's config ``differing`` from the default
-    experiment's, that no band applies."""
+             ranges: pd.DataFrame | None = None, checks: pd.DataFrame | None = None) -> str:
+    """Where the run's counts (of its verdict ``table``) fall against the bands of ``counts`` (a
+    :data:`TABLE`) and ``ranges`` (:data:`RESAMPLED`, where in): inside every band, or outside,
+    naming each count outside, and the kept check runs of ``checks`` (:data:`CHECKS`) it reproduces;
+    or, where the run's config ``differing`` from the default experiment's, that no band applies."""
     if differing:
         keys = ", ".join(differing[:NAMED]) + (f" and {len(differing) - NAMED} more" if len(differing) > NAMED else "")
         return (f"This run's config differs from the default experiment's ({keys}): the default run's band "
@@ -228,9 +263,14 @@ def position(table: pd.DataFrame, counts: pd.DataFrame, differing: Sequence[str]
     own = run_counts(table)
     out = outside(own, b)
     head = f"Against the default run's band (docs/method.md §8c, {source})"
+    same = reproduces(table, checks)
+    tail = "".join(f" Its claims equal those of the default run kept from the {cpu} (data/runs/{run}), to a "
+                   f"relative {RTOL:g}: the same numbers on the same arithmetic, a known result of these seeds, not a "
+                   "faulty install."
+                   for run, cpu in same)
     if not out:
-        return f"{head}, every count of this run lies inside."
-    return f"{head}, this run lies outside in {len(out)} of {len(own)} counts: {'; '.join(out)}."
+        return f"{head}, every count of this run lies inside.{tail}"
+    return f"{head}, this run lies outside in {len(out)} of {len(own)} counts: {'; '.join(out)}.{tail}"
 
 
 def fresh_verdict(inside: int, kept: int, runs: int, coverage: float) -> str:
