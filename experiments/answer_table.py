@@ -161,19 +161,22 @@ def pool_agreement(root: Path = ROOT) -> pd.DataFrame | None:
 
 
 def fresh_test(root: Path = ROOT) -> str:
-    """The registered test of the resampled band on :data:`FRESH` (docs/method.md §8c), in one line."""
+    """The registered test of the resampled band on :data:`FRESH` (docs/method.md §8c), in one line:
+    its state, then each fresh run outside, its counts outside and how many pool triples reach them."""
     r = ranges(root)
     done, registered = kept(root, FRESH)
     if r is None:
         return "resampled band: its pool is not complete; no test"
     b = band.bands(counts(root), r)
-    inside = sum(not band.outside(band.run_counts(pd.read_parquet(layout.under(d, layout.CLAIMS["parquet"]))), b)
-                 for d in done)
+    tables = {d.name: pd.read_parquet(layout.under(d, layout.CLAIMS["parquet"])) for d in done}
+    out = {name: band.outside(band.run_counts(table), b) for name, table in tables.items()}
+    inside = sum(not o for o in out.values())
     coverage = band.coverage(pool_agreement(root), b)
     verdict = band.fresh_verdict(inside, len(done), registered, coverage)
+    named = "".join(f" {name} outside: {'; '.join(o)}.{pool_tails(tables[name], root)}" for name, o in out.items() if o)
     return (f"resampled band's test: {inside} of {len(done)} fresh runs kept ({registered} registered) inside "
             f"in every count; pass at {band.fresh_threshold(registered, coverage)} or more (coverage "
-            f"{coverage:.3f}): {verdict}")
+            f"{coverage:.3f}): {verdict}.{named}")
 
 
 def pool_tails(table: pd.DataFrame, root: Path = ROOT) -> str:
