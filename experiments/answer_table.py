@@ -118,7 +118,7 @@ def counts(root: Path = ROOT) -> pd.DataFrame:
     claims table under :data:`DRAWS`, then each machine's page; claim (d) of a page only where it
     has §8b's equivalence band (:data:`BAND_COLUMN`)."""
     draws = sorted(d for d in (root / DRAWS).iterdir() if layout.under(d, layout.CLAIMS["parquet"]).is_file())
-    runs = [(d.name, "draw", band.run_counts(pd.read_parquet(layout.under(d, layout.CLAIMS["parquet"]))))
+    runs = [(d.name, "draw", band.run_counts(claims_table(d)))
             for d in draws]
     for machine, name in DEFAULT_RUNS.items():
         page = (root / name).read_text()
@@ -127,14 +127,14 @@ def counts(root: Path = ROOT) -> pd.DataFrame:
     return band.counts_table(runs)
 
 
-def check_table(run: str, root: Path = ROOT) -> pd.DataFrame:
-    """A check run's verdict table (its claims.parquet under :data:`RUNS`)."""
-    return pd.read_parquet(layout.under(root / RUNS / run, layout.CLAIMS["parquet"]))
+def claims_table(folder: Path) -> pd.DataFrame:
+    """The verdict table of a kept run (its claims.parquet in the results layout under ``folder``)."""
+    return pd.read_parquet(layout.under(folder, layout.CLAIMS["parquet"]))
 
 
 def checks(root: Path = ROOT) -> pd.DataFrame:
     """The check runs' estimates (learnwin.stats.band.CHECKS)."""
-    return pd.concat([band.check_estimates(run, cpu, check_table(run, root)) for run, cpu in CHECK_RUNS.items()],
+    return pd.concat([band.check_estimates(run, cpu, claims_table(root / RUNS / run)) for run, cpu in CHECK_RUNS.items()],
                      ignore_index=True)
 
 
@@ -168,7 +168,7 @@ def fresh_test(root: Path = ROOT) -> str:
     if r is None:
         return "resampled band: its pool is not complete; no test"
     b = band.bands(counts(root), r)
-    tables = {d.name: pd.read_parquet(layout.under(d, layout.CLAIMS["parquet"])) for d in done}
+    tables = {d.name: claims_table(d) for d in done}
     out = {name: band.outside(band.run_counts(table), b) for name, table in tables.items()}
     inside = sum(not o for o in out.values())
     coverage = band.coverage(pool_agreement(root), b)
@@ -254,12 +254,11 @@ def main(argv=None) -> None:
             r.to_csv(band.RESAMPLED, index=False)
         checks(ROOT).to_csv(band.CHECKS, index=False)
     print(table)
-    every = checks(ROOT)
+    every, committed, r = checks(ROOT), counts(ROOT), ranges(ROOT)
     for run in CHECK_RUNS:
-        check = check_table(run)
+        check = claims_table(ROOT / RUNS / run)
         others = every[every["run"] != run]
-        print(f"{RUNS / run}: {band.position(check, counts(ROOT), ranges=ranges(ROOT), checks=others)}"
-              f"{pool_tails(check)}")
+        print(f"{RUNS / run}: {band.position(check, committed, ranges=r, checks=others)}{pool_tails(check)}")
     print(fresh_test(ROOT))
 
 
