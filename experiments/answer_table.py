@@ -5,7 +5,9 @@ docs/results.md's first screen.
     python experiments/answer_table.py            # print the table
     python experiments/answer_table.py --write    # write it between the markers of both pages,
                                                   # the runs' counts (learnwin.stats.band.TABLE)
-                                                  # and the pool's ranges (band.RESAMPLED)
+                                                  # the pool's ranges (band.RESAMPLED), the check
+                                                  # runs' estimates (band.CHECKS) and the fresh
+                                                  # runs' counts (band.FRESH)
 
 Sources: the claims tables of the pre-registered seed draws of the default run (docs/method.md
 §8c, ``data/runs/default-draws/*/claims.parquet``, each ``snakemake --cores 2 --config
@@ -160,9 +162,16 @@ def pool_agreement(root: Path = ROOT) -> pd.DataFrame | None:
     return pd.concat([io.read_table(d / band.AGREEMENT, "agreement") for d in done], ignore_index=True)
 
 
+def fresh_counts(root: Path = ROOT) -> pd.DataFrame:
+    """The counts of each kept fresh run of :data:`FRESH` (learnwin.stats.band.FRESH)."""
+    done, _ = kept(root, FRESH)
+    return band.counts_table([(d.name, "fresh", band.run_counts(claims_table(d))) for d in done])
+
+
 def fresh_test(root: Path = ROOT) -> str:
     """The registered test of the resampled band on :data:`FRESH` (docs/method.md §8c), in one line:
-    its state, then each fresh run outside, its counts outside and how many pool triples reach them."""
+    its state, the share of fresh runs inside with its 95 % interval, then each fresh run outside,
+    its counts outside and how many pool triples reach them."""
     r = ranges(root)
     done, registered = kept(root, FRESH)
     if r is None:
@@ -173,9 +182,11 @@ def fresh_test(root: Path = ROOT) -> str:
     inside = sum(not o for o in out.values())
     coverage = band.coverage(pool_agreement(root), b)
     verdict = band.fresh_verdict(inside, len(done), registered, coverage)
+    share = "" if not done else " share inside {:.2f} [{:.2f}, {:.2f}] (exact 95 %);".format(
+        *band.share_interval(inside, len(done)))
     named = "".join(f" {name} outside: {'; '.join(o)}.{pool_tails(tables[name], root)}" for name, o in out.items() if o)
     return (f"resampled band's test: {inside} of {len(done)} fresh runs kept ({registered} registered) inside "
-            f"in every count; pass at {band.fresh_threshold(registered, coverage)} or more (coverage "
+            f"in every count;{share} pass at {band.fresh_threshold(registered, coverage)} or more (coverage "
             f"{coverage:.3f}): {verdict}.{named}")
 
 
@@ -253,12 +264,14 @@ def main(argv=None) -> None:
         if r is not None:
             r.to_csv(band.RESAMPLED, index=False)
         checks(ROOT).to_csv(band.CHECKS, index=False)
+        fresh_counts(ROOT).to_csv(band.FRESH, index=False)
     print(table)
     every, committed, r = checks(ROOT), counts(ROOT), ranges(ROOT)
     for run in CHECK_RUNS:
         check = claims_table(ROOT / RUNS / run)
         others = every[every["run"] != run]
-        print(f"{RUNS / run}: {band.position(check, committed, ranges=r, checks=others)}{pool_tails(check)}")
+        told = " ".join(band.position(check, committed, ranges=r, checks=others, fresh=fresh_counts(ROOT)))
+        print(f"{RUNS / run}: {told}{pool_tails(check)}")
     print(fresh_test(ROOT))
 
 

@@ -53,16 +53,16 @@ def test_runs_that_count_different_rows_give_no_band():
 @pytest.mark.parametrize("k, inside", [(4, True), (6, True), (8, True), (3, False), (9, False)])
 def test_the_position_names_a_count_outside_the_band(k, inside):
     counts = _counts([4, 8, 6], machines=1)
-    sentence = band.position(_verdicts(k), counts)
+    sentences = band.position(_verdicts(k), counts)
     head = "Against the default run's band (docs/method.md §8c, 2 seed draws and 1 recorded machine)"
     if inside:
-        assert sentence == f"{head}, every count of this run lies inside."
+        assert sentences == [f"{head}, every count of this run lies inside."]
     else:
-        assert sentence == f"{head}, this run lies outside in 1 of 1 counts: (c) diagonal {k} of 10 rows (band 4-8 of 10)."
+        assert sentences == [f"{head}, this run lies outside in 1 of 1 counts: (c) diagonal {k} of 10 rows (band 4-8 of 10)."]
 
 
 def test_a_run_of_other_rows_lies_outside():
-    assert "(c) diagonal 4 of 8 rows (band 4-8 of 10)" in band.position(_verdicts(4, n=8), _counts([4, 8]))
+    assert "(c) diagonal 4 of 8 rows (band 4-8 of 10)" in band.position(_verdicts(4, n=8), _counts([4, 8]))[0]
 
 
 DEFAULT = {"seeds": [2, 12], "device": "auto", "task": {"T": 64, "lags": [8, 16]}, "model": {"hidden": 32},
@@ -83,9 +83,9 @@ def test_differing_keys_name_what_the_default_file_sets_otherwise(change, keys):
 
 def test_a_run_of_another_config_is_told_the_band_does_not_apply():
     keys = ["task.T", "task.D", "model.hidden", "train.epochs", "alpha.bootstrap", "decay.block"]
-    sentence = band.position(_verdicts(6), _counts([6]), keys)
-    assert sentence == ("This run's config differs from the default experiment's (task.T, task.D, model.hidden, "
-                        "train.epochs and 2 more): the default run's band (docs/method.md §8c) does not apply.")
+    sentences = band.position(_verdicts(6), _counts([6]), keys)
+    assert sentences == ["This run's config differs from the default experiment's (task.T, task.D, model.hidden, "
+                        "train.epochs and 2 more): the default run's band (docs/method.md §8c) does not apply."]
 
 
 def test_the_committed_counts_are_readable_and_banded():
@@ -140,8 +140,8 @@ def test_rows_that_one_seed_moves_together_show_in_the_resampled_range_not_in_di
     ranges = band.resampled(ag)
     assert ranges[["lo", "hi", "n", "subsets", "seeds"]].values.tolist() == [[0, 2, 2, 2024, 24]]
     run = _verdicts(2, n=2)
-    assert "outside in 1 of 1 counts: (c) diagonal 2 of 2 rows (band 0 of 2)" in band.position(run, counts)
-    widened = band.position(run, counts, ranges=ranges)
+    assert "outside in 1 of 1 counts: (c) diagonal 2 of 2 rows (band 0 of 2)" in band.position(run, counts)[0]
+    (widened,) = band.position(run, counts, ranges=ranges)
     assert widened.endswith("widened to the 99 % range of 2024 resampled seed triples), every count of this run lies inside.")
 
 
@@ -221,12 +221,12 @@ def test_the_position_says_which_kept_run_a_run_outside_the_band_reproduces():
     counts = _counts([4, 7], machines=1)
     run = _estimated(8)
     checks = band.check_estimates("default-x", "CPU X", run)
-    told = band.position(run, counts, checks=checks)
-    assert "outside in 1 of 1 counts: (c) diagonal 8 of 10 rows (band 4-7 of 10)." in told
-    assert told.endswith("Its claims equal those of the default run kept from the CPU X (data/runs/default-x), "
-                         "to a relative 1e-06: the same numbers on the same arithmetic, a known result of these seeds, "
-                         "not a faulty install.")
-    other = band.position(_estimated(8, scale=1.5), counts, checks=checks)
+    where, same = band.position(run, counts, checks=checks)
+    assert where.endswith("outside in 1 of 1 counts: (c) diagonal 8 of 10 rows (band 4-7 of 10).")
+    assert same == ("Its claims equal those of the default run kept from the CPU X (data/runs/default-x), "
+                    "to a relative 1e-06: the same numbers on the same arithmetic, a known result of these seeds, "
+                    "not a faulty install.")
+    (other,) = band.position(_estimated(8, scale=1.5), counts, checks=checks)
     assert other.endswith("(c) diagonal 8 of 10 rows (band 4-7 of 10).")
 
 
@@ -239,3 +239,57 @@ def test_the_committed_check_runs_reproduce_each_other():
     for run in runs:
         table = checks[checks["run"] == run]
         assert band.reproduces(table, checks) == [(r, checks.loc[checks["run"] == r, "cpu"].iloc[0]) for r in runs]
+
+
+def _two_counts(c: int, a: int) -> dict[str, tuple[int, int]]:
+    return {"(a)": (a, 12), "(c) diagonal": (c, 10)}
+
+
+#: Bands (a) 0-1 of 12 and (c) diagonal 4-7 of 10; fresh runs: one inside, one outside in (c) alone.
+TWO_BANDS = band.bands(band.counts_table([("r0", "draw", _two_counts(4, 0)), ("r1", "draw", _two_counts(7, 1))]))
+FRESH = band.counts_table([("f0", "fresh", _two_counts(5, 1)), ("f1", "fresh", _two_counts(8, 0)),
+                           ("f2", "fresh", _two_counts(4, 0))])
+
+
+@pytest.mark.parametrize("outside_counts, words", [
+    (1, "Of the 3 default runs on unused seeds of §8c's test, 1 lay outside too, in at most 1 count each: a count "
+        "outside is what a seed draw gives, not by itself a faulty install."),
+    (2, "Of the 3 default runs on unused seeds of §8c's test, 1 lay outside too, in at most 1 count each: 2 counts "
+        "outside is more than any of them, which points to an install that differs from the one recorded."),
+])
+def test_the_fresh_runs_tell_a_count_outside_from_more_than_they_showed(outside_counts, words):
+    assert band.fresh_phrase(FRESH, TWO_BANDS, outside_counts) == words
+
+
+def test_where_no_fresh_run_lay_outside_one_count_outside_points_to_the_install():
+    inside = FRESH[FRESH["run"] != "f1"]
+    assert band.fresh_phrase(inside, TWO_BANDS, 1) == (
+        "None of the 2 default runs on unused seeds of §8c's test lay outside: 1 count outside points to an install "
+        "that differs from the one recorded.")
+
+
+def test_the_position_of_a_run_outside_quotes_the_fresh_runs_and_of_a_run_inside_does_not(tmp_path):
+    """Written as :data:`band.FRESH` is and read back; the run inside gets no fresh-run words."""
+    path = tmp_path / "fresh.csv"
+    FRESH.to_csv(path, index=False)
+    fresh, counts = band.read_fresh(path), _counts([4, 7], machines=1)
+    where, told = band.position(_verdicts(8), counts, fresh=fresh)
+    assert where.endswith("(c) diagonal 8 of 10 rows (band 4-7 of 10).")
+    assert told == ("Of the 3 default runs on unused seeds of §8c's test, 1 lay outside too, in at most 1 count each: "
+                    "a count outside is what a seed draw gives, not by itself a faulty install.")
+    (inside,) = band.position(_verdicts(5), counts, fresh=fresh)
+    assert inside.endswith("every count of this run lies inside.")
+    assert band.read_fresh(tmp_path / "none.csv") is None
+
+
+@pytest.mark.parametrize("k, n", [(18, 20), (20, 20), (0, 20), (7, 13)])
+def test_the_share_interval_is_the_exact_binomial_one(k, n):
+    """Clopper-Pearson: at the lower end, P(X >= k) is 2.5 %; at the upper end, P(X <= k) is 2.5 %;
+    an end at 0 or 1 where k is 0 or n."""
+    from scipy.stats import binom
+
+    share, lo, hi = band.share_interval(k, n)
+    assert share == k / n
+    assert lo == 0 if k == 0 else binom.sf(k - 1, n, lo) == pytest.approx(0.025, abs=1e-9)
+    assert hi == 1 if k == n else binom.cdf(k, n, hi) == pytest.approx(0.025, abs=1e-9)
+    assert 0 <= lo < share < hi <= 1 or share in (0, 1)

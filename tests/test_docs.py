@@ -401,6 +401,34 @@ def test_the_committed_ranges_are_those_of_the_committed_pool():
         pd.testing.assert_frame_equal(got, want, check_dtype=False)
 
 
+def test_the_committed_fresh_counts_are_those_of_the_committed_fresh_runs():
+    """learnwin/stats/tables/default_fresh.csv, from which a run outside the band learns how often the
+    fresh runs of docs/method.md §8c's test lay outside, is what ``answer_table.py --write`` makes of
+    data/runs/default-fresh."""
+    from learnwin.stats import band
+
+    assert band.read_fresh().astype(str).equals(answer_table.fresh_counts().astype(str))
+
+
+def test_a_check_run_is_placed_in_bullets_within_findings_word_limit():
+    """Each kept check run of docs/method.md §8c, placed as an installed run's findings.md places it:
+    outside in one count, then what the fresh runs say of that (20 of them, 2 outside, each in one
+    count), then the other check run it reproduces; each bullet within findings.md's word limit."""
+    from prose import LIMIT, markdown_blocks, too_long
+
+    from learnwin.stats import band
+
+    every = band.read_checks()
+    for run in answer_table.CHECK_RUNS:
+        sentences = band.position(answer_table.claims_table(ROOT / answer_table.RUNS / run), band.read(),
+                                  ranges=band.read_resampled(), checks=every[every["run"] != run],
+                                  fresh=band.read_fresh())
+        assert len(sentences) == 3 and "lies outside in 1 of 6 counts: (c) diagonal 8 of 10 rows" in sentences[0]
+        assert sentences[1].startswith("Of the 20 default runs on unused seeds of §8c's test, 2 lay outside too, "
+                                       "in at most 1 count each: a count outside is what a seed draw gives")
+        assert too_long(markdown_blocks("\n".join(f"- {s}" for s in sentences))) == [], LIMIT
+
+
 def _last_cpu(draw_set: Path) -> dict[str, str]:
     times = draw_set / "times.tsv"
     rows = pd.read_csv(times, sep="\t") if times.is_file() else pd.DataFrame(columns=["draw", "rc", "cpu"])

@@ -6,7 +6,7 @@ compact table per claim (:func:`detail`): k/n seeds per (model, optimizer) and s
 transport, functional). The verdict words and the rows they count are
 learnwin.stats.claims.claim_words's, the rule the README's answer table applies to the recorded
 machines' runs. The verdict table is learnwin.stats.claims.to_markdown's. Where the caller gives
-it, the last sentence places the run's counts against the default run's band (docs/method.md §8c,
+it, the last sentences place the run's counts against the default run's band (docs/method.md §8c,
 learnwin.stats.band.position).
 """
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import os
 import re
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -178,12 +179,12 @@ DETAIL_LEGEND = ("Each claim under every noise definition, transport and functio
                  "the rows that hold per scope.")
 
 
-def markdown(table: pd.DataFrame, position: str = "") -> str:
-    """findings.md: the pivot and one plain sentence per claim, and the ``position`` sentence
+def markdown(table: pd.DataFrame, position: Sequence[str] = ()) -> str:
+    """findings.md: the pivot and one plain sentence per claim, and the ``position`` sentences
     against the default run's band where given; then, under their own headings, one table per
     claim (:func:`detail`) and the verdict table."""
     lines = ["# Findings", "", LEGEND, "", md_table(at_a_glance(table)), ""]
-    lines += [f"- {s}" for s in [*summary_sentences(table), *([position] if position else [])]]
+    lines += [f"- {s}" for s in [*summary_sentences(table), *position]]
     lines += ["", "## Per transport, noise and functional", "", DETAIL_LEGEND, ""]
     for heading, df in details(table):
         lines += [f"**{heading}**", "", md_table(df), ""]
@@ -214,9 +215,9 @@ def _html_table(df: pd.DataFrame, **attrs) -> str:
     return f"<table{attr}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
-def to_html(table: pd.DataFrame, position: str = "") -> str:
+def to_html(table: pd.DataFrame, position: Sequence[str] = ()) -> str:
     """One self-contained HTML fragment: the pivot, the plain sentences and the ``position``
-    sentence (where given) first, then one table per
+    sentences (where given) first, then one table per
     claim (the k/n cells shaded as a heat map); the verdict table one click down (a closed <details>)."""
     t = table.assign(**{"k/n": table["k"].astype(str) + "/" + table["n"].astype(str),
                         "holds": holds_words(table, "holds", "fails"),
@@ -226,7 +227,7 @@ def to_html(table: pd.DataFrame, position: str = "") -> str:
         + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in HTML_COLUMNS) + "</tr>"
         for _, r in t.iterrows())
     head = "".join(f"<th>{html.escape(c)}</th>" for c in HTML_COLUMNS)
-    plain = "".join(f"<li>{html.escape(s)}</li>" for s in [*summary_sentences(table), *([position] if position else [])])
+    plain = "".join(f"<li>{html.escape(s)}</li>" for s in [*summary_sentences(table), *position])
     per_claim = "".join(f'<h3>{html.escape(h)}</h3>{_html_table(df, **{"class": "claim-detail"})}'
                         for h, df in details(table))
     style = ("<style>.claims{font-family:sans-serif;font-size:12px}.claims table{border-collapse:collapse}"
@@ -242,8 +243,8 @@ def to_html(table: pd.DataFrame, position: str = "") -> str:
 
 
 def write(table: pd.DataFrame, *, findings: str | os.PathLike, html_path: str | os.PathLike,
-          position: str = "") -> None:
-    """Write findings.md and the HTML page, each atomically, with the ``position`` sentence."""
+          position: Sequence[str] = ()) -> None:
+    """Write findings.md and the HTML page, each atomically, with the ``position`` sentences."""
     with atomic_path(findings) as tmp:
         tmp.write_text(markdown(table, position))
     with atomic_path(html_path) as tmp:

@@ -7,7 +7,8 @@ Another CPU is another seed draw, so a count of the default run (a claim's rows 
 pool's seeds (:func:`resampled`, from each seed's agreement flags). The runs' counts and that range
 are package data (:data:`TABLE`, :data:`RESAMPLED`, written by ``python experiments/answer_table.py
 --write`` from the committed tables), so an installed run's findings.md places its own counts
-against them (:func:`position`).
+against them (:func:`position`), and one outside is told how often the fresh runs of §8c's test lay
+outside too (:data:`FRESH`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binom
+from scipy.stats import binom, binomtest
 
 from learnwin.stats.claims import KEY, counted_rows, held_counts, verdict_word
 
@@ -42,6 +43,9 @@ RESAMPLED = Path(__file__).with_name("tables") / "default_resampled.csv"
 #: The claims estimates of each kept check run of docs/method.md §8c (the default seeds on a CPU the
 #: band does not contain): run, cpu, the claims KEY, estimate; :func:`reproduces` matches a run to one.
 CHECKS = Path(__file__).with_name("tables") / "default_checks.csv"
+#: The counts of each kept fresh run of docs/method.md §8c's test (run, kind "fresh", count, k, n):
+#: how often a default run on unused seeds lies outside the band, and in how many counts.
+FRESH = Path(__file__).with_name("tables") / "default_fresh.csv"
 #: How close (relative) a run's claims estimates must be to a check run's for it to reproduce that
 #: run: the same trainings give estimates a float32 ulp or two apart across CPUs (1.2e-7 measured);
 #: below float32's smallest normal number a value counts as zero.
@@ -162,6 +166,34 @@ def read_resampled(path: str | Path = RESAMPLED) -> pd.DataFrame | None:
     return pd.read_csv(path) if Path(path).is_file() else None
 
 
+def read_fresh(path: str | Path = FRESH) -> pd.DataFrame | None:
+    """The fresh runs' counts (:data:`FRESH`), or None before any is kept."""
+    return pd.read_csv(path) if Path(path).is_file() else None
+
+
+def fresh_phrase(fresh: pd.DataFrame, b: Mapping[str, Band], outside_counts: int) -> str:
+    """What the fresh runs of docs/method.md §8c's test (a :data:`FRESH` table) say of a run outside
+    the bands ``b`` in ``outside_counts`` counts: how many of them lay outside too, in at most how
+    many counts each, and whether the run's counts outside exceed that."""
+    out = [len(outside({c: (int(k), int(n)) for c, k, n in g[["count", "k", "n"]].to_numpy()}, b))
+           for _, g in fresh.groupby("run", sort=True)]
+    most, mine = max(out), f"{outside_counts} count{'s' * (outside_counts != 1)} outside"
+    if not most:
+        return (f"None of the {len(out)} default runs on unused seeds of §8c's test lay outside: {mine} points to an "
+                "install that differs from the one recorded.")
+    head = (f"Of the {len(out)} default runs on unused seeds of §8c's test, {sum(o > 0 for o in out)} lay outside "
+            f"too, in at most {most} count{'s' * (most != 1)} each")
+    if outside_counts <= most:
+        return f"{head}: a count outside is what a seed draw gives, not by itself a faulty install."
+    return f"{head}: {mine} is more than any of them, which points to an install that differs from the one recorded."
+
+
+def share_interval(k: int, n: int, level: float = 0.95) -> tuple[float, float, float]:
+    """The share k / n of runs inside the band with its exact (Clopper-Pearson) ``level`` interval."""
+    ci = binomtest(k, n).proportion_ci(level, method="exact")
+    return k / n, float(ci.low), float(ci.high)
+
+
 # -- the seed-resampled band (docs/method.md §8c) -----------------------------------------------
 
 
@@ -246,15 +278,18 @@ def differing_keys(config: Mapping, default: Mapping, prefix: str = "") -> list[
 
 
 def position(table: pd.DataFrame, counts: pd.DataFrame, differing: Sequence[str] = (),
-             ranges: pd.DataFrame | None = None, checks: pd.DataFrame | None = None) -> str:
+             ranges: pd.DataFrame | None = None, checks: pd.DataFrame | None = None,
+             fresh: pd.DataFrame | None = None) -> list[str]:
     """Where the run's counts (of its verdict ``table``) fall against the bands of ``counts`` (a
-    :data:`TABLE`) and ``ranges`` (:data:`RESAMPLED`, where in): inside every band, or outside,
-    naming each count outside, and the kept check runs of ``checks`` (:data:`CHECKS`) it reproduces;
-    or, where the run's config ``differing`` from the default experiment's, that no band applies."""
+    :data:`TABLE`) and ``ranges`` (:data:`RESAMPLED`, where in), in sentences, one bullet each of
+    findings.md: inside every band, or outside, naming each count outside, then how often the fresh
+    runs of ``fresh`` (:data:`FRESH`, where in) lay outside too (:func:`fresh_phrase`); then each kept
+    check run of ``checks`` (:data:`CHECKS`) it reproduces. Where the run's config is ``differing``
+    from the default experiment's, one sentence: no band applies."""
     if differing:
         keys = ", ".join(differing[:NAMED]) + (f" and {len(differing) - NAMED} more" if len(differing) > NAMED else "")
-        return (f"This run's config differs from the default experiment's ({keys}): the default run's band "
-                "(docs/method.md §8c) does not apply.")
+        return [f"This run's config differs from the default experiment's ({keys}): the default run's band "
+                "(docs/method.md §8c) does not apply."]
     b = bands(counts, ranges)
     first = next(iter(b.values()))
     source = " and ".join(f"{k} {KINDS[kind]}{'s' * (k > 1)}" for kind, k in first.runs.items() if k)
@@ -263,14 +298,13 @@ def position(table: pd.DataFrame, counts: pd.DataFrame, differing: Sequence[str]
     own = run_counts(table)
     out = outside(own, b)
     head = f"Against the default run's band (docs/method.md §8c, {source})"
-    same = reproduces(table, checks)
-    tail = "".join(f" Its claims equal those of the default run kept from the {cpu} (data/runs/{run}), to a "
-                   f"relative {RTOL:g}: the same numbers on the same arithmetic, a known result of these seeds, not a "
-                   "faulty install."
-                   for run, cpu in same)
+    same = [f"Its claims equal those of the default run kept from the {cpu} (data/runs/{run}), to a relative "
+            f"{RTOL:g}: the same numbers on the same arithmetic, a known result of these seeds, not a faulty install."
+            for run, cpu in reproduces(table, checks)]
     if not out:
-        return f"{head}, every count of this run lies inside.{tail}"
-    return f"{head}, this run lies outside in {len(out)} of {len(own)} counts: {'; '.join(out)}.{tail}"
+        return [f"{head}, every count of this run lies inside.", *same]
+    told = [fresh_phrase(fresh, b, len(out))] if fresh is not None and len(fresh) else []
+    return [f"{head}, this run lies outside in {len(out)} of {len(own)} counts: {'; '.join(out)}.", *told, *same]
 
 
 def fresh_verdict(inside: int, kept: int, runs: int, coverage: float) -> str:
