@@ -55,6 +55,12 @@ DRAWS = RUNS / "default-draws"
 #: and its test's fresh triples (docs/method.md §8c): draw sets of the same form.
 POOL = RUNS / "default-pool"
 FRESH = RUNS / "default-fresh"
+#: The registered test of the band resampled from the pool's and the fresh runs' 84 seeds (§8c).
+FRESH2 = RUNS / "default-fresh2"
+#: Each registered test of a resampled band: its draw set -> the draw sets whose seeds make its pool.
+BAND_TESTS = {FRESH: (POOL,), FRESH2: (POOL, FRESH)}
+#: The committed ranges of the band that :data:`FRESH2` tests, fixed before its runs.
+RANGES2 = FRESH2 / "ranges.csv"
 #: The default seeds on CPUs the band does not contain, its registered checks (docs/method.md §8c):
 #: folder of :data:`RUNS` -> CPU.
 CHECK_RUNS = {"default-epyc-25-17": "AMD EPYC of cpu family 25, model 17",
@@ -147,19 +153,23 @@ def kept(root: Path, draw_set: Path) -> tuple[list[Path], int]:
     return [d for d in folders if layout.under(d, layout.CLAIMS["parquet"]).is_file()], len(registered)
 
 
-def ranges(root: Path = ROOT) -> pd.DataFrame | None:
-    """The pool's resampled ranges (learnwin.stats.band.resampled) once every registered draw of
-    :data:`POOL` is kept, else None."""
-    flags = pool_agreement(root)
+def ranges(root: Path = ROOT, pool: tuple[Path, ...] = (POOL,)) -> pd.DataFrame | None:
+    """The resampled ranges (learnwin.stats.band.resampled) of the seeds of the draw sets ``pool``
+    (the README's band: :data:`POOL`'s) once every registered draw of each is kept, else None."""
+    flags = agreement(root, pool)
     return None if flags is None else band.resampled(flags)
 
 
-def pool_agreement(root: Path = ROOT) -> pd.DataFrame | None:
-    """The agreement flags of :data:`POOL`'s draws, stacked, once every registered draw is kept."""
-    done, registered = kept(root, POOL)
-    if len(done) < registered:
-        return None
-    return pd.concat([io.read_table(d / band.AGREEMENT, "agreement") for d in done], ignore_index=True)
+def agreement(root: Path, pool: tuple[Path, ...]) -> pd.DataFrame | None:
+    """The agreement flags of the draws of the draw sets ``pool``, stacked, once every registered
+    draw of each is kept, else None."""
+    parts = []
+    for draw_set in pool:
+        done, registered = kept(root, draw_set)
+        if len(done) < registered:
+            return None
+        parts += [io.read_table(d / band.AGREEMENT, "agreement") for d in done]
+    return pd.concat(parts, ignore_index=True)
 
 
 def fresh_counts(root: Path = ROOT) -> pd.DataFrame:
@@ -168,36 +178,34 @@ def fresh_counts(root: Path = ROOT) -> pd.DataFrame:
     return band.counts_table([(d.name, "fresh", band.run_counts(claims_table(d))) for d in done])
 
 
-def fresh_test(root: Path = ROOT) -> str:
-    """The registered test of the resampled band on :data:`FRESH` (docs/method.md §8c), in one line:
-    its state, the share of fresh runs inside with its 95 % interval, then each fresh run outside,
-    its counts outside and how many pool triples reach them."""
-    r = ranges(root)
-    done, registered = kept(root, FRESH)
-    if r is None:
-        return "resampled band: its pool is not complete; no test"
-    b = band.bands(counts(root), r)
+def band_test(test: Path, root: Path = ROOT) -> str:
+    """The registered test (docs/method.md §8c) of the band resampled from the pool of
+    :data:`BAND_TESTS` on the draw set ``test``, in one line: its state, the share of its runs
+    inside with its 95 % interval, then each run outside, its counts outside and how many of the
+    pool's triples reach them."""
+    flags = agreement(root, BAND_TESTS[test])
+    if flags is None:
+        return f"{test}: the pool of its band is not complete; no test"
+    b = band.bands(counts(root), band.resampled(flags))
+    done, registered = kept(root, test)
     tables = {d.name: claims_table(d) for d in done}
     out = {name: band.outside(band.run_counts(table), b) for name, table in tables.items()}
     inside = sum(not o for o in out.values())
-    coverage = band.coverage(pool_agreement(root), b)
+    coverage, x = band.coverage(flags, b), band.subset_counts(flags)[0]
     verdict = band.fresh_verdict(inside, len(done), registered, coverage)
     share = "" if not done else " share inside {:.2f} [{:.2f}, {:.2f}] (exact 95 %);".format(
         *band.share_interval(inside, len(done)))
-    named = "".join(f" {name} outside: {'; '.join(o)}.{pool_tails(tables[name], root)}" for name, o in out.items() if o)
-    return (f"resampled band's test: {inside} of {len(done)} fresh runs kept ({registered} registered) inside "
-            f"in every count;{share} pass at {band.fresh_threshold(registered, coverage)} or more (coverage "
-            f"{coverage:.3f}): {verdict}.{named}")
+    named = "".join(f" {name} outside: {'; '.join(o)}.{pool_tails(tables[name], b, x)}" for name, o in out.items() if o)
+    spans = ", ".join(f"{name} {v.span()}" for name, v in b.items())
+    return (f"{test} (band of {flags['seed'].nunique()} seeds: {spans}): {inside} of {len(done)} runs kept ({registered} "
+            f"registered) inside in every count;{share} pass at {band.fresh_threshold(registered, coverage)} or "
+            f"more (coverage {coverage:.3f}): {verdict}.{named}")
 
 
-def pool_tails(table: pd.DataFrame, root: Path = ROOT) -> str:
-    """How many of the pool's triples reach each count of the run's verdict ``table`` that lies
-    outside the band (as high, or as low), in words; empty while the pool is not complete."""
-    flags = pool_agreement(root)
-    if flags is None:
-        return ""
-    b = band.bands(counts(root), band.resampled(flags))
-    x, _ = band.subset_counts(flags)
+def pool_tails(table: pd.DataFrame, b: dict[str, band.Band], x: pd.DataFrame) -> str:
+    """How many of the pool's triples (their counts ``x``, learnwin.stats.band.subset_counts) reach
+    each count of the run's verdict ``table`` that lies outside the bands ``b`` (as high, or as
+    low), in words."""
     words = []
     for name, (k, n) in band.run_counts(table).items():
         if name in b and not b[name].lo <= k <= b[name].hi:
@@ -265,14 +273,20 @@ def main(argv=None) -> None:
             r.to_csv(band.RESAMPLED, index=False)
         checks(ROOT).to_csv(band.CHECKS, index=False)
         fresh_counts(ROOT).to_csv(band.FRESH, index=False)
+        wide = ranges(ROOT, BAND_TESTS[FRESH2])
+        if wide is not None:
+            wide.to_csv(ROOT / RANGES2, index=False)
     print(table)
-    every, committed, r = checks(ROOT), counts(ROOT), ranges(ROOT)
+    every, committed, flags = checks(ROOT), counts(ROOT), agreement(ROOT, BAND_TESTS[FRESH])
+    r = band.resampled(flags)
+    b, x = band.bands(committed, r), band.subset_counts(flags)[0]
     for run in CHECK_RUNS:
         check = claims_table(ROOT / RUNS / run)
         others = every[every["run"] != run]
         told = " ".join(band.position(check, committed, ranges=r, checks=others, fresh=fresh_counts(ROOT)))
-        print(f"{RUNS / run}: {told}{pool_tails(check)}")
-    print(fresh_test(ROOT))
+        print(f"{RUNS / run}: {told}{pool_tails(check, b, x)}")
+    for test in BAND_TESTS:
+        print(band_test(test, ROOT))
 
 
 if __name__ == "__main__":

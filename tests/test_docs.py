@@ -401,6 +401,16 @@ def test_the_committed_ranges_are_those_of_the_committed_pool():
         pd.testing.assert_frame_equal(got, want, check_dtype=False)
 
 
+def test_the_second_tests_ranges_are_those_of_the_pool_and_fresh_seeds():
+    """data/runs/default-fresh2/ranges.csv, the band that the second registered test of docs/method.md
+    §8c checks, is what ``answer_table.py --write`` makes of the pool's and the fresh runs' 84 seeds,
+    committed before any of that test's runs."""
+    got = pd.read_csv(ROOT / answer_table.RANGES2)
+    pd.testing.assert_frame_equal(got, answer_table.ranges(ROOT, answer_table.BAND_TESTS[answer_table.FRESH2]),
+                                  check_dtype=False)
+    assert set(got["seeds"]) == {84} and set(got["subsets"]) == {84 * 83 * 82 // 6}
+
+
 def test_the_committed_fresh_counts_are_those_of_the_committed_fresh_runs():
     """learnwin/stats/tables/default_fresh.csv, from which a run outside the band learns how often the
     fresh runs of docs/method.md §8c's test lay outside, is what ``answer_table.py --write`` makes of
