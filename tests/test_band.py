@@ -272,14 +272,14 @@ def test_the_position_of_a_run_outside_quotes_the_fresh_runs_and_of_a_run_inside
     """Written as :data:`band.FRESH` is and read back; the run inside gets no fresh-run words."""
     path = tmp_path / "fresh.csv"
     FRESH.to_csv(path, index=False)
-    fresh, counts = band.read_fresh(path), _counts([4, 7], machines=1)
+    fresh, counts = band.read(path), _counts([4, 7], machines=1)
     where, told = band.position(_verdicts(8), counts, fresh=fresh)
     assert where.endswith("(c) diagonal 8 of 10 rows (band 4-7 of 10).")
     assert told == ("Of the 3 default runs on unused seeds of §8c's test, 1 lay outside too, in at most 1 count each: "
                     "a count outside is what a seed draw gives, not by itself a faulty install.")
     (inside,) = band.position(_verdicts(5), counts, fresh=fresh)
     assert inside.endswith("every count of this run lies inside.")
-    assert band.read_fresh(tmp_path / "none.csv") is None
+    assert band.read(tmp_path / "none.csv") is None
 
 
 @pytest.mark.parametrize("k, n", [(18, 20), (20, 20), (0, 20), (7, 13)])

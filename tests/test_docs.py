@@ -395,7 +395,7 @@ def test_the_committed_ranges_are_those_of_the_committed_pool():
     pool's agreement flags (docs/method.md §8c), and absent while the pool is not complete."""
     from learnwin.stats import band
 
-    got, want = band.read_resampled(), answer_table.ranges()
+    got, want = band.read(band.RESAMPLED), answer_table.ranges()
     assert (got is None) == (want is None)
     if want is not None:
         pd.testing.assert_frame_equal(got, want, check_dtype=False)
@@ -417,7 +417,7 @@ def test_the_committed_fresh_counts_are_those_of_the_committed_fresh_runs():
     data/runs/default-fresh."""
     from learnwin.stats import band
 
-    assert band.read_fresh().astype(str).equals(answer_table.fresh_counts().astype(str))
+    assert band.read(band.FRESH).astype(str).equals(answer_table.fresh_counts().astype(str))
 
 
 def test_a_check_run_is_placed_in_bullets_within_findings_word_limit():
@@ -431,8 +431,8 @@ def test_a_check_run_is_placed_in_bullets_within_findings_word_limit():
     every = band.read_checks()
     for run in answer_table.CHECK_RUNS:
         sentences = band.position(answer_table.claims_table(ROOT / answer_table.RUNS / run), band.read(),
-                                  ranges=band.read_resampled(), checks=every[every["run"] != run],
-                                  fresh=band.read_fresh())
+                                  ranges=band.read(band.RESAMPLED), checks=every[every["run"] != run],
+                                  fresh=band.read(band.FRESH))
         assert len(sentences) == 3 and "lies outside in 1 of 6 counts: (c) diagonal 8 of 10 rows" in sentences[0]
         assert sentences[1].startswith("Of the 20 default runs on unused seeds of §8c's test, 2 lay outside too, "
                                        "in at most 1 count each: a count outside is what a seed draw gives")

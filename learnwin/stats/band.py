@@ -128,9 +128,10 @@ def bands(counts: pd.DataFrame, ranges: pd.DataFrame | None = None) -> dict[str,
     return out
 
 
-def read(path: str | Path = TABLE) -> pd.DataFrame:
-    """The committed runs' counts (:data:`TABLE`)."""
-    return pd.read_csv(path)
+def read(path: str | Path = TABLE) -> pd.DataFrame | None:
+    """A committed table of counts or ranges (:data:`TABLE`, :data:`RESAMPLED`, :data:`FRESH`), or
+    None where it is not written (the ranges before the pool is in, the fresh counts before a run)."""
+    return pd.read_csv(path) if Path(path).is_file() else None
 
 
 def read_checks(path: str | Path = CHECKS) -> pd.DataFrame | None:
@@ -159,16 +160,6 @@ def reproduces(table: pd.DataFrame, checks: pd.DataFrame | None) -> list[tuple[s
             if np.allclose(a, b, rtol=RTOL, atol=ATOL, equal_nan=True):
                 out.append((run, cpu))
     return out
-
-
-def read_resampled(path: str | Path = RESAMPLED) -> pd.DataFrame | None:
-    """The committed resampled ranges (:data:`RESAMPLED`), or None before the pool is in."""
-    return pd.read_csv(path) if Path(path).is_file() else None
-
-
-def read_fresh(path: str | Path = FRESH) -> pd.DataFrame | None:
-    """The fresh runs' counts (:data:`FRESH`), or None before any is kept."""
-    return pd.read_csv(path) if Path(path).is_file() else None
 
 
 def fresh_phrase(fresh: pd.DataFrame, b: Mapping[str, Band], outside_counts: int) -> str:

@@ -17,7 +17,7 @@ table = claims.claim_table({name: inp[name] for name in claims.INPUTS}, par.epoc
 write_table(table, out.parquet, "claims")
 with open(par.default_config) as f:
     differing = band.differing_keys(snakemake.config, yaml.safe_load(f))
-position = band.position(table, band.read(), differing, band.read_resampled(), band.read_checks(),
-                         band.read_fresh())
+position = band.position(table, band.read(), differing, band.read(band.RESAMPLED), band.read_checks(),
+                         band.read(band.FRESH))
 findings.write(table, findings=out.findings, html_path=out.html, position=position)
 log.info("claims: %d verdict rows, %d hold", len(table), int(table["holds"].sum()))
