@@ -230,6 +230,15 @@ def test_the_position_says_which_kept_run_a_run_outside_the_band_reproduces():
     assert other.endswith("(c) diagonal 8 of 10 rows (band 4-7 of 10).")
 
 
+def test_a_run_that_reproduces_two_check_runs_is_told_so_in_one_sentence():
+    run = _estimated(8)
+    checks = pd.concat([band.check_estimates("default-x", "CPU X", run), band.check_estimates("default-y", "CPU Y", run)])
+    assert band.position(run, _counts([4, 7], machines=1), checks=checks)[1:] == [
+        "Its claims equal those of the default runs kept from the CPU X (data/runs/default-x) and the CPU Y "
+        "(data/runs/default-y), to a relative 1e-06: the same numbers on the same arithmetic, a known result of these "
+        "seeds, not a faulty install."]
+
+
 def test_the_committed_check_runs_reproduce_each_other():
     """The default seeds on the two AMD EPYCs kept (cpu family 25 model 17, family 26 model 2): one
     arithmetic, so each reproduces the other (docs/method.md §8c)."""

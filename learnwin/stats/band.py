@@ -274,8 +274,8 @@ def position(table: pd.DataFrame, counts: pd.DataFrame, differing: Sequence[str]
     """Where the run's counts (of its verdict ``table``) fall against the bands of ``counts`` (a
     :data:`TABLE`) and ``ranges`` (:data:`RESAMPLED`, where in), in sentences, one bullet each of
     findings.md: inside every band, or outside, naming each count outside, then how often the fresh
-    runs of ``fresh`` (:data:`FRESH`, where in) lay outside too (:func:`fresh_phrase`); then each kept
-    check run of ``checks`` (:data:`CHECKS`) it reproduces. Where the run's config is ``differing``
+    runs of ``fresh`` (:data:`FRESH`, where in) lay outside too (:func:`fresh_phrase`); then the kept
+    check runs of ``checks`` (:data:`CHECKS`) it reproduces, in one sentence. Where the run's config is ``differing``
     from the default experiment's, one sentence: no band applies."""
     if differing:
         keys = ", ".join(differing[:NAMED]) + (f" and {len(differing) - NAMED} more" if len(differing) > NAMED else "")
@@ -289,9 +289,10 @@ def position(table: pd.DataFrame, counts: pd.DataFrame, differing: Sequence[str]
     own = run_counts(table)
     out = outside(own, b)
     head = f"Against the default run's band (docs/method.md §8c, {source})"
-    same = [f"Its claims equal those of the default run kept from the {cpu} (data/runs/{run}), to a relative "
-            f"{RTOL:g}: the same numbers on the same arithmetic, a known result of these seeds, not a faulty install."
-            for run, cpu in reproduces(table, checks)]
+    kept = [f"the {cpu} (data/runs/{run})" for run, cpu in reproduces(table, checks)]
+    same = [f"Its claims equal those of the default run{'s' * (len(kept) > 1)} kept from {' and '.join(kept)}, to a "
+            f"relative {RTOL:g}: the same numbers on the same arithmetic, a known result of these seeds, not a faulty "
+            "install."] if kept else []
     if not out:
         return [f"{head}, every count of this run lies inside.", *same]
     told = [fresh_phrase(fresh, b, len(out))] if fresh is not None and len(fresh) else []
