@@ -279,11 +279,11 @@ def main(argv=None) -> None:
     print(table)
     every, committed, flags = checks(ROOT), counts(ROOT), agreement(ROOT, BAND_TESTS[FRESH])
     r = band.resampled(flags)
-    b, x = band.bands(committed, r), band.subset_counts(flags)[0]
+    b, x, fresh = band.bands(committed, r), band.subset_counts(flags)[0], fresh_counts(ROOT)
     for run in CHECK_RUNS:
         check = claims_table(ROOT / RUNS / run)
         others = every[every["run"] != run]
-        told = " ".join(band.position(check, committed, ranges=r, checks=others, fresh=fresh_counts(ROOT)))
+        told = " ".join(band.position(check, committed, ranges=r, checks=others, fresh=fresh))
         print(f"{RUNS / run}: {told}{pool_tails(check, b, x)}")
     for test in BAND_TESTS:
         print(band_test(test, ROOT))
