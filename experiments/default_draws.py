@@ -6,7 +6,8 @@ learnwin.stats.claims.seed_agreement), under ``SET/seeds<a>-<b>-<c>/`` (the resu
 it), with its wall time, commit and CPU in ``SET/times.tsv``; with ``--commit``, one git commit per
 finished draw (a run longer than one sitting goes on from them). ``SET`` is a folder of
 ``data/runs`` whose ``seeds.yaml`` lists the draws: ``default-draws`` (the band's), ``default-pool``
-(its seeds re-run for the resampled band) or ``default-fresh`` (the resampled band's test).
+(its seeds re-run for the resampled band), ``default-fresh`` (the resampled band's test) or
+``default-fresh2`` (the test of the band resampled from the pool's and the fresh runs' seeds).
 
     nice -n 5 python experiments/default_draws.py WORKDIR [--set data/runs/default-pool] [--commit]
     python experiments/answer_table.py --write                 # the band from what is kept
