@@ -191,7 +191,8 @@ def band_test(test: Path, root: Path = ROOT) -> str:
     tables = {d.name: claims_table(d) for d in done}
     out = {name: band.outside(band.run_counts(table), b) for name, table in tables.items()}
     inside = sum(not o for o in out.values())
-    coverage, x = band.coverage(flags, b), band.subset_counts(flags)[0]
+    x = band.subset_counts(flags)[0]
+    coverage = band.coverage(x, b)
     verdict = band.fresh_verdict(inside, len(done), registered, coverage)
     share = "" if not done else " share inside {:.2f} [{:.2f}, {:.2f}] (exact 95 %);".format(
         *band.share_interval(inside, len(done)))

@@ -163,7 +163,7 @@ def test_the_coverage_is_the_share_of_subsets_inside_every_band():
     for level, counts, lo_hi, share in [(0.99, zero, (0, 1), 1.0), (0.2, zero, (0, 0), 0.6), (0.2, one, (0, 1), 1.0)]:
         b = band.bands(counts, band.resampled(ag, level=level))
         assert (b["(c) diagonal"].lo, b["(c) diagonal"].hi) == lo_hi
-        assert band.coverage(ag, b) == pytest.approx(share)
+        assert band.coverage(x, b) == pytest.approx(share)
 
 
 @pytest.mark.parametrize("runs, coverage", [(20, 0.95), (20, 0.99), (10, 0.9), (20, 0.5)])

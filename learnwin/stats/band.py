@@ -231,10 +231,9 @@ def resampled(agreement: pd.DataFrame, level: float = LEVEL, size: int = SEEDS_P
     return pd.DataFrame(out)
 
 
-def coverage(agreement: pd.DataFrame, b: Mapping[str, Band], size: int = SEEDS_PER_RUN) -> float:
-    """The share of the pool's ``size``-subsets of seeds that lie inside the bands ``b`` in every
-    count (docs/method.md §8c: the p of the fresh runs' test)."""
-    x, _ = subset_counts(agreement, size)
+def coverage(x: pd.DataFrame, b: Mapping[str, Band]) -> float:
+    """The share of the pool's seed subsets, their counts ``x`` (:func:`subset_counts`), that lie
+    inside the bands ``b`` in every count (docs/method.md §8c: the p of the fresh runs' test)."""
     return float(np.all([(x[name] >= b[name].lo) & (x[name] <= b[name].hi) for name in x], axis=0).mean())
 
 
