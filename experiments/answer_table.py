@@ -13,7 +13,7 @@ Sources: the claims tables of the pre-registered seed draws of the default run (
 §8c, ``data/runs/default-draws/*/claims.parquet``, each ``snakemake --cores 2 --config
 'seeds=[...]'``), the "Claims at a glance" table of the default run of every machine in
 :data:`DEFAULT_RUNS` (``python experiments/results_tables.py RESULTS`` after ``snakemake --cores
-2``), and the pre-registered growth-law run (docs/results-growth.md, ``python
+2``), and the pre-registered growth-law runs (:data:`GROWTH_PAGES`, each ``python
 experiments/groundtruth_tables.py RESULTS --growth``). A default-run count is given as its band
 over the draws and the machines (learnwin.stats.band: k of n rows that hold, lo-hi where the runs
 differ; docs/method.md §8b: a row holds when more than half of its seeds agree), widened to the
@@ -45,6 +45,10 @@ DEFAULT_RUNS = {
     "AMD EPYC family 25 model 1, 39917d4": "docs/results-default.md",
     "Intel Xeon family 6 model 167, b57989e": "docs/results-default-xeon.md",
 }
+#: The pre-registered growth-law pages, newest first, with their run's length and rule: a cell's
+#: measured law is the newest page's that ran it (docs/method.md §10d, §10c).
+GROWTH_PAGES = {"docs/results-growth-T256.md": ("T 256", "§10d"), "docs/results-growth.md": ("T 128", "§10c")}
+#: The page of claim (d) on the truth, the test of docs/method.md §10c.
 GROWTH = "docs/results-growth.md"
 #: The folder of the committed runs' raw tables.
 RUNS = Path("data", "runs")
@@ -69,6 +73,7 @@ GLANCE = "### Claims at a glance, each transport's primary functional"
 GLANCE_EVERY = "### Claims at a glance, every functional"
 #: A default-run page whose claim (d) has the equivalence band of docs/method.md §8b prints this column.
 BAND_COLUMN = "CI within 1 ± 0.5"
+LAW_HEAD = "### Claim (b), the growth law"
 NAMES = {"const": "ConstGate", "shared": "SharedGate", "diag": "DiagGate", "gru": "GRU", "lstm": "LSTM"}
 BEGIN, END = "<!-- answer -->", "<!-- /answer -->"
 HEADER = ["claim", "the paper says", "learnwin finds", "run", "rule"]
@@ -91,12 +96,13 @@ def glance(page: str) -> pd.DataFrame:
 P_ORDER = 0.05  # the prediction orders the cells below this exact p (docs/method.md §10b)
 
 
-def growth_cells(page: str) -> tuple[str, str, str]:
-    """(b) on the truth, (d) on the truth and the prediction's order from docs/results-growth.md.
-    Claim (d)'s cells are counted by verdict: those that differ from kappa (above or below) apart
-    from the undecided and the consistent ones; the prediction "orders" the cells only at p <
-    :data:`P_ORDER`, else it is "not shown to order" them."""
-    law = table_after(page, "### Claim (b), the growth law").set_index("model")
+def growth_cells(page: str, cells: list[str] | None = None) -> tuple[str, str, str]:
+    """(b) on the truth (of ``cells``, default all), (d) on the truth and the prediction's order
+    from a growth page (docs/results-growth.md). Claim (d)'s cells are counted by verdict: those
+    that differ from kappa (above or below) apart from the undecided and the consistent ones; the
+    prediction "orders" the cells only at p < :data:`P_ORDER`, else it is "not shown to order" them."""
+    law = table_after(page, LAW_HEAD).set_index("model")
+    law = law.loc[[m for m in law.index if cells is None or m in cells]]
     parts = []
     for word in ("power", "log N", "saturating", "undecided"):
         models = [m for m in law.index if law.loc[m, "verdict"] == word]
@@ -119,6 +125,29 @@ def growth_cells(page: str) -> tuple[str, str, str]:
     pred_text = (f"{'orders' if p < P_ORDER else 'is not shown to order'} the cells: tau-b "
                  f"{float(pred['tau_mean']):.2f}, exact p {p:.3f}")
     return "; ".join(parts), d_text, pred_text
+
+
+def measured_window(root: Path = ROOT) -> tuple[str, str, str]:
+    """Claim (b) measured by training: each cell's law from the newest page of :data:`GROWTH_PAGES`
+    that ran it, and the newest page's prediction from the init networks; the row's finding, run
+    and rule. Where two pages contribute, each part names its run."""
+    parts, runs, rules, seen = [], [], [], set()
+    for name, (run, rule) in GROWTH_PAGES.items():
+        if not (root / name).is_file():
+            continue
+        page = (root / name).read_text()
+        law = table_after(page, LAW_HEAD).set_index("model")
+        cells = [m for m in law.index if m not in seen]
+        if not cells:
+            continue
+        text, _, pred = growth_cells(page, cells)
+        parts.append((run, text + ("" if seen else f"; the prediction from the init networks {pred}")))
+        runs.append(f"{run}, {law['n'].astype(int).max()} unseen seeds"
+                    + (f" ({', '.join(NAMES[m] for m in cells)})" if seen else ""))
+        rules.append(rule)
+        seen.update(cells)
+    finds = "; ".join(f"{run}: {text}" if len(parts) > 1 else text for run, text in parts)
+    return finds, "; ".join(runs), ", ".join(rules)
 
 
 def counts(root: Path = ROOT) -> pd.DataFrame:
@@ -226,14 +255,15 @@ def rows(root: Path = ROOT) -> list[list[str]]:
     """The answer table's rows from the committed pages and tables under ``root``."""
     b = band.bands(counts(root), ranges(root))
     a, bb, c_exact, c_diag, d, d_diagonal = (b[name] for name in band.COUNTS)
-    law, d_truth, pred = growth_cells((root / GROWTH).read_text())
+    _, d_truth, _ = growth_cells((root / GROWTH).read_text())
+    measured, measured_run, measured_rule = measured_window(root)
     return [
         ["(a) envelope", "learned gates give slowly (power-law) decaying envelopes",
          f"{a.word_phrase()}: power-law-like in {a.span()} learned-gate rows", runs_phrase(a), "§8b, §8c"],
         ["(b) predicted window", "H_N grows like a power of N where the envelope is a power law (learned gates)",
          f"{bb.word_phrase()}: a power of N in {bb.span()} learned-gate rows", runs_phrase(bb), "§8b, §8c"],
         ["(b) measured window", "the same, measured by training",
-         law + f"; the prediction from the init networks {pred}", "T 128, 5 unseen seeds", "§10c"],
+         measured, measured_run, measured_rule],
         ["(c) optimizer", "AdamW broadens the time scales and slows the envelope against SGD",
          f"exact transport: {c_exact.word_phrase()}, {c_exact.span()} rows; diagonal: {c_diag.word_phrase()}, "
          f"{c_diag.span()}", runs_phrase(c_exact), "§8b, §8c"],

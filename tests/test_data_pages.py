@@ -21,6 +21,11 @@ from learnwin.stats.intervals import t_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "results-growth.md"
+#: §10d's page at T 256, written once every unit of its run is in: a paragraph that cites it
+#: (NEWER_KEYS) is held to its verdicts for the cells it ran, to the T 128 page's for the others.
+NEWER = ROOT / "docs" / "results-growth-T256.md"
+NEWER_KEYS = ("growth-T256",)
+GROWTH_PAGES = [p for p in (PAGE, NEWER) if p.is_file()]
 RESULTS = ROOT / "docs" / "results.md"
 README = ROOT / "README.md"
 NAMES = {"ConstGate": "const", "SharedGate": "shared", "DiagGate": "diag", "GRU": "gru", "LSTM": "lstm"}
@@ -187,13 +192,18 @@ def verdicts(page: str) -> dict[str, str]:
 
 LAW = re.compile(r"grows? like (log N|a power of N)|(?:is|are|reads?) \*{0,2}\"?(log N|power|saturating|undecided)\b")
 NEGATION = re.compile(r"\b(no cell|not|neither|none)\b|n't\b", re.I)
-ABOUT_GROWTH = ("recovery-growth", "results-growth", "#the-growth-law")
+ABOUT_GROWTH = ("recovery-growth", "results-growth", "#the-growth-law", *NEWER_KEYS)
 
 
-def law_sentences(text: str) -> list[tuple[str, tuple[str, ...], str, bool]]:
-    """(clause, cells, law, negated) of each clause about the measured growth law: the paragraphs
-    of ``text`` that cite the growth run, cut at sentence ends, semicolons and ", and"; a clause
-    counts when it names a law (LAW) and cells (NAMES, GROUPS, "no cell")."""
+def cites_newer(para: str) -> bool:
+    return any(key in para for key in NEWER_KEYS)
+
+
+def law_sentences(text: str) -> list[tuple[str, tuple[str, ...], str, bool, bool]]:
+    """(clause, cells, law, negated, newer) of each clause about the measured growth law: the
+    paragraphs of ``text`` that cite a growth run, cut at sentence ends, semicolons and ", and"; a
+    clause counts when it names a law (LAW) and cells (NAMES, GROUPS, "no cell"); ``newer``: its
+    paragraph cites the T 256 run."""
     out = []
     for para in re.split(r"\n\s*\n", text):
         if not any(key in para for key in ABOUT_GROWTH):
@@ -209,18 +219,20 @@ def law_sentences(text: str) -> list[tuple[str, tuple[str, ...], str, bool]]:
             if re.search(r"\bno cell", clause[:m.start()], re.I):
                 cells = list(NAMES.values())
             if cells:
-                out.append((clause, tuple(cells), law, negated))
+                out.append((clause, tuple(cells), law, negated, cites_newer(para)))
     return out
 
 
-def sentence_faults(text: str, law_of: dict[str, str]) -> list[str]:
+def sentence_faults(text: str, law_of: dict[str, str], newer: dict[str, str] | None = None) -> list[str]:
     """Clauses whose law disagrees with the verdicts: a positive one where a named cell has
-    another verdict, a negated one where a named cell has that verdict."""
+    another verdict, a negated one where a named cell has that verdict. A clause of a paragraph
+    citing the T 256 run reads ``newer``'s verdict for the cells it has."""
     out = []
-    for clause, cells, law, negated in law_sentences(text):
-        wrong = [c for c in cells if (law_of[c] == law) == negated]
+    for clause, cells, law, negated, cites in law_sentences(text):
+        of = {**law_of, **(newer or {})} if cites else law_of
+        wrong = [c for c in cells if (of[c] == law) == negated]
         if wrong:
-            out.append(f"{clause!r}: {', '.join(f'{c} {law_of[c]}' for c in wrong)}")
+            out.append(f"{clause!r}: {', '.join(f'{c} {of[c]}' for c in wrong)}")
     return out
 
 
@@ -233,15 +245,18 @@ def quoted_faults(text: str, page: str) -> list[str]:
             for ci in re.findall(r"\[-?\d+\.\d+, -?\d+\.\d+\]", p) if ci not in tables]
 
 
-def cut_off_count_faults(text: str, page: str) -> list[str]:
+def cut_off_count_faults(text: str, page: str, newer: str | None = None) -> list[str]:
     """"ConstGate, SharedGate and DiagGate ... in 1, 5 and 2 (of the 5) seeds" in ``text``'s prose (the
     last cells named before the counts, one per count) against the seeds right-censored at the
-    last budget in the page's H_emp table."""
-    cut, out = censored_at_last(page), []
-    for sentence in re.split(r"(?<=\.)\s", re.sub(r"\s+", " ", prose(text))):
+    last budget in the page's H_emp table (``newer``'s, the T 256 page, in a paragraph citing it)."""
+    out = []
+    sentences = [(sentence, para) for para in re.split(r"\n\s*\n", prose(text))
+                 for sentence in re.split(r"(?<=\.)\s", re.sub(r"\s+", " ", para))]
+    for sentence, para in sentences:
         m = re.search(r"\bin (\d+(?:, \d+)*) and (\d+) (?:of the \d+ )?seeds", sentence)
         if not m:
             continue
+        cut = censored_at_last(newer if newer and cites_newer(para) else page)
         named = sorted((hit.start(), cell) for name, cell in NAMES.items()
                        for hit in re.finditer(rf"\b{name}\b", sentence[:m.start()]))
         counts = [int(k) for k in m[1].split(", ")] + [int(m[2])]
@@ -251,13 +266,19 @@ def cut_off_count_faults(text: str, page: str) -> list[str]:
     return out
 
 
-def results_table_faults(results: str, page: str) -> list[str]:
-    """docs/results.md's growth-law table (cell, c, verdict, b) against the growth page's."""
+RESULTS_LAW_HEAD = {PAGE: "### The growth law, measured where", NEWER: "### The growth law at T 256"}
+
+
+def results_table_faults(results: str, page: str, heading: str = RESULTS_LAW_HEAD[PAGE]) -> list[str]:
+    """docs/results.md's growth-law table under ``heading`` (cell, c, verdict, b) against the growth
+    page's, cell by cell of the page."""
     law = table_after(page, LAW_HEAD).set_index("model")
     cut = censored_at_last(page)
-    have = table_after(results, "### The growth law, measured where").set_index("cell")
+    have = table_after(results, heading).set_index("cell")
     out = []
     for name, m in NAMES.items():
+        if m not in law.index:
+            continue
         v = verdicts(page)[m]
         want = [f"{law.loc[m, 'mean c']} {law.loc[m, '95 % t-interval of c']}",
                 v + (f", cut off ({cut[m]} seed{'s' if cut[m] > 1 else ''})" if cut[m] else ""),
@@ -268,24 +289,29 @@ def results_table_faults(results: str, page: str) -> list[str]:
 
 
 def page_faults(page: str) -> list[str]:
+    """Every check of a growth page on itself (the margin check where the page has one)."""
     cut = censored_at_last(page)
     return (law_faults(page, LAW_HEAD, cut) + law_faults(page, MAX_HEAD, None) + kappa_faults(page)
-            + window_faults(page) + margin_faults(page) + prose_faults(page))
+            + window_faults(page) + (margin_faults(page) if MARGIN_HEAD in page else []) + prose_faults(page))
 
 
-def test_the_growth_page_follows_from_its_own_values():
-    assert page_faults(PAGE.read_text()) == []
+@pytest.mark.parametrize("path", GROWTH_PAGES, ids=lambda p: p.name)
+def test_the_growth_page_follows_from_its_own_values(path):
+    assert page_faults(path.read_text()) == []
 
 
 def test_the_readme_and_results_md_say_what_the_verdicts_say():
     page = PAGE.read_text()
-    law_of = verdicts(page)
+    newer = NEWER.read_text() if NEWER.is_file() else None
+    law_of, newer_law = verdicts(page), newer and verdicts(newer)
     readme, results = README.read_text(), RESULTS.read_text()
     assert len(law_sentences(readme)) >= 2 and len(law_sentences(results)) >= 4  # the checks see the sentences
-    assert sentence_faults(readme, law_of) == [] and sentence_faults(results, law_of) == []
-    assert results_table_faults(results, page) == []
-    assert quoted_faults(readme, page) == [] and quoted_faults(results, page) == []
-    assert cut_off_count_faults(results, page) == [] and cut_off_count_faults(page, page) == []
+    assert sentence_faults(readme, law_of, newer_law) == [] and sentence_faults(results, law_of, newer_law) == []
+    pages = "\n".join(p.read_text() for p in GROWTH_PAGES)
+    for p in GROWTH_PAGES:
+        assert results_table_faults(results, p.read_text(), RESULTS_LAW_HEAD[p]) == []
+    assert quoted_faults(readme, pages) == [] and quoted_faults(results, pages) == []
+    assert cut_off_count_faults(results, page, newer) == [] and cut_off_count_faults(page, page) == []
     assert "in 1, 5 and 2" in prose(results) and "in 1, 5 and 2" in prose(page)  # the check sees both
 
 
@@ -357,6 +383,24 @@ def test_the_sentence_check_reads_negations_and_groups():
     assert sentence_faults("The LSTM is saturating", law_of) == []  # a paragraph not about the growth run
 
 
+def test_a_paragraph_citing_the_t256_run_is_held_to_its_verdicts_and_counts():
+    """A clause of a paragraph that cites the T 256 run reads its verdicts for the cells it ran and
+    the T 128 page's for the others; its cut-off counts are the T 256 page's H_emp table's."""
+    page = PAGE.read_text()
+    law_of = verdicts(page)
+    newer = {**{m: v for m, v in law_of.items() if m != "gru"}, "const": "log N"}
+    para = "At T 256 ConstGate grows like log N ([results-growth-T256.md](results-growth-T256.md))."
+    assert sentence_faults(para, law_of, newer) == []
+    assert sentence_faults(para.replace("-T256", ""), law_of, newer)  # the T 128 page: undecided
+    assert sentence_faults(para, law_of)  # no T 256 page yet
+    assert sentence_faults("At T 256 the GRU grows like log N (growth-T256).", law_of, newer)  # the T 128 page's power
+    newer_page = plant(page, "| 64.0 ± 0.0 (5 cens.) |", "| 64.0 ± 0.0 (3 cens.) |")
+    counts = "ConstGate, SharedGate and DiagGate reach T/2 in 1, 3 and 2 seeds (data/runs/growth-T256)."
+    assert cut_off_count_faults(counts, page, newer_page) == []
+    assert cut_off_count_faults(counts.replace("growth-T256", "growth-T128"), page, newer_page)
+    assert cut_off_count_faults(counts.replace("1, 3 and 2", "1, 5 and 2"), page, newer_page)
+
+
 # ---- the generated parts from the committed raw tables ----
 
 def synthetic_run(folder: Path, models=("gru", "lstm"), seeds=(1, 2, 3), record_seeds=(1, 2, 3, 4)) -> None:
@@ -406,17 +450,18 @@ def test_a_generated_part_is_its_commands_printout_and_a_changed_number_fails(tm
     assert any(line.startswith("-") and "25.0 ± 0.0" in line for line in data_pages.differences(page, tmp_path))
 
 
-def test_the_growth_page_is_regenerated_from_the_committed_tables():
-    """From a fresh clone: `python experiments/data_pages.py check` (each generated part of
-    docs/results-growth.md is its command's printout on data/runs/)."""
-    text = PAGE.read_text()
+@pytest.mark.parametrize("path", GROWTH_PAGES, ids=lambda p: p.name)
+def test_the_growth_page_is_regenerated_from_the_committed_tables(path):
+    """From a fresh clone: `python experiments/data_pages.py check` (each generated part of a
+    growth page is its command's printout on data/runs/)."""
+    text = path.read_text()
     folders = sorted({m for args in data_pages.MARKER.findall(text) for m in re.findall(r"data/runs/[\w-]+", args[1])})
     missing = [f for f in folders if not (ROOT / f).is_dir()]
     partial = {f: lacks for f in folders if f not in missing
                for lacks in [groundtruth_tables.run_jobs(ROOT / f, "adamw")[1]] if lacks}
     if not folders or missing or partial:  # a run kept seed by seed is checked once every job is in
         pytest.skip(f"the page's raw tables are not all committed yet ({missing or partial or 'no generated part'})")
-    assert data_pages.differences(PAGE) == []
+    assert str(path.relative_to(ROOT)) in data_pages.PAGES and data_pages.differences(path) == []
 
 
 def test_the_default_page_is_regenerated_from_the_committed_tables(tmp_path):

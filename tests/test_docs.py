@@ -529,6 +529,28 @@ def test_growth_cells_tell_undecided_from_differs():
         assert words in answer_table.growth_cells(planted)[1]
 
 
+def test_each_cells_measured_law_comes_from_the_newest_growth_page_that_ran_it(tmp_path):
+    """With the T 128 page alone, the row is that page's; a T 256 page of four cells takes their
+    laws and its prediction, and the GRU's law stays the T 128 page's, each part naming its run."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / answer_table.GROWTH).write_text(GROWTH_PAGE)
+    law, _, pred = answer_table.growth_cells(GROWTH_PAGE)
+    assert answer_table.measured_window(tmp_path) == (f"{law}; the prediction from the init networks {pred}",
+                                                      "T 128, 5 unseen seeds", "§10c")
+    lines = GROWTH_PAGE.splitlines()
+    rows = [i for i, line in enumerate(lines) if line.startswith("| const | 11213: 0.18,")]
+    newer = [line for line in lines if not line.startswith("| gru |")]  # four cells, ConstGate decided log N
+    newer = "\n".join(newer).replace(lines[rows[0]], lines[rows[0]].replace("undecided (cut off)", "log N"))
+    newer = newer.replace("| 0.200 | 5 | 9 | 0.451 | 0.083 |", "| 0.200 | 4 | 9 | 0.667 | 0.021 |")
+    (tmp_path / "docs" / "results-growth-T256.md").write_text(newer)
+    finds, run, rule = answer_table.measured_window(tmp_path)
+    assert finds.startswith("T 256: ConstGate log N (c -0.00 [-0.22, 0.21]); LSTM undecided")
+    assert "SharedGate, DiagGate cut off at the last grid lag, T/2; the prediction from the init networks orders " \
+           "the cells: tau-b 0.67, exact p 0.021; T 128: GRU power (c 0.44 [0.33, 0.55])" in finds
+    assert finds.count("the prediction") == 1 and finds.count("GRU") == 1
+    assert (run, rule) == ("T 256, 5 unseen seeds; T 128, 5 unseen seeds (GRU)", "§10d, §10c")
+
+
 def test_growth_cells_word_the_prediction_and_an_undecided_law():
     """p >= 0.05: "is not shown to order"; p < 0.05: "orders". An undecided law gives the power its
     design had (docs/method.md §10d) where the growth-law table has that column."""
