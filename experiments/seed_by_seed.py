@@ -13,10 +13,13 @@ CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of 
    linked in, its own results folder and .snakemake/), so that no other run's outputs at the same
    paths (another T, the same seeds) pass for this run's; their tables get fresh mtimes: Snakemake
    takes them as done.
-3. Per seed, in the config's order: the (model, seed) jobs not in RUN (train_budget and
-   snapshot_budget, `snakemake --cores N` on their outputs), then copies each one's tables, its
-   benchmark TSVs and an entry of RUN/sittings.yaml (commit, CPU, seconds); with ``--commit``, one
-   git commit per (model, seed).
+3. The (model, seed) units not in RUN, in the config's order (seed by seed, the models of a seed
+   in turn), N at a time (``--cores N``): each its own `snakemake --cores 1` on its outputs
+   (train_budget, then snapshot_budget; Snakemake locks only the files a call makes, and the units
+   share none), the next one started as one ends, so that no core waits for a seed's last job.
+   As a unit ends, its tables, its benchmark TSVs and an entry of RUN/sittings.yaml (commit, CPU,
+   seconds since the sitting began) are kept; with ``--commit``, one git commit per unit. A unit
+   that fails stops the sitting once the running ones have ended and been kept.
 4. When every unit is in: `snakemake recovery` (the aggregate and its figures) and the aggregate's
    tables and benchmark TSVs copied into RUN (with ``--commit``, one commit).
 ``--estimate`` stops after 1; ``--keep-from CHECKOUT`` keeps the units a run of the same config in
@@ -33,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -47,6 +51,7 @@ SITTINGS = "sittings.yaml"  # in RUN: one entry per kept unit: its commit, CPU a
 LINKED = ("Snakefile", "config", "workflow", "profiles")  # a work folder's view of the repository
 RULES = ("train_budget", "snapshot_budget")  # a unit's rules, in order; --until cuts after one
 AGGREGATE_RULES = ("aggregate_budget", "plot_budget")  # the aggregate's, kept with its tables (the Cost table)
+POLL_S = 5  # seconds between looks at the running units
 
 
 def unit_tables(until: str | None = None) -> dict[str, str]:
@@ -68,6 +73,28 @@ def done(run: Path, fields: dict, until: str | None = None) -> bool:
     return all(layout.under(run, p).is_file() for p in paths(unit_tables(until), **fields).values())
 
 
+def run_units(todo: list[dict], work: Path, options: list[str], workers: int, until: str | None,
+              kept: Callable[[dict], None]) -> None:
+    """Run each unit of ``todo`` as its own `snakemake --cores 1` call in ``work``, in order, at most
+    ``workers`` at once; ``kept(unit)`` as each one ends. A failed call raises once the others have
+    ended (and been kept)."""
+    queue, running, failed = list(todo), [], None
+    while queue or running:
+        while queue and len(running) < workers and failed is None:
+            u = queue.pop(0)
+            targets = list(paths(unit_tables(until), **u).values())
+            running.append((u, subprocess.Popen([*SNAKEMAKE, *targets, *options, "--cores", "1"], cwd=work)))
+        time.sleep(POLL_S)
+        for u, call in [(u, call) for u, call in running if call.poll() is not None]:
+            running.remove((u, call))
+            if call.returncode:
+                failed = failed or subprocess.CalledProcessError(call.returncode, call.args)
+            else:
+                kept(u)
+        if failed is not None and not running:
+            raise failed
+
+
 def copy(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.tmp")
@@ -85,14 +112,14 @@ def work_folder(run: Path) -> Path:
     return work
 
 
-def keep(checkout: Path, run: Path, u: dict, wall_s: float | None, commit_it: bool, until: str | None) -> None:
+def keep(checkout: Path, run: Path, u: dict, sitting_s: float | None, commit_it: bool, until: str | None) -> None:
     """Copy unit ``u``'s tables and benchmark TSVs from ``checkout`` (a checkout whose run finished
     it) into ``run``, with its entry in the sittings record; with ``commit_it``, one git commit."""
     kept = [rel for rel in [*paths(unit_tables(until), **u).values(), *paths(unit_bench(until), **u).values()]
             if (checkout / rel).is_file()]
     for rel in kept:
         copy(checkout / rel, layout.under(run, rel))
-    line = dict(**u, commit=git_commit(checkout), cpu=cpu_name(), python=platform.python_version(), seed_wall_s=wall_s)
+    line = dict(**u, commit=git_commit(checkout), cpu=cpu_name(), python=platform.python_version(), sitting_s=sitting_s)
     with open(run / SITTINGS, "a") as fh:
         fh.write(yaml.safe_dump([line], sort_keys=False))
     if commit_it:
@@ -153,25 +180,22 @@ def main() -> None:
                                                for p in paths(unit_tables(until), **u).values()):
                 keep(args.keep_from, run, u, None, args.commit, until)
         return
-    options = ["--cores", str(args.cores), "--configfile", str(args.config.resolve()), "--rerun-triggers", "mtime"]
+    options = ["--configfile", str(args.config.resolve()), "--rerun-triggers", "mtime"]
     work = work_folder(run)
     for u in units:  # restore: scores before snapshots, so the snapshots are the newer
         if done(run, u, until):
             for rel in paths(unit_tables(until), **u).values():
                 if not (work / rel).is_file():
                     copy(layout.under(run, rel), work / rel)
-    for seed in rec["seeds"]:
-        todo = [u for u in units if u["seed"] == seed and not done(run, u, until)]
-        if not todo:
-            continue
-        t0 = time.time()
-        targets = [p for u in todo for p in paths(unit_tables(until), **u).values()]
-        subprocess.run([*SNAKEMAKE, *targets, *options], cwd=work, check=True)  # targets first: the options take lists
-        for u in todo:
-            keep(work, run, u, round(time.time() - t0, 1), args.commit, until)
-        print(f"seed {seed}: {len(todo)} jobs in {time.time() - t0:.0f} s", flush=True)
+    t0 = time.time()
+
+    def kept(u: dict) -> None:
+        keep(work, run, u, round(time.time() - t0, 1), args.commit, until)
+        print(f"{u['model']} seed {u['seed']}: kept after {time.time() - t0:.0f} s", flush=True)
+
+    run_units([u for u in units if not done(run, u, until)], work, options, args.cores, until, kept)
     if not until and all(done(run, u) for u in units):
-        subprocess.run([*SNAKEMAKE, "recovery", *options], cwd=work, check=True)
+        subprocess.run([*SNAKEMAKE, "recovery", *options, "--cores", str(args.cores)], cwd=work, check=True)
         kept = [*(path.format(seed_set="exploration") for path in layout.BUDGET.values()),
                 *(f"{layout.BENCH}/{rule}/exploration.tsv" for rule in AGGREGATE_RULES)]
         for rel in kept:
