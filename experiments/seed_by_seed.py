@@ -74,10 +74,10 @@ def done(run: Path, fields: dict, until: str | None = None) -> bool:
 
 
 def run_units(todo: list[dict], work: Path, options: list[str], workers: int, until: str | None,
-              kept: Callable[[dict], None]) -> None:
+              on_end: Callable[[dict], None]) -> None:
     """Run each unit of ``todo`` as its own `snakemake --cores 1` call in ``work``, in order, at most
-    ``workers`` at once; ``kept(unit)`` as each one ends. A failed call raises once the others have
-    ended (and been kept)."""
+    ``workers`` at once; ``on_end(unit)`` as each one ends. A failed call starts no further unit and
+    raises once the running ones have ended (and ``on_end`` has kept them)."""
     queue, running, failed = list(todo), [], None
     while queue or running:
         while queue and len(running) < workers and failed is None:
@@ -90,7 +90,7 @@ def run_units(todo: list[dict], work: Path, options: list[str], workers: int, un
             if call.returncode:
                 failed = failed or subprocess.CalledProcessError(call.returncode, call.args)
             else:
-                kept(u)
+                on_end(u)
         if failed is not None and not running:
             raise failed
 
@@ -189,11 +189,11 @@ def main() -> None:
                     copy(layout.under(run, rel), work / rel)
     t0 = time.time()
 
-    def kept(u: dict) -> None:
+    def on_end(u: dict) -> None:
         keep(work, run, u, round(time.time() - t0, 1), args.commit, until)
         print(f"{u['model']} seed {u['seed']}: kept after {time.time() - t0:.0f} s", flush=True)
 
-    run_units([u for u in units if not done(run, u, until)], work, options, args.cores, until, kept)
+    run_units([u for u in units if not done(run, u, until)], work, options, args.cores, until, on_end)
     if not until and all(done(run, u) for u in units):
         subprocess.run([*SNAKEMAKE, "recovery", *options, "--cores", str(args.cores)], cwd=work, check=True)
         kept = [*(path.format(seed_set="exploration") for path in layout.BUDGET.values()),

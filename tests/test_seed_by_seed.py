@@ -3,6 +3,7 @@ finished (model, seed)'s raw tables kept in the run's folder as it finishes, and
 a fresh checkout (no results folder) restores them, trains only what is missing and gives the
 aggregate of the uninterrupted run."""
 
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -99,3 +100,27 @@ def test_a_scores_only_run_of_another_config_trains_its_own_and_keeps_the_scores
         assert (scores / "benchmarks" / "train_budget" / "adamw" / "const" / f"seed{seed}.tsv").is_file()
     assert not (scores / "benchmarks" / "snapshot_budget").exists()
     assert not (scores / "recovery" / "budget" / "exploration").exists()
+
+
+def test_units_run_in_order_n_at_a_time_and_a_failure_keeps_the_running_ones(tmp_path, monkeypatch):
+    """run_units with a stand-in for Snakemake (each call logs its start and end, the one of seed 3
+    fails): units start in order, at most two at once, each kept as it ends; the failure starts no
+    further unit and raises once the running one has ended and been kept."""
+    spec = importlib.util.spec_from_file_location("seed_by_seed", ROOT / "experiments" / "seed_by_seed.py")
+    sbs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sbs)
+    call = ("import sys, time; seed = sys.argv[1].split('seed')[-1].split('/')[0]; log = open('log', 'a'); "
+            "log.write(f'start {seed}\\n'); log.flush(); time.sleep({'2': 2.0, '3': 0.0}.get(seed, 0.2)); "
+            "log.write(f'end {seed}\\n'); sys.exit(seed == '3')")
+    monkeypatch.setattr(sbs, "SNAKEMAKE", [sys.executable, "-c", call])
+    monkeypatch.setattr(sbs, "POLL_S", 0.05)
+    units = [dict(optimizer="adamw", model="const", seed=s) for s in (1, 2, 3, 4, 5)]
+    kept = []
+    with pytest.raises(subprocess.CalledProcessError):
+        sbs.run_units(units, tmp_path, [], 2, None, lambda u: kept.append(u["seed"]))
+    log = (tmp_path / "log").read_text().split()
+    starts = [int(s) for word, s in zip(log[::2], log[1::2]) if word == "start"]
+    assert starts == [1, 2, 3]  # in order; 4 and 5 never start after 3 fails
+    assert kept == [1, 2]  # 2 ended after 3 failed, and was kept
+    running = max(sum(1 if w == "start" else -1 for w in log[:i + 1:2]) for i in range(0, len(log), 2))
+    assert running == 2
