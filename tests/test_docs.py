@@ -567,3 +567,17 @@ def test_growth_cells_word_the_prediction_and_an_undecided_law():
     assert lines[0].endswith(f" {P_DECIDED} |")
     without = GROWTH_PAGE.replace("\n".join(lines), "\n".join(line.rsplit("|", 2)[0] + "|" for line in lines))
     assert "the design's power" not in answer_table.growth_cells(without)[0]  # a page without the column
+
+
+def unlisted_scripts(readme: str, scripts: list[str]) -> list[str]:
+    """The scripts whose file name the README does not mention."""
+    return [name for name in scripts if name not in readme]
+
+
+def test_experiments_readme_lists_every_script():
+    """experiments/README.md, which the README points to for the scripts, names each of them; a
+    script it leaves out is found."""
+    readme = (ROOT / "experiments" / "README.md").read_text()
+    scripts = sorted(p.name for p in (ROOT / "experiments").glob("*.py"))
+    assert len(scripts) >= 18 and unlisted_scripts(readme, scripts) == []
+    assert unlisted_scripts(readme.replace("seed_by_seed.py", "seed-by-seed"), scripts) == ["seed_by_seed.py"]
