@@ -142,7 +142,8 @@ def measured_window(root: Path = ROOT) -> tuple[str, str, str]:
             continue
         text, _, pred = growth_cells(page, cells)
         parts.append((run, text + ("" if seen else f"; the prediction from the init networks {pred}")))
-        runs.append(f"{run}, {law['n'].astype(int).max()} unseen seeds"
+        seeds = len(re.findall(r"\d+: ", law["c per seed"].iloc[0]))  # every seed is listed, fitted or not
+        runs.append(f"{run}, {seeds} unseen seeds"
                     + (f" ({', '.join(NAMES[m] for m in cells)})" if seen else ""))
         rules.append(rule)
         seen.update(cells)
