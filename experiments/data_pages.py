@@ -35,7 +35,7 @@ from learnwin.infra import config as lwconfig
 from learnwin.infra import layout
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = ("docs/results-growth.md", "docs/results-default-epyc-25-17.md")
+PAGES = ("docs/results-growth.md", "docs/results-growth-T256.md", "docs/results-default-epyc-25-17.md")
 #: The scripts whose printouts a page may embed.
 SCRIPTS = ("groundtruth_tables", "results_tables")
 MARKER = re.compile(rf"<!-- generated: python experiments/({'|'.join(SCRIPTS)})\.py (.*?) -->\n(.*?)<!-- /generated -->",
