@@ -114,13 +114,20 @@ def test_units_run_in_order_n_at_a_time_and_a_failure_keeps_the_running_ones(tmp
             "log.write(f'end {seed}\\n'); sys.exit(seed == '3')")
     monkeypatch.setattr(sbs, "SNAKEMAKE", [sys.executable, "-c", call])
     monkeypatch.setattr(sbs, "POLL_S", 0.05)
+    launched, popen = [], subprocess.Popen  # the launch order is the driver's; the log's order of two
+    # calls started together is the operating system's, so the order is read from the launches
+
+    def launch(args, **kw):
+        launched.append(int(args[3].split("seed")[-1].split("/")[0]))
+        return popen(args, **kw)
+    monkeypatch.setattr(sbs.subprocess, "Popen", launch)
     units = [dict(optimizer="adamw", model="const", seed=s) for s in (1, 2, 3, 4, 5)]
     kept = []
     with pytest.raises(subprocess.CalledProcessError):
         sbs.run_units(units, tmp_path, [], 2, None, lambda u: kept.append(u["seed"]))
     log = (tmp_path / "log").read_text().split()
-    starts = [int(s) for word, s in zip(log[::2], log[1::2]) if word == "start"]
-    assert starts == [1, 2, 3]  # in order; 4 and 5 never start after 3 fails
+    assert launched == [1, 2, 3]  # in order; 4 and 5 never start after 3 fails
+    assert sorted(int(s) for word, s in zip(log[::2], log[1::2]) if word == "start") == launched
     assert kept == [1, 2]  # 2 ended after 3 failed, and was kept
     running = max(sum(1 if w == "start" else -1 for w in log[:i + 1:2]) for i in range(0, len(log), 2))
     assert running == 2
