@@ -48,8 +48,6 @@ DEFAULT_RUNS = {
 #: The pre-registered growth-law pages, newest first, with their run's length and rule: a cell's
 #: measured law is the newest page's that ran it (docs/method.md §10d, §10c).
 GROWTH_PAGES = {"docs/results-growth-T256.md": ("T 256", "§10d"), "docs/results-growth.md": ("T 128", "§10c")}
-#: The page of claim (d) on the truth, the test of docs/method.md §10c.
-GROWTH = "docs/results-growth.md"
 #: The folder of the committed runs' raw tables.
 RUNS = Path("data", "runs")
 #: The pre-registered seed draws of the default run (docs/method.md §8c): one results folder per
@@ -149,6 +147,14 @@ def measured_window(root: Path = ROOT) -> tuple[str, str, str]:
         seen.update(cells)
     finds = "; ".join(f"{run}: {text}" if len(parts) > 1 else text for run, text in parts)
     return finds, "; ".join(runs), ", ".join(rules)
+
+
+def master_law(root: Path = ROOT) -> tuple[str, str, str]:
+    """Claim (d) on the truth from the newest page of :data:`GROWTH_PAGES`: its words, run and rule."""
+    for name, (run, rule) in GROWTH_PAGES.items():
+        if (root / name).is_file():
+            return growth_cells((root / name).read_text())[1], run, rule
+    raise SystemExit(f"no growth page under {root}: {', '.join(GROWTH_PAGES)}")
 
 
 def counts(root: Path = ROOT) -> pd.DataFrame:
@@ -256,7 +262,7 @@ def rows(root: Path = ROOT) -> list[list[str]]:
     """The answer table's rows from the committed pages and tables under ``root``."""
     b = band.bands(counts(root), ranges(root))
     a, bb, c_exact, c_diag, d, d_diagonal = (b[name] for name in band.COUNTS)
-    _, d_truth, _ = growth_cells((root / GROWTH).read_text())
+    d_truth, d_run, d_rule = master_law(root)
     measured, measured_run, measured_rule = measured_window(root)
     return [
         ["(a) envelope", "learned gates give slowly (power-law) decaying envelopes",
@@ -271,7 +277,7 @@ def rows(root: Path = ROOT) -> list[list[str]]:
         ["(d) master law", "log N*(l) grows like kappa (-log f(l)): slope 1 in kappa-units",
          f"{d_truth}; in the default run: {d.word_phrase()}, the master slope's interval within 1 ± 0.5 in "
          f"{d.span()} rows ({d_diagonal.span()} under per_lag noise and the diagonal transport)",
-         f"T 128; {runs_phrase(d)}", "§10c, §8b, §8c"],
+         f"{d_run}; {runs_phrase(d)}", f"{d_rule}, §8b, §8c"],
     ]
 
 

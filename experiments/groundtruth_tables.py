@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from learnwin.infra import config as lwconfig
 from learnwin.infra import io, layout
 from learnwin.infra.registry import CELLS, Column
 from learnwin.stats import budget, groundtruth, growth, growth_power, seedlevel
@@ -337,26 +338,44 @@ def _counts(g: pd.DataFrame, exact: str, left: str, right: str) -> str:
 DESIGN_POWER = "design_power.parquet"
 
 
+def _power_rows(window: pd.DataFrame, model: str, design, n_seeds: int, n_hi: float, pool: int) -> list[dict]:
+    """growth_power.design_power through ``model``'s mean H_emp at N 256 and ``n_hi`` in ``window``,
+    at the §10d table's calibrated noise: one row per law of growth_power.STATED."""
+    noise = growth_power.calibrated_noise(io.read_table(ROOT / layout.GROWTH_POWER, "growth_power"))
+    h = window[window["model"] == model].groupby("N")["H_emp"].mean()
+    n_lo = 2.0**8
+    power = growth_power.design_power(h[n_lo], h[n_hi], design, n_seeds, sigma_lag=noise, n_lo=n_lo, n_hi=n_hi,
+                                      pool=pool)
+    return [dict(model=model, law=law, c_true=c, p_true=power[law], h_lo=h[n_lo], h_hi=h[n_hi], n_hi=n_hi,
+                 seeds=n_seeds, n_max=int(design.n_max), sigma_lag=noise, pool=pool) for law, c in growth_power.STATED]
+
+
+POWER_COLUMNS = ["model", "law", "c_true", "p_true", "h_lo", "h_hi", "n_hi", "seeds", "n_max", "sigma_lag", "pool"]
+
+
 def design_power_table(window: pd.DataFrame, shape: pd.DataFrame, lags: list, budgets: list,
                        pool: int = 2000) -> pd.DataFrame:
     """Per model whose verdict is undecided (not cut off) and law of growth_power.STATED, the power
     the run's design had (learnwin.stats.growth_power.design_power through the cell's mean H_emp at
     N 256 and at the last reported budget, as many seeds, the §10d table's calibrated noise)."""
-    noise = growth_power.calibrated_noise(io.read_table(ROOT / layout.GROWTH_POWER, "growth_power"))
     design = growth_power.Design(lags=tuple(lags), n_max=int(budgets[-1]), n_min=int(budgets[0]))
-    n_lo, n_hi = 2.0**8, float(budgets[-2])
+    rows = [row for r in shape.itertuples() if r.verdict == growth.UNDECIDED and not r.cut_off
+            for row in _power_rows(window, r.model, design, int(r.n_seeds), float(budgets[-2]), pool)]
+    return pd.DataFrame(rows, columns=POWER_COLUMNS)
+
+
+def arm_power_table(window: pd.DataFrame, arm: dict, pool: int = 2000) -> pd.DataFrame:
+    """The power of a new arm's design (config ``arm``: its recovery lags, budgets, seeds and models;
+    docs/method.md §10e) for each of its models, anchored on this run's ``window``: the model's mean
+    H_emp at N 256 and at the largest budget where none of its seeds is right-censored."""
+    rec = arm["recovery"]
+    design = growth_power.Design(lags=tuple(rec["lags"]), n_max=int(rec["budgets"][-1]), n_min=int(rec["budgets"][0]))
     rows = []
-    for r in shape.itertuples():
-        if r.verdict != growth.UNDECIDED or r.cut_off:
-            continue
-        h = window[window["model"] == r.model].groupby("N")["H_emp"].mean()
-        power = growth_power.design_power(h[n_lo], h[n_hi], design, int(r.n_seeds), sigma_lag=noise, n_lo=n_lo,
-                                          n_hi=n_hi, pool=pool)
-        rows += [dict(model=r.model, law=law, c_true=c, p_true=power[law], h_lo=h[n_lo], h_hi=h[n_hi], n_hi=n_hi,
-                      seeds=int(r.n_seeds), n_max=int(budgets[-1]), sigma_lag=noise, pool=pool)
-                 for law, c in growth_power.STATED]
-    return pd.DataFrame(rows, columns=["model", "law", "c_true", "p_true", "h_lo", "h_hi", "n_hi", "seeds", "n_max",
-                                       "sigma_lag", "pool"])
+    for model in rec["models"]:
+        w = window[window["model"] == model]
+        n_hi = float(w.groupby("N")["censored"].any().loc[lambda c: ~c].index.max())
+        rows += _power_rows(window, model, design, len(rec["seeds"]), n_hi, pool)
+    return pd.DataFrame(rows, columns=POWER_COLUMNS)
 
 
 def design_power_words(results: Path, shape: pd.DataFrame) -> dict[str, str] | None:
@@ -577,6 +596,8 @@ def main(argv=None):
                     help="the pre-registered growth-law run of docs/method.md §10c on the --budget seed set")
     ap.add_argument("--design-power", action="store_true",
                     help=f"write the growth run's {DESIGN_POWER}: the power its design had for each undecided cell")
+    ap.add_argument("--arm-power", metavar="CONFIG", type=Path,
+                    help="the power of a new arm's design (docs/method.md §10e) anchored on this growth run's windows")
     ap.add_argument("--margin", metavar="RESULTS_T64",
                     help="the margin check of docs/method.md §10c against this T 64 run's results folder")
     args = ap.parse_args(argv)
@@ -586,6 +607,9 @@ def main(argv=None):
         table = design_power_table(window, shape, sorted(lb["lag"].unique()), budgets)
         io.write_table(table, results / DESIGN_POWER, "design_power")
         print(markdown(_rounded(table)))
+    elif args.arm_power:
+        window = growth_inputs(Path(args.results), args.threshold, args.optimizer)[3]
+        print(markdown(_rounded(arm_power_table(window, lwconfig.load(ROOT, args.arm_power)))))
     elif args.margin:
         print(margin_tables(args.results, args.margin, args.threshold))
     elif args.growth:

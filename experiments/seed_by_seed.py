@@ -7,7 +7,8 @@ by the next, on this machine or another (docs/method.md §10d).
 CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of raw tables
 (e.g. data/runs/growth-T256), laid out as a run's results folder is (learnwin.infra.layout.under).
 1. Prints the run's cost estimate (the training cost law, learnwin.infra.resources, at worst: every
-   lag to N_max; and the expected cost of the §10d power table where RUN has one) and what is done.
+   lag to N_max; the expected cost of the §10d power table for §10d's design; once units are kept,
+   the time left at their measured mean) and what is done.
 2. Restores the finished units from RUN into the run's own work folder, seed_by_seed/<RUN's name>/
    in the repository's results folder (the repository's Snakefile, config, workflow and profiles
    linked in, its own results folder and .snakemake/), so that no other run's outputs at the same
@@ -52,6 +53,7 @@ LINKED = ("Snakefile", "config", "workflow", "profiles")  # a work folder's view
 RULES = ("train_budget", "snapshot_budget")  # a unit's rules, in order; --until cuts after one
 AGGREGATE_RULES = ("aggregate_budget", "plot_budget")  # the aggregate's, kept with its tables (the Cost table)
 POLL_S = 5  # seconds between looks at the running units
+POWER_T, POWER_MODELS = 256, ("const", "shared", "diag", "lstm")  # the design §10d's power table costs
 
 
 def unit_tables(until: str | None = None) -> dict[str, str]:
@@ -127,13 +129,25 @@ def keep(checkout: Path, run: Path, u: dict, sitting_s: float | None, commit_it:
                      f"{run.name}: raw tables of {u['model']} seed {u['seed']} ({cpu_name()})")
 
 
-def estimate(cfg: dict, units: list[dict], run: Path, until: str | None) -> None:
+def unit_seconds(run: Path, units: list[dict], until: str | None = None) -> list[float]:
+    """Each kept unit's seconds (its rules' benchmark TSVs summed; a unit without them is left out)."""
+    import pandas as pd
+
+    out = []
+    for u in units:
+        tsvs = [layout.under(run, p) for p in paths(unit_bench(until), **u).values()]
+        if done(run, u, until) and all(t.is_file() for t in tsvs):
+            out.append(sum(float(pd.read_csv(t, sep="\t")["s"].iloc[0]) for t in tsvs))
+    return out
+
+
+def estimate(cfg: dict, units: list[dict], run: Path, until: str | None, cores: int) -> None:
     models = sorted({u["model"] for u in units})
     worst = sum(resources.budget_cpu_seconds(cfg, u["model"]) for u in units) / 3600
     print(f"{len(units)} (model, seed) jobs of {', '.join(models)}; at worst (every lag to N_max, the cost "
           f"law): {worst:.0f} CPU h", flush=True)
     power = ROOT / layout.GROWTH_POWER
-    if power.is_file():
+    if power.is_file() and cfg["task"]["T"] == POWER_T and models == sorted(POWER_MODELS):
         import pandas as pd
 
         table = pd.read_parquet(power)
@@ -147,6 +161,11 @@ def estimate(cfg: dict, units: list[dict], run: Path, until: str | None) -> None
     left = [u for u in units if not done(run, u, until)]
     print(f"done: {len(units) - len(left)} of {len(units)}; left: "
           + (", ".join(f"{u['model']}/seed{u['seed']}" for u in left) or "none"), flush=True)
+    kept = unit_seconds(run, units, until)
+    if kept and left:
+        mean = sum(kept) / len(kept)
+        print(f"measured: {mean / 60:.0f} min per kept unit (mean of {len(kept)}); the {len(left)} left: "
+              f"about {len(left) * mean / 3600 / cores:.1f} h on {cores} cores", flush=True)
 
 
 def main() -> None:
@@ -166,7 +185,7 @@ def main() -> None:
     units = [dict(optimizer=opt, model=m, seed=s) for s in rec["seeds"] for m in rec["models"] or cfg["models"]]
     run = args.run if args.run.is_absolute() else ROOT / args.run
     until = args.until
-    estimate(cfg, units, run, until)
+    estimate(cfg, units, run, until, args.cores)
     if args.estimate:
         return
     if not (run / "run.yaml").is_file():  # what the run holds, for the readers of a partial run (experiments/data_pages.py)

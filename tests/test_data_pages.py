@@ -501,6 +501,25 @@ def test_collect_copies_a_runs_tables_and_its_record(tmp_path):
     assert f"Partial run: 2 (model, seed) jobs not in {dest}: gru 4, lstm 4." in data_pages.printout(f"{dest} --growth")
 
 
+def test_a_new_arms_power_is_anchored_where_no_seed_of_the_cell_is_cut_off(tmp_path):
+    """--arm-power (docs/method.md §10e): the arm's own design (its lags, budgets, seed count) and
+    each of its models' mean H_emp at N 256 and at the largest budget where none of its seeds is
+    right-censored in the anchor run; a seed censored at the last budget moves the anchor one down."""
+    run = tmp_path / "run"
+    synthetic_run(run, record_seeds=(1, 2, 3))
+    window = groundtruth_tables.growth_inputs(run, 0.2, "adamw")[3]
+    arm = dict(recovery=dict(models=["lstm"], seeds=[7, 8, 9, 10], lags=[4, 8, 12, 16], budgets=[64, 128, 256, 512, 1024]))
+    ns = sorted(window["N"].unique())
+    free = groundtruth_tables.arm_power_table(window.assign(censored=False), arm, pool=60)
+    cut = window.assign(censored=(window["model"] == "lstm") & (window["N"] == ns[-1]) & (window["seed"] == 2))
+    table = groundtruth_tables.arm_power_table(cut, arm, pool=60)
+    lstm = window[window["model"] == "lstm"].groupby("N")["H_emp"].mean()
+    assert list(zip(table["model"], table["law"])) == [("lstm", growth.LOG_N), ("lstm", growth.POWER)]
+    assert (free["n_hi"] == ns[-1]).all() and (table["n_hi"] == ns[-2]).all()
+    assert (table["h_hi"] == lstm[ns[-2]]).all() and (table["h_lo"] == lstm[256]).all()
+    assert (table["seeds"] == 4).all() and (table["n_max"] == 1024).all() and table["p_true"].between(0, 1).all()
+
+
 def test_an_undecided_cell_states_the_power_of_its_design_from_the_runs_table(tmp_path):
     """--design-power writes, per undecided cell (not cut off), the power the design had for each
     stated law (docs/method.md §10d); the page reads it as that cell's P(decided) words, and a table

@@ -20,7 +20,7 @@ SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 #: The spec's sections, in order (the numbering the code cites).
 SECTIONS = ["1", "2", "2a", "2b", "2c", "3", "4", "4b", "4c", "5", "6", "7", "7b", "8", "8b", "8c", "9", "10", "10b", "10c",
-            "10d"]
+            "10d", "10e"]
 SCANNED_DIRS = ("learnwin", "workflow", "benchmarks", "experiments", "tools", "tests", "config")
 TEXT_SUFFIXES = {".py", ".smk", ".md", ".rst", ".yaml", ".yml", ".sh"}
 
@@ -513,7 +513,8 @@ def test_readme_opens_with_the_answer_in_few_words():
     assert len(re.findall(r"\S+", prose)) <= 250
 
 
-GROWTH_PAGE = (ROOT / answer_table.GROWTH).read_text()
+GROWTH = "docs/results-growth.md"  # the T 128 page
+GROWTH_PAGE = (ROOT / GROWTH).read_text()
 
 
 def test_growth_cells_tell_undecided_from_differs():
@@ -533,7 +534,7 @@ def test_each_cells_measured_law_comes_from_the_newest_growth_page_that_ran_it(t
     """With the T 128 page alone, the row is that page's; a T 256 page of four cells takes their
     laws and its prediction, and the GRU's law stays the T 128 page's, each part naming its run."""
     (tmp_path / "docs").mkdir()
-    (tmp_path / answer_table.GROWTH).write_text(GROWTH_PAGE)
+    (tmp_path / GROWTH).write_text(GROWTH_PAGE)
     law, _, pred = answer_table.growth_cells(GROWTH_PAGE)
     assert answer_table.measured_window(tmp_path) == (f"{law}; the prediction from the init networks {pred}",
                                                       "T 128, 5 unseen seeds", "§10c")
@@ -549,6 +550,22 @@ def test_each_cells_measured_law_comes_from_the_newest_growth_page_that_ran_it(t
            "the cells: tau-b 0.67, exact p 0.021; T 128: GRU power (c 0.44 [0.33, 0.55])" in finds
     assert finds.count("the prediction") == 1 and finds.count("GRU") == 1
     assert (run, rule) == ("T 256, 5 unseen seeds; T 128, 5 unseen seeds (GRU)", "§10d, §10c")
+
+
+def test_claim_d_on_the_truth_comes_from_the_newest_growth_page(tmp_path):
+    """master_law: with the T 128 page alone, its (d) and run; with the T 256 page beside it, the T 256
+    page's (d) (its own range of s - kappa and count of cells), run and rule; with none, an error
+    naming the pages."""
+    (tmp_path / "docs").mkdir()
+    with pytest.raises(SystemExit, match="results-growth.md"):
+        answer_table.master_law(tmp_path)
+    (tmp_path / GROWTH).write_text(GROWTH_PAGE)
+    assert answer_table.master_law(tmp_path) == (answer_table.growth_cells(GROWTH_PAGE)[1], "T 128", "§10c")
+    t256 = (ROOT / "docs" / "results-growth-T256.md").read_text()
+    (tmp_path / "docs" / "results-growth-T256.md").write_text(t256)
+    d_text, run, rule = answer_table.master_law(tmp_path)
+    assert (d_text, run, rule) == (answer_table.growth_cells(t256)[1], "T 256", "§10d")
+    assert "4 of 4 cells differ from kappa" in d_text and d_text != answer_table.growth_cells(GROWTH_PAGE)[1]
 
 
 def test_growth_cells_word_the_prediction_and_an_undecided_law():

@@ -106,9 +106,7 @@ def test_units_run_in_order_n_at_a_time_and_a_failure_keeps_the_running_ones(tmp
     """run_units with a stand-in for Snakemake (each call logs its start and end, the one of seed 3
     fails): units start in order, at most two at once, each kept as it ends; the failure starts no
     further unit and raises once the running one has ended and been kept."""
-    spec = importlib.util.spec_from_file_location("seed_by_seed", ROOT / "experiments" / "seed_by_seed.py")
-    sbs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sbs)
+    sbs = _sbs()
     call = ("import sys, time; seed = sys.argv[1].split('seed')[-1].split('/')[0]; log = open('log', 'a'); "
             "log.write(f'start {seed}\\n'); log.flush(); time.sleep({'2': 2.0, '3': 0.0}.get(seed, 0.2)); "
             "log.write(f'end {seed}\\n'); sys.exit(seed == '3')")
@@ -131,3 +129,27 @@ def test_units_run_in_order_n_at_a_time_and_a_failure_keeps_the_running_ones(tmp
     assert kept == [1, 2]  # 2 ended after 3 failed, and was kept
     running = max(sum(1 if w == "start" else -1 for w in log[:i + 1:2]) for i in range(0, len(log), 2))
     assert running == 2
+
+
+def _sbs():
+    spec = importlib.util.spec_from_file_location("seed_by_seed", ROOT / "experiments" / "seed_by_seed.py")
+    sbs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sbs)
+    return sbs
+
+
+def test_the_time_left_is_read_from_the_kept_units_benchmarks(tmp_path):
+    """unit_seconds: a kept unit's rules' benchmark seconds summed (120 + 30, 300 + 50); a unit with
+    tables but no benchmark, or a benchmark but no tables, is left out."""
+    sbs = _sbs()
+    units = [dict(optimizer="adamw", model="diag", seed=s) for s in (1, 2, 3, 4)]
+    for u, secs, tables in zip(units, [(120, 30), (300, 50), None, (999, 999)], [True, True, True, False]):
+        if tables:
+            for rel in sbs.paths(sbs.unit_tables(), **u).values():
+                layout.under(tmp_path, rel).parent.mkdir(parents=True, exist_ok=True)
+                layout.under(tmp_path, rel).write_text("x")
+        for rel, s in zip(sbs.paths(sbs.unit_bench(), **u).values(), secs or ()):
+            layout.under(tmp_path, rel).parent.mkdir(parents=True, exist_ok=True)
+            layout.under(tmp_path, rel).write_text(f"s\th:m:s\n{s}\t0:00:00\n")
+    assert sbs.unit_seconds(tmp_path, units) == [150.0, 350.0]
+    assert sbs.unit_seconds(tmp_path, units, "train_budget") == [120.0, 300.0]
