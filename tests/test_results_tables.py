@@ -1,7 +1,6 @@
 """The experiments/ scripts on the synthetic run of tests/synthetic_claims.py: results_tables.py
 prints the values the run was built with, and sweep.py scores it with learnwin.stats.claims."""
 
-import importlib.util
 import os
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 import synthetic as syn
 from scipy import stats
 from synthetic_claims import VAL_R2, expected_claims, write_claim_run, write_claims
+from workflow_helpers import experiment_script
 
 from learnwin.infra import io, layout
 from learnwin.report.formatting import table_after
@@ -21,15 +21,8 @@ from learnwin.tasks.synthetic import LEARNS_R2
 EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 
 
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, EXPERIMENTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _run(capsys, *argv) -> str:
-    _script("results_tables").main([str(a) for a in argv])
+    experiment_script("results_tables").main([str(a) for a in argv])
     return capsys.readouterr().out
 
 
@@ -105,7 +98,7 @@ def test_results_tables_without_exponents(tmp_path, capsys):
 
 def test_sweep_scores_a_run(tmp_path, monkeypatch):
     write_claim_run(tmp_path / "variant")
-    sweep = _script("sweep")
+    sweep = experiment_script("sweep")
     monkeypatch.setattr(sweep, "RUNS", tmp_path)
     row = sweep.score("variant")
     # from expected_claims(): a 4 of 4 rows hold, b 4/4 per_lag and 0/4 pooled, c 2/4 (gru only),
@@ -175,7 +168,7 @@ def test_ladder_puts_each_rungs_verdicts_and_cost_side_by_side(tmp_path, monkeyp
     for p in (tmp_path / "b" / layout.ROOT).rglob("*"):
         if p.is_file() and p.name != "late.txt":
             os.utime(p, (2e9, 2e9))
-    table = _script("ladder").ladder({"small": tmp_path / "a" / layout.ROOT, "big": tmp_path / "b" / layout.ROOT})
+    table = experiment_script("ladder").ladder({"small": tmp_path / "a" / layout.ROOT, "big": tmp_path / "b" / layout.ROOT})
     rows = table.set_index("")
     # the same run twice: the same verdicts, which are those of its claims.parquet
     claims = expected_claims()
@@ -193,7 +186,7 @@ def test_ladder_puts_each_rungs_verdicts_and_cost_side_by_side(tmp_path, monkeyp
 def test_compare_claims_finds_exactly_the_cells_whose_verdict_differs(tmp_path, capsys):
     write_claim_run(tmp_path)
     page = _run(capsys, tmp_path / "results", "--epoch", "best")
-    compare = _script("compare_claims")
+    compare = experiment_script("compare_claims")
     a = compare.glance(page)
     n_rows = sum(1 for line in page.split("### Claims at a glance")[1].split("\n\n")[1].splitlines()) - 2
     assert len(a) == n_rows * a["model"].nunique() and not a["cell"].eq("").any()
@@ -222,7 +215,7 @@ def test_budget_window_means_per_model_and_N():
     rows = [dict(model=m, optimizer="adamw", N=n, threshold=thr, n_seeds=5, H_mean=h, H_sd=0.5, n_censored=c,
                  holes_mean=0.0) for m, base in (("gru", 10.0), ("const", 20.0))
             for n, shift, c in ((64, 0.0, 0), (65536, 43.0, 2)) for thr, h in ((0.2, base + shift), (0.1, 99.0))]
-    table = _script("groundtruth_tables").budget_window_means(pd.DataFrame(rows), 0.2).set_index("model")
+    table = experiment_script("groundtruth_tables").budget_window_means(pd.DataFrame(rows), 0.2).set_index("model")
     assert table.index.tolist() == ["const", "gru"]
     assert table.loc["gru"].tolist() == ["10.0 ± 0.5", "53.0 ± 0.5 (2 cens.)"]
     assert table.columns.tolist() == ["N = 64", "N = 65536"]
@@ -235,7 +228,7 @@ def test_groundtruth_window_means_per_model_and_N():
             for m, base in (("gru", 10.0), ("const", 20.0)) for n, shift in ((64, 0.0), (8192, 43.0))
             for s, d in ((1, -1.0), (2, 1.0))
             for arm, thr, h in (("main", 0.2, base + shift + d), ("main", 0.1, 99.0), ("full_grid", 0.2, 99.0))]
-    table = _script("groundtruth_tables").window_means(pd.DataFrame(rows), 0.2)
+    table = experiment_script("groundtruth_tables").window_means(pd.DataFrame(rows), 0.2)
     assert table["model"].tolist() == ["const", "gru"]  # the registry's order
     assert table.set_index("model").loc["gru"].tolist() == ["10.0 ± 1.4", "53.0 ± 1.4"]
     assert table.set_index("model").loc["const"].tolist() == ["20.0 ± 1.4", "63.0 ± 1.4 (1 cens.)"]
@@ -255,7 +248,7 @@ def test_groundtruth_steps_table_from_the_per_job_windows(tmp_path):
                                     model=model, seed=seed)
                 path.parent.mkdir(parents=True)
                 io.write_table(pd.DataFrame(rows), path, "recovery")
-    text = _script("groundtruth_tables").steps_table(tmp_path)
+    text = experiment_script("groundtruth_tables").steps_table(tmp_path)
     assert "(8 jobs in" in text
     assert "| gru | 0.2 | 8192 | 1024 -> 2048 | 20.2, 21.2 | 21.2, 26.2 | 3.0 | 5.0 |" in text
     assert "| lstm | 0.1 | 8192 | 1024 -> 2048 | 10.2, 11.2 | 11.2, 16.2 | 3.0 | 5.0 |" in text
@@ -274,7 +267,7 @@ def test_groundtruth_cost_sums_the_benchmarks_per_rule(tmp_path):
             path = bench / rule / "adamw" / f"job{i}.tsv"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(f"s\tmax_rss\tcpu_time\n{s}\t100\t{s / 2}\n")
-    table = _script("groundtruth_tables").cost(tmp_path).set_index("rule")
+    table = experiment_script("groundtruth_tables").cost(tmp_path).set_index("rule")
     assert list(table.index) == ["train_recovery", "snapshot_recovery"]
     assert table.loc["train_recovery", "jobs"] == 3 and table.loc["snapshot_recovery", "jobs"] == 2
     assert table.loc["train_recovery", "wall s (largest job)"] == "1200"
@@ -309,7 +302,7 @@ def test_conv_test_reads_the_best_epoch_and_each_criterion_fails_alone(tmp_path,
     fails alone and the verdict with it; the learning threshold of §3 is printed beside, deciding nothing."""
     hawk = _stack_runs(tmp_path, "hawk", {"mingru": conv})
     without = _stack_runs(tmp_path, "noconv", {"mingru": noconv})
-    row = _script("stack_depth").conv_test(hawk, without).iloc[0]
+    row = experiment_script("stack_depth").conv_test(hawk, without).iloc[0]
     assert row["val R², with conv"] == " ".join(f"{v:.2f}" for v in sorted(conv))  # the best-validation epoch's R^2
     assert tuple(row[CONV_CRITERIA]) == verdicts
     assert row["holds"] == ("yes" if verdicts == ("yes",) * 3 else "no")
@@ -352,7 +345,7 @@ def test_slope_test_reads_each_seed_and_each_criterion_fails_alone(tmp_path, slo
     known slope: it holds for N ∝ 1/f, fails for N ∝ f^-kappa on every criterion, and each criterion
     fails alone; the interval is the seeds' Student t-interval (wider than their range [0.8, 1.2],
     which a percentile bootstrap would give, below kappa)."""
-    table = _script("stack_depth").slope_test(_budget_run(tmp_path, slopes, alpha=alpha))
+    table = experiment_script("stack_depth").slope_test(_budget_run(tmp_path, slopes, alpha=alpha))
     row = table.set_index("transport").loc["diagonal"]
     assert row["slope per seed"] == " ".join(f"{s:.2f}" for s in slopes)  # each seed's OLS slope, recovered
     assert row["slope"] == f"{np.mean(slopes):.2f}" and row["kappa"] == f"{alpha / (alpha - 1):.2f}"
@@ -375,7 +368,7 @@ def test_holm_over_the_secondary_rows_as_results_md_quotes_it():
     alone, the 23 secondary rows together), recomputed from the committed pages' tables; the values
     docs/results.md quotes for the best secondary rows (0.19 on the exploration seeds, 0.96-1.00 for
     the pooled-noise rows on the confirmatory ones)."""
-    with_holm = _script("groundtruth_tables").with_holm
+    with_holm = experiment_script("groundtruth_tables").with_holm
     results = (EXPERIMENTS.parent / "docs" / "results.md").read_text()
     explo = with_holm(_confirm_page("results-budget-exploration.md"))
     assert (~explo["pre_registered"]).sum() == 23

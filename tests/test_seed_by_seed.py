@@ -3,14 +3,13 @@ finished (model, seed)'s raw tables kept in the run's folder as it finishes, and
 a fresh checkout (no results folder) restores them, trains only what is missing and gives the
 aggregate of the uninterrupted run."""
 
-import importlib.util
 import shutil
 import subprocess
 import sys
 
 import pytest
 import yaml
-from workflow_helpers import ROOT, copy_workflow
+from workflow_helpers import ROOT, copy_workflow, experiment_script
 
 from learnwin.infra import layout
 from learnwin.infra.io import read_table
@@ -106,7 +105,7 @@ def test_units_run_in_order_n_at_a_time_and_a_failure_keeps_the_running_ones(tmp
     """run_units with a stand-in for Snakemake (each call logs its start and end, the one of seed 3
     fails): units start in order, at most two at once, each kept as it ends; the failure starts no
     further unit and raises once the running one has ended and been kept."""
-    sbs = _sbs()
+    sbs = experiment_script("seed_by_seed")
     call = ("import sys, time; seed = sys.argv[1].split('seed')[-1].split('/')[0]; log = open('log', 'a'); "
             "log.write(f'start {seed}\\n'); log.flush(); time.sleep({'2': 2.0, '3': 0.0}.get(seed, 0.2)); "
             "log.write(f'end {seed}\\n'); sys.exit(seed == '3')")
@@ -131,17 +130,10 @@ def test_units_run_in_order_n_at_a_time_and_a_failure_keeps_the_running_ones(tmp
     assert running == 2
 
 
-def _sbs():
-    spec = importlib.util.spec_from_file_location("seed_by_seed", ROOT / "experiments" / "seed_by_seed.py")
-    sbs = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sbs)
-    return sbs
-
-
 def test_the_time_left_is_read_from_the_kept_units_benchmarks(tmp_path):
     """unit_seconds: a kept unit's rules' benchmark seconds summed (120 + 30, 300 + 50); a unit with
     tables but no benchmark, or a benchmark but no tables, is left out."""
-    sbs = _sbs()
+    sbs = experiment_script("seed_by_seed")
     units = [dict(optimizer="adamw", model="diag", seed=s) for s in (1, 2, 3, 4)]
     for u, secs, tables in zip(units, [(120, 30), (300, 50), None, (999, 999)], [True, True, True, False]):
         if tables:

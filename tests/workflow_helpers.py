@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -22,6 +23,14 @@ WORKFLOW_FILES = ("Snakefile", "workflow", "config", "profiles")
 #: run's CPU).
 TABLE_TARGETS = ("train", "snapshot", "alpha", "decay", "window", "write_summary", "claims")
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def experiment_script(name: str):
+    """The module of experiments/<name>.py (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "experiments" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def schema_defaults(section: str) -> dict:
