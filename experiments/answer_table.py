@@ -72,6 +72,7 @@ GLANCE_EVERY = "### Claims at a glance, every functional"
 #: A default-run page whose claim (d) has the equivalence band of docs/method.md §8b prints this column.
 BAND_COLUMN = "CI within 1 ± 0.5"
 LAW_HEAD = "### Claim (b), the growth law"
+PRED_HEAD = "### The prediction from the init networks"
 NAMES = {"const": "ConstGate", "shared": "SharedGate", "diag": "DiagGate", "gru": "GRU", "lstm": "LSTM"}
 BEGIN, END = "<!-- answer -->", "<!-- /answer -->"
 HEADER = ["claim", "the paper says", "learnwin finds", "run", "rule"]
@@ -98,7 +99,8 @@ def growth_cells(page: str, cells: list[str] | None = None) -> tuple[str, str, s
     """(b) on the truth (of ``cells``, default all), (d) on the truth and the prediction's order
     from a growth page (docs/results-growth.md). Claim (d)'s cells are counted by verdict: those
     that differ from kappa (above or below) apart from the undecided and the consistent ones; the
-    prediction "orders" the cells only at p < :data:`P_ORDER`, else it is "not shown to order" them."""
+    prediction "orders" the cells only at p < :data:`P_ORDER`, else it is "not shown to order" them;
+    a page without the prediction (an arm of one cell, docs/method.md §10e) gives None for it."""
     law = table_after(page, LAW_HEAD).set_index("model")
     law = law.loc[[m for m in law.index if cells is None or m in cells]]
     parts = []
@@ -118,31 +120,47 @@ def growth_cells(page: str, cells: list[str] | None = None) -> tuple[str, str, s
               + ", ".join(f"{k} of {len(d)} cells {text}" for text, k in
                           (("differ from kappa", counts["differs"]), ("undecided", counts["undecided"]),
                            ("consistent with kappa", counts["consistent"])) if k or text == "differ from kappa"))
-    pred = table_after(page, "### The prediction from the init networks").iloc[0]
+    if PRED_HEAD not in page:
+        return "; ".join(parts), d_text, None
+    pred = table_after(page, PRED_HEAD).iloc[0]
     p = float(pred["p_perm"])
     pred_text = (f"{'orders' if p < P_ORDER else 'is not shown to order'} the cells: tau-b "
                  f"{float(pred['tau_mean']):.2f}, exact p {p:.3f}")
     return "; ".join(parts), d_text, pred_text
 
 
+def growth_pages(root: Path = ROOT) -> list[tuple[str, str, str, bool]]:
+    """(text, run, rule, arm) of each page of :data:`GROWTH_PAGES` under ``root``, newest first; an
+    arm is a page of one cell (docs/method.md §10e), which gives that cell's law and no prediction
+    or claim (d) across cells."""
+    out = []
+    for name, (run, rule) in GROWTH_PAGES.items():
+        if (root / name).is_file():
+            page = (root / name).read_text()
+            out.append((page, run, rule, len(table_after(page, LAW_HEAD)) == 1))
+    if not out:
+        raise SystemExit(f"no growth page under {root}: {', '.join(GROWTH_PAGES)}")
+    return out
+
+
 def measured_window(root: Path = ROOT) -> tuple[str, str, str]:
     """Claim (b) measured by training: each cell's law from the newest page of :data:`GROWTH_PAGES`
-    that ran it, and the newest page's prediction from the init networks; the row's finding, run
-    and rule. Where two pages contribute, each part names its run."""
-    parts, runs, rules, seen = [], [], [], set()
-    for name, (run, rule) in GROWTH_PAGES.items():
-        if not (root / name).is_file():
-            continue
-        page = (root / name).read_text()
+    that ran it, and the prediction from the init networks of the newest page that is not an arm;
+    the row's finding, run and rule. Where two pages contribute, each part names its run, and each
+    run but the first of several cells names its cells."""
+    parts, runs, rules, seen, pred_given = [], [], [], set(), False
+    for page, run, rule, arm in growth_pages(root):
         law = table_after(page, LAW_HEAD).set_index("model")
         cells = [m for m in law.index if m not in seen]
         if not cells:
             continue
         text, _, pred = growth_cells(page, cells)
-        parts.append((run, text + ("" if seen else f"; the prediction from the init networks {pred}")))
+        if pred is not None and not pred_given:
+            text, pred_given = f"{text}; the prediction from the init networks {pred}", True
+        parts.append((run, text))
         seeds = len(re.findall(r"\d+: ", law["c per seed"].iloc[0]))  # every seed is listed, fitted or not
         runs.append(f"{run}, {seeds} unseen seeds"
-                    + (f" ({', '.join(NAMES[m] for m in cells)})" if seen else ""))
+                    + (f" ({', '.join(NAMES[m] for m in cells)})" if seen or arm else ""))
         rules.append(rule)
         seen.update(cells)
     finds = "; ".join(f"{run}: {text}" if len(parts) > 1 else text for run, text in parts)
@@ -150,11 +168,12 @@ def measured_window(root: Path = ROOT) -> tuple[str, str, str]:
 
 
 def master_law(root: Path = ROOT) -> tuple[str, str, str]:
-    """Claim (d) on the truth from the newest page of :data:`GROWTH_PAGES`: its words, run and rule."""
-    for name, (run, rule) in GROWTH_PAGES.items():
-        if (root / name).is_file():
-            return growth_cells((root / name).read_text())[1], run, rule
-    raise SystemExit(f"no growth page under {root}: {', '.join(GROWTH_PAGES)}")
+    """Claim (d) on the truth from the newest page of :data:`GROWTH_PAGES` that is not an arm: its
+    words, run and rule."""
+    for page, run, rule, arm in growth_pages(root):
+        if not arm:
+            return growth_cells(page)[1], run, rule
+    raise SystemExit(f"no growth page of several cells under {root}: {', '.join(GROWTH_PAGES)}")
 
 
 def counts(root: Path = ROOT) -> pd.DataFrame:

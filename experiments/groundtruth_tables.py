@@ -499,15 +499,19 @@ def growth_tables(results: str | Path, seed_set: str = "exploration", threshold:
               for m, g in s.groupby("model", sort=False)]
     confirm = read("confirm")
     pre = confirm[(confirm["networks"] == "init") & (confirm["transport"] == "diagonal") & (confirm["noise"] == "per_lag")]
+    prediction = (["### The prediction from the init networks (diagonal transport, per_lag noise): mean Kendall tau-b "
+                   "within N, exact relabelling p", "",
+                   markdown(_rounded(pre[["threshold", "n_models", "n_blocks", "tau_mean", "p_perm", "n_perms"]]))]
+                  if len(d) > 1 else
+                  [f"No prediction from the init networks: it orders cells, and this run is an arm of one cell, "
+                   f"{d.index[0]} (docs/method.md §10e)."])
     return "\n".join([
         *out,
         "### Claim (d) on the truth: each seed's censored slope s of log N̂_emp(l) on -log f(l) (trained network, "
         "diagonal transport) against its own kappa, d = s - kappa", "",
         markdown(_models(pd.DataFrame(d_rows))), "",
         f"Claim (d) on the truth: **{seedlevel.kappa_overall(d['verdict'])}**.", "",
-        "### The prediction from the init networks (diagonal transport, per_lag noise): mean Kendall tau-b within N, "
-        "exact relabelling p", "",
-        markdown(_rounded(pre[["threshold", "n_models", "n_blocks", "tau_mean", "p_perm", "n_perms"]])), "",
+        *prediction, "",
         "### Cost (benchmark TSVs)", "",
         markdown(cost(results, rules=BUDGET_RULES, stems={seed_set, *(f"seed{x}" for x in seeds)})), ""])
 

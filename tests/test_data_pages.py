@@ -422,6 +422,44 @@ def synthetic_run(folder: Path, models=("gru", "lstm"), seeds=(1, 2, 3), record_
     (folder / "run.yaml").write_text(yaml.safe_dump(dict(models=list(models), seeds=list(record_seeds))))
 
 
+def synthetic_aggregate(folder: Path, models=("gru", "lstm"), seeds=(1, 2, 3), alpha=2.0) -> None:
+    """What claim (d) and the prediction read beside :func:`synthetic_run`'s scores: each job's
+    envelope f(l) = 2^(-l / rate), so that log N̂ rises by one per unit of -log f (s = 1), each
+    seed's alpha (kappa = alpha / (alpha - 1)) and a confirm row of the models."""
+    rate, lags = {"gru": 8.0, "lstm": 4.0}, np.arange(4, 36, 4)
+    for model in models:
+        for seed in seeds:
+            env = pd.concat([pd.DataFrame(dict(model=model, optimizer="adamw", seed=seed, epoch=e, transport=t,
+                                               lag=lags, f=2.0 ** (-lags / rate[model])))
+                             for e in ("init", "trained") for t in ("diagonal", "exact")], ignore_index=True)
+            io.write_table(env, layout.under(folder, layout.BUDGET_SNAPSHOT["envelope"], optimizer="adamw",
+                                             model=model, seed=seed), "envelope")
+    alpha_rows = pd.DataFrame([dict(model=m, optimizer="adamw", seed=s, epoch="trained", transport="diagonal",
+                                    noise="per_lag", alpha=alpha) for m in models for s in seeds])
+    confirm = pd.DataFrame([dict(threshold=0.2, networks="init", transport="diagonal", noise="per_lag",
+                                 n_models=len(models), n_blocks=7, tau_mean=1.0, p_perm=0.5, n_perms=2)])
+    for name, table in (("network_alpha", alpha_rows), ("confirm", confirm)):
+        io.write_table(table, layout.under(folder, layout.BUDGET[name], seed_set="exploration"),
+                       layout.budget_schema(name))
+
+
+@pytest.mark.parametrize("models", [("lstm",), ("gru", "lstm")])
+def test_an_arm_of_one_cell_prints_claim_d_and_no_prediction(tmp_path, models):
+    """A growth run of one cell (docs/method.md §10e) prints its claim (d) and says it has no
+    prediction (the prediction orders cells); a run of two prints the prediction's table."""
+    run = tmp_path / "run"
+    synthetic_run(run, models=models, record_seeds=(1, 2, 3))
+    synthetic_aggregate(run, models)
+    text = data_pages.printout(f"{run} --growth")
+    d = table_after(text, D_HEAD).set_index("model")
+    assert list(d.index) == list(models) and (d["kappa per seed"] == "1: 2.00, 2: 2.00, 3: 2.00").all()
+    assert (d["s per seed"] == "1: 1.00, 2: 1.00, 3: 1.00").all() and (d["mean d"] == "-1.00").all()  # s = 1, kappa 2
+    arm = "No prediction from the init networks: it orders cells, and this run is an arm of one cell, lstm"
+    assert (arm in text) == (len(models) == 1) and (PRED_HEAD in text) == (len(models) > 1)
+    if len(models) > 1:
+        assert table_after(text, PRED_HEAD).iloc[0]["n_models"] == "2"
+
+
 def test_a_partial_run_prints_what_it_has_and_names_what_it_lacks(tmp_path):
     run = tmp_path / "run"
     synthetic_run(run)

@@ -568,6 +568,39 @@ def test_claim_d_on_the_truth_comes_from_the_newest_growth_page(tmp_path):
     assert "4 of 4 cells differ from kappa" in d_text and d_text != answer_table.growth_cells(GROWTH_PAGE)[1]
 
 
+def test_an_arm_of_one_cell_gives_that_cells_law_and_the_older_pages_the_rest(tmp_path, monkeypatch):
+    """An arm (docs/method.md §10e: a page of one cell, no prediction) newer than the T 256 page gives
+    DiagGate's law and names its cell; the prediction and claim (d) stay the T 256 page's, the GRU's
+    law the T 128 page's."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    t256 = (ROOT / "docs" / "results-growth-T256.md").read_text()
+    for name in ("results-growth.md", "results-growth-T256.md"):
+        (docs / name).write_text((ROOT / "docs" / name).read_text())
+    before = answer_table.measured_window(tmp_path)
+    pred = t256.split("### The prediction from the init networks", 1)[1].split("###", 1)[0]
+    arm = "\n".join(line for line in t256.replace(pred, "").replace("### The prediction from the init networks", "")
+                    .splitlines() if not line.startswith(("| const |", "| shared |", "| lstm |")))
+    arm = arm.replace("| diag | 16703:", "| diag | 61001: 0.21, 16703:", 1)  # one more seed listed: 21
+    (docs / "arm.md").write_text(arm)
+    monkeypatch.setattr(answer_table, "GROWTH_PAGES", {"docs/arm.md": ("T 512", "§10e"), **answer_table.GROWTH_PAGES})
+    assert [a for *_, a in answer_table.growth_pages(tmp_path)] == [True, False, False]
+    diag, _, none = answer_table.growth_cells(arm)
+    assert none is None and diag == answer_table.growth_cells(t256, ["diag"])[0]
+    finds, run, rule = answer_table.measured_window(tmp_path)
+    three = answer_table.growth_cells(t256, ["const", "shared", "lstm"])[0]
+    assert finds == (f"T 512: {diag}; T 256: {three}; the prediction from the init networks "
+                     f"{answer_table.growth_cells(t256)[2]}; T 128: GRU power (c 0.44 [0.33, 0.55])")
+    assert finds.count("the prediction") == 1 and before[0].count("the prediction") == 1
+    assert run == ("T 512, 21 unseen seeds (DiagGate); T 256, 20 unseen seeds (ConstGate, SharedGate, LSTM); "
+                   "T 128, 5 unseen seeds (GRU)") and rule == "§10e, §10d, §10c"
+    assert answer_table.master_law(tmp_path) == (answer_table.growth_cells(t256)[1], "T 256", "§10d")
+    for name in ("results-growth.md", "results-growth-T256.md"):
+        (docs / name).unlink()
+    with pytest.raises(SystemExit, match="several cells"):  # an arm alone has no claim (d) across cells
+        answer_table.master_law(tmp_path)
+
+
 def test_growth_cells_word_the_prediction_and_an_undecided_law():
     """p >= 0.05: "is not shown to order"; p < 0.05: "orders". An undecided law gives the power its
     design had (docs/method.md §10d) where the growth-law table has that column."""
