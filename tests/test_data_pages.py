@@ -5,7 +5,6 @@ every verdict, interval and count on the page follows from the page's own per-se
 rule; the prose of the page, of docs/results.md and of the README says what those verdicts say.
 Each check is shown to fail on a planted fault."""
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from workflow_helpers import experiment_script
 
 from learnwin.infra import io, layout
 from learnwin.report.formatting import table_after
@@ -37,12 +37,8 @@ PRED_HEAD = "### The prediction from the init networks"
 MARGIN_HEAD = "## The margin check of docs/method.md §10c"
 DIGITS = 0.0051  # half the last digit of a two-decimal value, and a hair: a mean of rounded values is within 2
 
-spec = importlib.util.spec_from_file_location("data_pages", ROOT / "experiments" / "data_pages.py")
-data_pages = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(data_pages)
-spec = importlib.util.spec_from_file_location("groundtruth_tables", ROOT / "experiments" / "groundtruth_tables.py")
-groundtruth_tables = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(groundtruth_tables)
+data_pages = experiment_script("data_pages")
+groundtruth_tables = experiment_script("groundtruth_tables")
 
 
 def per_seed(cell: str) -> dict[int, float]:

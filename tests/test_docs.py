@@ -2,13 +2,13 @@
 no file points at the team's external spec or at tracker items, and config/README.md documents
 every schema key with the schema's default."""
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from workflow_helpers import experiment_script
 
 from learnwin.infra import layout
 from learnwin.stats.growth_power import P_DECIDED
@@ -312,9 +312,7 @@ def test_results_page_opens_on_the_claims_table_and_the_questions():
 
 # ---- one source for the answer: the README's and results.md's table is experiments/answer_table.py's ----
 
-spec = importlib.util.spec_from_file_location("answer_table", ROOT / "experiments" / "answer_table.py")
-answer_table = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(answer_table)
+answer_table = experiment_script("answer_table")
 
 
 def answer_disagreements(page: str) -> list[str]:

@@ -5,7 +5,6 @@ words are those the README's answer table (experiments/answer_table.py) gives th
 paragraph or bullet of findings.md or the Claims page runs over 80 words."""
 
 import html
-import importlib.util
 import re
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import numpy as np
 import pandas as pd
 import prose
 import pytest
+from workflow_helpers import experiment_script
 
 from learnwin.infra import io, layout
 from learnwin.report import findings
@@ -225,9 +225,7 @@ def test_the_first_screen_of_a_run_is_the_pivot_and_the_plain_sentences(smoke_ru
 
 # ---- one verdict vocabulary: findings.md says what the README's answer table says of the same run ----
 
-spec = importlib.util.spec_from_file_location("answer_table", ROOT / "experiments" / "answer_table.py")
-answer_table = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(answer_table)
+answer_table = experiment_script("answer_table")
 WORDS = r"\b(holds in part|does not hold|holds)\b"
 
 
@@ -261,10 +259,7 @@ def test_findings_use_the_readme_verdict_words(tmp_path, capsys, case):
     io.write_table(table, layout.under(results, layout.CLAIMS["parquet"]), "claims")
     findings.write(table, findings=layout.under(results, layout.CLAIMS["findings"]),
                    html_path=layout.under(results, layout.CLAIMS["html"]))
-    spec = importlib.util.spec_from_file_location("results_tables", ROOT / "experiments" / "results_tables.py")
-    results_tables = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(results_tables)
-    results_tables.main([str(results)])
+    experiment_script("results_tables").main([str(results)])
     run = answer_table.glance(capsys.readouterr().out)  # the page's claims table, as answer_table reads it
     readme = {c: [w.word for w in claim_words([run], c).values()] for c in "abcd"}
     have = findings_words(layout.under(results, layout.CLAIMS["findings"]).read_text())

@@ -2,13 +2,13 @@
 law it was given, the job's training is counted as the protocol trains, and the rule's verdicts
 come out right on clear cases, both ways."""
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from workflow_helpers import experiment_script
 
 from learnwin.infra import io, layout
 from learnwin.stats import growth
@@ -120,10 +120,7 @@ def test_calibrate_interpolates_and_refuses_what_it_cannot_bracket():
 
 
 def _power_command():
-    spec = importlib.util.spec_from_file_location("growth_power_cmd", ROOT / "experiments" / "growth_power.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return experiment_script("growth_power")
 
 
 def test_the_committed_power_table_is_the_one_in_the_method_and_chose_the_runs_design():

@@ -1,12 +1,12 @@
 """The cost law behind the rules' run-time requests: its work terms, its fit, its requests."""
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from workflow_helpers import experiment_script
 
 from learnwin.infra import layout, resources
 from learnwin.infra.registry import CELLS
@@ -16,10 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _cost_law():
-    spec = importlib.util.spec_from_file_location("cost_law", ROOT / "experiments" / "cost_law.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return experiment_script("cost_law")
 
 
 def _config(T, H, n, epochs=2):

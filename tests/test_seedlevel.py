@@ -5,7 +5,6 @@ fixed- against learned-gate comparison of claim (b) (holds, reversed, not suppor
 criterion made to fail alone; Holm's adjustment deciding), and `groundtruth_tables.py
 --seed-level` end to end on a results folder of known slopes."""
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
+from workflow_helpers import experiment_script
 
 from learnwin.infra import io, layout
 from learnwin.report.formatting import table_after
@@ -188,11 +188,7 @@ def _results(tmp_path: Path, s_of: dict[str, float], b_of: dict[str, float]) -> 
 
 
 def _seed_level(capsys, res: Path) -> str:
-    path = Path(__file__).resolve().parents[1] / "experiments" / "groundtruth_tables.py"
-    spec = importlib.util.spec_from_file_location("groundtruth_tables", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.main([str(res), "--seed-level"])
+    experiment_script("groundtruth_tables").main([str(res), "--seed-level"])
     return capsys.readouterr().out
 
 
@@ -236,12 +232,8 @@ def test_seed_level_end_to_end(tmp_path, capsys, case):
 
 def test_seed_level_names_a_missing_optimizer(tmp_path):
     res = _results(tmp_path, dict.fromkeys(ALPHA, 1.0), FAR)
-    path = Path(__file__).resolve().parents[1] / "experiments" / "groundtruth_tables.py"
-    spec = importlib.util.spec_from_file_location("groundtruth_tables", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     with pytest.raises(SystemExit, match="no sgd rows in the exploration seed set's window table"):
-        module.main([str(res), "--seed-level", "--optimizer", "sgd"])
+        experiment_script("groundtruth_tables").main([str(res), "--seed-level", "--optimizer", "sgd"])
 
 
 def _per_seed(cell: str, column: str, model: str) -> list[dict]:
