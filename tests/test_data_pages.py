@@ -6,6 +6,7 @@ rule; the prose of the page, of docs/results.md and of the README says what thos
 Each check is shown to fail on a planted fault."""
 
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,11 +22,13 @@ from learnwin.stats.intervals import t_interval
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "results-growth.md"
-#: §10d's page at T 256, written once every unit of its run is in: a paragraph that cites it
-#: (NEWER_KEYS) is held to its verdicts for the cells it ran, to the T 128 page's for the others.
-NEWER = ROOT / "docs" / "results-growth-T256.md"
-NEWER_KEYS = ("growth-T256",)
-GROWTH_PAGES = [p for p in (PAGE, NEWER) if p.is_file()]
+#: The pages newer than the T 128 one, oldest first, each by the data folder a paragraph cites it by
+#: (§10d's at T 256): a clause of a paragraph citing one is held to its verdicts for the cells it
+#: ran, to the T 128 page's (or another cited page's) for the others.
+NEWER = {ROOT / "docs" / "results-growth-T256.md": "growth-T256"}
+NEWER_KEYS = tuple(NEWER.values())
+NEWER_PAGE = next(iter(NEWER)).read_text()  # the T 256 page
+GROWTH_PAGES = [p for p in (PAGE, *NEWER) if p.is_file()]
 RESULTS = ROOT / "docs" / "results.md"
 README = ROOT / "README.md"
 NAMES = {"ConstGate": "const", "SharedGate": "shared", "DiagGate": "diag", "GRU": "gru", "LSTM": "lstm"}
@@ -169,14 +172,17 @@ def prose_faults(page: str) -> list[str]:
     words = prose(page)
     out = [f"the prose quotes {ci}, no table has it" for ci in re.findall(r"\[-?\d+\.\d+, -?\d+\.\d+\]", words)
            if ci not in tables]
-    p = float(table_after(page, PRED_HEAD).iloc[0]["p_perm"])
-    says_orders = re.search(r"prediction from the init networks\*\* (orders|is not shown to order)", words)[1]
-    if (says_orders == "orders") != (p < 0.05):
-        out.append(f"the prose says the prediction {says_orders} the cells at p = {p}")
+    if PRED_HEAD in page:  # an arm of one cell has no prediction (docs/method.md §10e)
+        p = float(table_after(page, PRED_HEAD).iloc[0]["p_perm"])
+        says_orders = re.search(r"prediction from the init networks\*\* (orders|is not shown to order)", words)[1]
+        if (says_orders == "orders") != (p < 0.05):
+            out.append(f"the prose says the prediction {says_orders} the cells at p = {p}")
     means = table_after(page, D_HEAD)["mean d"].astype(float)
-    quoted = re.search(r"d = s - kappa between (-?[\d.]+) and (-?[\d.]+)", words)
-    if (float(quoted[1]), float(quoted[2])) != (means.min(), means.max()):
-        out.append(f"claim (d) quoted between {quoted[1]} and {quoted[2]}, the table's mean d {means.tolist()}")
+    quoted = re.search(r"d = s - kappa (?:between (-?\d+(?:\.\d+)?) and|of) (-?\d+(?:\.\d+)?)", words)
+    if quoted is None:
+        return [*out, "the prose quotes no d = s - kappa (between LO and HI, or of D for one cell)"]
+    if (float(quoted[1] or quoted[2]), float(quoted[2])) != (means.min(), means.max()):
+        out.append(f"claim (d) quoted {quoted[0]!r}, the table's mean d {means.tolist()}")
     return out
 
 
@@ -191,14 +197,24 @@ NEGATION = re.compile(r"\b(no cell|not|neither|none)\b|n't\b", re.I)
 ABOUT_GROWTH = ("recovery-growth", "results-growth", "#the-growth-law", *NEWER_KEYS)
 
 
-def cites_newer(para: str) -> bool:
-    return any(key in para for key in NEWER_KEYS)
+def cited(para: str) -> tuple[str, ...]:
+    """The keys of :data:`NEWER` that ``para`` cites, oldest first."""
+    return tuple(key for key in NEWER_KEYS if key in para)
+
+
+def cited_view(base: dict, newer: dict | None, keys: tuple[str, ...]) -> dict:
+    """``base`` (per cell, the T 128 page's) overlaid by each cited newer page's values (``newer``:
+    key -> per cell), oldest first."""
+    out = dict(base)
+    for key in keys:
+        out.update((newer or {}).get(key, {}))
+    return out
 
 
 def law_sentences(text: str) -> list[tuple[str, tuple[str, ...], str, bool, bool]]:
-    """(clause, cells, law, negated, newer) of each clause about the measured growth law: the
+    """(clause, cells, law, negated, cited) of each clause about the measured growth law: the
     paragraphs of ``text`` that cite a growth run, cut at sentence ends, semicolons and ", and"; a
-    clause counts when it names a law (LAW) and cells (NAMES, GROUPS, "no cell"); ``newer``: its
+    clause counts when it names a law (LAW) and cells (NAMES, GROUPS, "no cell"); ``cited``: the
     paragraph cites the T 256 run."""
     out = []
     for para in re.split(r"\n\s*\n", text):
@@ -215,17 +231,17 @@ def law_sentences(text: str) -> list[tuple[str, tuple[str, ...], str, bool, bool
             if re.search(r"\bno cell", clause[:m.start()], re.I):
                 cells = list(NAMES.values())
             if cells:
-                out.append((clause, tuple(cells), law, negated, cites_newer(para)))
+                out.append((clause, tuple(cells), law, negated, cited(para)))
     return out
 
 
-def sentence_faults(text: str, law_of: dict[str, str], newer: dict[str, str] | None = None) -> list[str]:
+def sentence_faults(text: str, law_of: dict[str, str], newer: dict[str, dict[str, str]] | None = None) -> list[str]:
     """Clauses whose law disagrees with the verdicts: a positive one where a named cell has
     another verdict, a negated one where a named cell has that verdict. A clause of a paragraph
-    citing the T 256 run reads ``newer``'s verdict for the cells it has."""
+    citing a newer run reads that run's verdicts (``newer``: its key -> verdict per cell) for the cells it has."""
     out = []
-    for clause, cells, law, negated, cites in law_sentences(text):
-        of = {**law_of, **(newer or {})} if cites else law_of
+    for clause, cells, law, negated, keys in law_sentences(text):
+        of = cited_view(law_of, newer, keys)
         wrong = [c for c in cells if (of[c] == law) == negated]
         if wrong:
             out.append(f"{clause!r}: {', '.join(f'{c} {of[c]}' for c in wrong)}")
@@ -241,10 +257,11 @@ def quoted_faults(text: str, page: str) -> list[str]:
             for ci in re.findall(r"\[-?\d+\.\d+, -?\d+\.\d+\]", p) if ci not in tables]
 
 
-def cut_off_count_faults(text: str, page: str, newer: str | None = None) -> list[str]:
+def cut_off_count_faults(text: str, page: str, newer: dict[str, str] | None = None) -> list[str]:
     """"ConstGate, SharedGate and DiagGate ... in 1, 5 and 2 (of the 5) seeds" in ``text``'s prose (the
     last cells named before the counts, one per count) against the seeds right-censored at the
-    last budget in the page's H_emp table (``newer``'s, the T 256 page, in a paragraph citing it)."""
+    last budget in the page's H_emp table (a newer page's, ``newer``: its key -> page, in a paragraph
+    citing it, for the cells it ran)."""
     out = []
     sentences = [(sentence, para) for para in re.split(r"\n\s*\n", prose(text))
                  for sentence in re.split(r"(?<=\.)\s", re.sub(r"\s+", " ", para))]
@@ -252,7 +269,7 @@ def cut_off_count_faults(text: str, page: str, newer: str | None = None) -> list
         m = re.search(r"\bin (\d+(?:, \d+)*) and (\d+) (?:of the \d+ )?seeds", sentence)
         if not m:
             continue
-        cut = censored_at_last(newer if newer and cites_newer(para) else page)
+        cut = cited_view(censored_at_last(page), {k: censored_at_last(t) for k, t in (newer or {}).items()}, cited(para))
         named = sorted((hit.start(), cell) for name, cell in NAMES.items()
                        for hit in re.finditer(rf"\b{name}\b", sentence[:m.start()]))
         counts = [int(k) for k in m[1].split(", ")] + [int(m[2])]
@@ -262,7 +279,8 @@ def cut_off_count_faults(text: str, page: str, newer: str | None = None) -> list
     return out
 
 
-RESULTS_LAW_HEAD = {PAGE: "### The growth law, measured where", NEWER: "### The growth law at T 256"}
+RESULTS_LAW_HEAD = {PAGE: "### The growth law, measured where", ROOT / "docs" / "results-growth-T256.md":
+                    "### The growth law at T 256"}
 
 
 def results_table_faults(results: str, page: str, heading: str = RESULTS_LAW_HEAD[PAGE]) -> list[str]:
@@ -298,8 +316,8 @@ def test_the_growth_page_follows_from_its_own_values(path):
 
 def test_the_readme_and_results_md_say_what_the_verdicts_say():
     page = PAGE.read_text()
-    newer = NEWER.read_text() if NEWER.is_file() else None
-    law_of, newer_law = verdicts(page), newer and verdicts(newer)
+    newer = {key: p.read_text() for p, key in NEWER.items() if p.is_file()}
+    law_of, newer_law = verdicts(page), {key: verdicts(t) for key, t in newer.items()}
     readme, results = README.read_text(), RESULTS.read_text()
     assert len(law_sentences(readme)) >= 2 and len(law_sentences(results)) >= 4  # the checks see the sentences
     assert sentence_faults(readme, law_of, newer_law) == [] and sentence_faults(results, law_of, newer_law) == []
@@ -386,15 +404,56 @@ def test_a_paragraph_citing_the_t256_run_is_held_to_its_verdicts_and_counts():
     law_of = verdicts(page)
     newer = {**{m: v for m, v in law_of.items() if m != "gru"}, "const": "log N"}
     para = "At T 256 ConstGate grows like log N ([results-growth-T256.md](results-growth-T256.md))."
+    newer = {"growth-T256": newer}
     assert sentence_faults(para, law_of, newer) == []
     assert sentence_faults(para.replace("-T256", ""), law_of, newer)  # the T 128 page: undecided
     assert sentence_faults(para, law_of)  # no T 256 page yet
     assert sentence_faults("At T 256 the GRU grows like log N (growth-T256).", law_of, newer)  # the T 128 page's power
-    newer_page = plant(page, "| 64.0 ± 0.0 (5 cens.) |", "| 64.0 ± 0.0 (3 cens.) |")
+    newer_page = {"growth-T256": plant(page, "| 64.0 ± 0.0 (5 cens.) |", "| 64.0 ± 0.0 (3 cens.) |")}
     counts = "ConstGate, SharedGate and DiagGate reach T/2 in 1, 3 and 2 seeds (data/runs/growth-T256)."
     assert cut_off_count_faults(counts, page, newer_page) == []
     assert cut_off_count_faults(counts.replace("growth-T256", "growth-T128"), page, newer_page)
     assert cut_off_count_faults(counts.replace("1, 3 and 2", "1, 5 and 2"), page, newer_page)
+
+
+def arm_page(page: str, cell: str = "diag") -> str:
+    """The generated part of a growth page cut to one cell, ``cell``, without the prediction, under
+    prose that quotes its d: an arm's page (docs/method.md §10e)."""
+    tables = generated(page)
+    tables = tables.replace(tables.split(PRED_HEAD, 1)[1].split("###", 1)[0], "").replace(PRED_HEAD, "")
+    tables = "\n".join(line for line in tables.splitlines() if not (
+        line.startswith("| ") and line.split(" ", 2)[1] in NAMES.values() and line.split(" ", 2)[1] != cell))
+    d = table_after(page, D_HEAD).set_index("model").loc[cell, "mean d"]
+    return f"# An arm\n\nClaim (d) on the truth: d = s - kappa of {d}.\n\n{tables}\n"
+
+
+def test_an_arms_page_is_checked_on_its_one_cell_and_a_planted_fault_fails():
+    """An arm's page (one cell, no prediction) passes the page checks; its claim (d) quoted off the
+    table's, or its verdict set against its interval, fails them."""
+    arm = arm_page(NEWER_PAGE)
+    assert PRED_HEAD not in arm and list(table_after(arm, LAW_HEAD)["model"]) == ["diag"]
+    assert page_faults(arm) == []
+    d = table_after(arm, D_HEAD)["mean d"].iloc[0]
+    assert prose_faults(plant(arm, f"d = s - kappa of {d}", "d = s - kappa of 9.99"))
+    assert prose_faults(plant(arm, f"d = s - kappa of {d}", "d, s and kappa"))
+    row = next(line for line in arm.splitlines() if line.startswith("| diag |") and "(cut off)" in line)
+    assert law_faults(plant(arm, row, row.replace("(cut off)", "").replace("undecided", "power")), LAW_HEAD,
+                      censored_at_last(arm))
+
+
+def test_a_paragraph_citing_two_newer_runs_reads_each_for_the_cells_it_ran(monkeypatch):
+    """With an arm newer than the T 256 run (its key cited), a clause reads the arm's verdict for its
+    cell, the T 256 page's for the cells the arm did not run, the T 128 page's where neither is cited."""
+    monkeypatch.setattr(sys.modules[__name__], "NEWER_KEYS", ("growth-T256", "growth-T512-diag"))
+    law_of = verdicts(PAGE.read_text())
+    newer = {"growth-T256": {**law_of, "const": "log N", "diag": "undecided"}, "growth-T512-diag": {"diag": "power"}}
+    both = "DiagGate grows like a power of N (growth-T512-diag). ConstGate grows like log N (growth-T256)."
+    assert sentence_faults(both, law_of, newer) == []
+    assert sentence_faults(both, law_of, {"growth-T256": newer["growth-T256"]})  # no arm: DiagGate undecided
+    assert sentence_faults("DiagGate grows like a power of N (growth-T256).", law_of, newer)  # the T 256 page's
+    one = "DiagGate grows like a power of N; ConstGate is undecided (growth-T512-diag, growth-T256)."
+    faults = sentence_faults(one, law_of, newer)
+    assert len(faults) == 1 and "const log N" in faults[0]
 
 
 # ---- the generated parts from the committed raw tables ----
