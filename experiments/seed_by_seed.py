@@ -2,7 +2,7 @@
 (model, seed)'s raw tables in the repository, so that a run longer than one sitting is finished
 by the next, on this machine or another (docs/method.md §10d).
 
-    python experiments/seed_by_seed.py CONFIG RUN [--cores 2] [--commit] [--estimate] [--until train_budget]
+    python experiments/seed_by_seed.py CONFIG RUN [--cores 2] [--commit] [--estimate] [--until train_budget] [--hours H]
 
 CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of raw tables
 (e.g. data/runs/growth-T256), laid out as a run's results folder is (learnwin.infra.layout.under).
@@ -20,7 +20,10 @@ CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of 
    share none), the next one started as one ends, so that no core waits for a seed's last job.
    As a unit ends, its tables, its benchmark TSVs and an entry of RUN/sittings.yaml (commit, CPU,
    seconds since the sitting began) are kept; with ``--commit``, one git commit per unit. A unit
-   that fails stops the sitting once the running ones have ended and been kept.
+   that fails stops the sitting once the running ones have ended and been kept. With ``--hours H``
+   (a sitting of H hours: a session, a SLURM allocation), a unit starts only while its expected time
+   (the kept units' measured mean, else the cost law's worst unit) fits in what is left of H, so
+   that no unit is cut short; the next sitting goes on from the kept ones.
 4. When every unit is in: `snakemake recovery` (the aggregate and its figures) and the aggregate's
    tables and benchmark TSVs copied into RUN (with ``--commit``, one commit).
 ``--estimate`` stops after 1; ``--keep-from CHECKOUT`` keeps the units a run of the same config in
@@ -76,16 +79,19 @@ def done(run: Path, fields: dict, until: str | None = None) -> bool:
 
 
 def run_units(todo: list[dict], work: Path, options: list[str], workers: int, until: str | None,
-              on_end: Callable[[dict], None]) -> None:
+              on_end: Callable[[dict], None], may_start: Callable[[], bool] = lambda: True) -> list[dict]:
     """Run each unit of ``todo`` as its own `snakemake --cores 1` call in ``work``, in order, at most
-    ``workers`` at once; ``on_end(unit)`` as each one ends. A failed call starts no further unit and
-    raises once the running ones have ended (and ``on_end`` has kept them)."""
+    ``workers`` at once, each started only while ``may_start()``; ``on_end(unit)`` as each one ends.
+    A failed call starts no further unit and raises once the running ones have ended (and ``on_end``
+    has kept them). Returns the units not started."""
     queue, running, failed = list(todo), [], None
-    while queue or running:
-        while queue and len(running) < workers and failed is None:
+    while True:
+        while queue and len(running) < workers and failed is None and may_start():
             u = queue.pop(0)
             targets = list(paths(unit_tables(until), **u).values())
             running.append((u, subprocess.Popen([*SNAKEMAKE, *targets, *options, "--cores", "1"], cwd=work)))
+        if not running:
+            break
         time.sleep(POLL_S)
         for u, call in [(u, call) for u, call in running if call.poll() is not None]:
             running.remove((u, call))
@@ -93,8 +99,9 @@ def run_units(todo: list[dict], work: Path, options: list[str], workers: int, un
                 failed = failed or subprocess.CalledProcessError(call.returncode, call.args)
             else:
                 on_end(u)
-        if failed is not None and not running:
-            raise failed
+    if failed is not None:
+        raise failed
+    return queue
 
 
 def copy(src: Path, dst: Path) -> None:
@@ -141,6 +148,13 @@ def unit_seconds(run: Path, units: list[dict], until: str | None = None) -> list
     return out
 
 
+def expected_seconds(cfg: dict, run: Path, units: list[dict], until: str | None = None) -> float:
+    """A unit's expected seconds: the kept units' measured mean (:func:`unit_seconds`), or else the
+    cost law's worst unit (every lag to N_max, learnwin.infra.resources)."""
+    kept = unit_seconds(run, units, until)
+    return sum(kept) / len(kept) if kept else max(resources.budget_cpu_seconds(cfg, u["model"]) for u in units)
+
+
 def estimate(cfg: dict, units: list[dict], run: Path, until: str | None, cores: int) -> None:
     models = sorted({u["model"] for u in units})
     worst = sum(resources.budget_cpu_seconds(cfg, u["model"]) for u in units) / 3600
@@ -178,6 +192,8 @@ def main() -> None:
     ap.add_argument("--keep-from", type=Path, metavar="CHECKOUT",
                     help="only keep the units a run in another checkout of this config has finished")
     ap.add_argument("--until", choices=RULES[:1], help="a unit is its trainings' scores alone; no aggregate")
+    ap.add_argument("--hours", type=float, help="the sitting's length: start a unit only while its expected "
+                    "time fits in what is left of it")
     args = ap.parse_args()
     cfg = lwconfig.load(ROOT, args.config)
     rec = cfg["recovery"]
@@ -212,7 +228,15 @@ def main() -> None:
         keep(work, run, u, round(time.time() - t0, 1), args.commit, until)
         print(f"{u['model']} seed {u['seed']}: kept after {time.time() - t0:.0f} s", flush=True)
 
-    run_units([u for u in units if not done(run, u, until)], work, options, args.cores, until, on_end)
+    def may_start() -> bool:
+        return not args.hours or time.time() + expected_seconds(cfg, run, units, until) <= t0 + 3600 * args.hours
+
+    left = run_units([u for u in units if not done(run, u, until)], work, options, args.cores, until, on_end, may_start)
+    if left:
+        print(f"the sitting's {args.hours:g} h leave no room for a unit of "
+              f"{expected_seconds(cfg, run, units, until) / 60:.0f} min: {len(left)} left; the same command "
+              "goes on from the kept units", flush=True)
+        return
     if not until and all(done(run, u) for u in units):
         subprocess.run([*SNAKEMAKE, "recovery", *options, "--cores", str(args.cores)], cwd=work, check=True)
         kept = [*(path.format(seed_set="exploration") for path in layout.BUDGET.values()),

@@ -11,7 +11,8 @@ import pytest
 import yaml
 from workflow_helpers import ROOT, copy_workflow, experiment_script
 
-from learnwin.infra import layout
+from learnwin.infra import config as lwconfig
+from learnwin.infra import layout, resources
 from learnwin.infra.io import read_table
 
 pytestmark = pytest.mark.slow
@@ -72,6 +73,10 @@ def test_a_later_sitting_restores_the_kept_units_and_trains_only_the_rest(work):
     shutil.rmtree(work / layout.ROOT)
     for rel in _unit(3).values():
         layout.under(kept, rel).unlink()
+    out = _driver(work, "--hours", "0.0001")  # a sitting too short for a unit of seed 2's measured time
+    assert "leave no room for a unit" in out and "1 left; the same command goes on" in out
+    assert not (_results(work, "kept") / "benchmarks" / "train_budget").exists()  # nothing started
+    assert len(yaml.safe_load((kept / "sittings.yaml").read_text())) == 2
     out = _driver(work)
     assert "done: 1 of 2" in out
     bench = _results(work, "kept") / "benchmarks" / "train_budget" / "adamw" / "const"
@@ -130,6 +135,23 @@ def test_units_run_in_order_n_at_a_time_and_a_failure_keeps_the_running_ones(tmp
     assert running == 2
 
 
+def test_a_unit_starts_only_while_the_sitting_may_start_one(tmp_path, monkeypatch):
+    """run_units with ``may_start``: the units start in order while it holds; those it stops are
+    returned, not started, and every started one is kept as it ends."""
+    sbs = experiment_script("seed_by_seed")
+    monkeypatch.setattr(sbs, "SNAKEMAKE", [sys.executable, "-c", "import time; time.sleep(0.2)"])
+    monkeypatch.setattr(sbs, "POLL_S", 0.05)
+    units = [dict(optimizer="adamw", model="const", seed=s) for s in (1, 2, 3, 4, 5)]
+    kept, asked = [], []
+
+    def may_start():
+        asked.append(len(asked))
+        return len(asked) <= 3
+    left = sbs.run_units(units, tmp_path, [], 2, None, lambda u: kept.append(u["seed"]), may_start)
+    assert sorted(kept) == [1, 2, 3] and [u["seed"] for u in left] == [4, 5]
+    assert sbs.run_units(units[:2], tmp_path, [], 2, None, lambda u: kept.append(u["seed"])) == []  # no rule: all
+
+
 def test_the_time_left_is_read_from_the_kept_units_benchmarks(tmp_path):
     """unit_seconds: a kept unit's rules' benchmark seconds summed (120 + 30, 300 + 50); a unit with
     tables but no benchmark, or a benchmark but no tables, is left out."""
@@ -145,3 +167,7 @@ def test_the_time_left_is_read_from_the_kept_units_benchmarks(tmp_path):
             layout.under(tmp_path, rel).write_text(f"s\th:m:s\n{s}\t0:00:00\n")
     assert sbs.unit_seconds(tmp_path, units) == [150.0, 350.0]
     assert sbs.unit_seconds(tmp_path, units, "train_budget") == [120.0, 300.0]
+    cfg = lwconfig.load(ROOT, ROOT / "config" / "recovery-growth-T512-diag.yaml")
+    assert sbs.expected_seconds(cfg, tmp_path, units) == 250.0  # a unit expected at the kept ones' mean
+    law = resources.budget_cpu_seconds(cfg, "diag")  # none kept: the cost law's worst unit
+    assert sbs.expected_seconds(cfg, tmp_path / "empty", units) == law and law > 3600
