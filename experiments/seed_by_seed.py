@@ -3,6 +3,7 @@
 by the next, on this machine or another (docs/method.md §10d).
 
     python experiments/seed_by_seed.py CONFIG RUN [--cores 2] [--commit] [--estimate] [--until train_budget] [--hours H]
+    python experiments/seed_by_seed.py CONFIG RUN --park [--commit]   # at a sitting's end, units still running
 
 CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of raw tables
 (e.g. data/runs/growth-T256), laid out as a run's results folder is (learnwin.infra.layout.under).
@@ -26,7 +27,13 @@ CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of 
    that no unit is cut short; the next sitting goes on from the kept ones.
 4. When every unit is in: `snakemake recovery` (the aggregate and its figures) and the aggregate's
    tables and benchmark TSVs copied into RUN (with ``--commit``, one commit).
-``--estimate`` stops after 1; ``--keep-from CHECKOUT`` keeps the units a run of the same config in
+``--park`` (a sitting that must end while units run): each unfinished unit's resume state (its
+finished trainings, learnwin.infra.resume) is copied from the work folder into RUN, beside where its
+tables go, with a sittings entry (commit, CPU, trainings parked); step 2 restores it into the next
+sitting's work folder, whose training goes on from it (the trainings' own seeds make each one
+independent of the others, so a parked unit's tables are an unparked one's on one CPU; across two
+CPUs, a unit's trainings come from both, as the sittings record says), and keeping the unit
+removes it. ``--estimate`` stops after 1; ``--keep-from CHECKOUT`` keeps the units a run of the same config in
 another checkout has finished (its results folder under it) and stops. ``--until train_budget`` (a run
 whose readers need only the trainings' scores, as §10c's T 64 arm): a unit is its scores alone, and
 no aggregate.
@@ -46,7 +53,7 @@ from pathlib import Path
 import yaml
 
 from learnwin.infra import config as lwconfig
-from learnwin.infra import layout, resources
+from learnwin.infra import layout, resources, resume
 from learnwin.infra.provenance import commit_files, cpu_name, git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -104,6 +111,45 @@ def run_units(todo: list[dict], work: Path, options: list[str], workers: int, un
     return queue
 
 
+def resume_state(u: dict) -> str:
+    """The layout path of unit ``u``'s training's resume state (learnwin.infra.resume)."""
+    return str(layout.resume_dir(layout.BUDGET_RUN.format(**u)) / resume.STATE)
+
+
+def sitting_entry(run: Path, checkout: Path, u: dict, **fields) -> None:
+    """Append unit ``u``'s entry (its commit, CPU, python and ``fields``) to RUN's sittings record."""
+    line = dict(**u, commit=git_commit(checkout), cpu=cpu_name(), python=platform.python_version(), **fields)
+    with open(run / SITTINGS, "a") as fh:
+        fh.write(yaml.safe_dump([line], sort_keys=False))
+
+
+def park(work: Path, run: Path, units: list[dict], until: str | None, commit_it: bool) -> list[dict]:
+    """Copy each unfinished unit's resume state from ``work`` into ``run`` (see the module docstring),
+    with a sittings entry giving its trainings parked; with ``commit_it``, one git commit."""
+    parked = []
+    for u in units:
+        rel = resume_state(u)
+        if not done(run, u, until) and (work / rel).is_file():
+            copy(work / rel, layout.under(run, rel))
+            n = len(yaml.safe_load(layout.under(run, rel).read_text())["units"])  # JSON is YAML
+            sitting_entry(run, work, u, parked_trainings=n)
+            parked.append(u)
+    if commit_it and parked:
+        commit_files(ROOT, [*(layout.under(run, resume_state(u)) for u in parked), run / SITTINGS],
+                     f"{run.name}: the finished trainings of {len(parked)} unfinished units, parked ({cpu_name()})")
+    return parked
+
+
+def restore(run: Path, work: Path, units: list[dict], until: str | None) -> None:
+    """Copy the kept units' tables (scores before snapshots, so the snapshots are the newer) and the
+    parked units' resume states from RUN into the work folder, where it lacks them."""
+    for u in units:
+        rels = paths(unit_tables(until), **u).values() if done(run, u, until) else [resume_state(u)]
+        for rel in rels:
+            if layout.under(run, rel).is_file() and not (work / rel).is_file():
+                copy(layout.under(run, rel), work / rel)
+
+
 def copy(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     tmp = dst.with_name(f".{dst.name}.tmp")
@@ -128,11 +174,13 @@ def keep(checkout: Path, run: Path, u: dict, sitting_s: float | None, commit_it:
             if (checkout / rel).is_file()]
     for rel in kept:
         copy(checkout / rel, layout.under(run, rel))
-    line = dict(**u, commit=git_commit(checkout), cpu=cpu_name(), python=platform.python_version(), sitting_s=sitting_s)
-    with open(run / SITTINGS, "a") as fh:
-        fh.write(yaml.safe_dump([line], sort_keys=False))
+    parked = layout.under(run, resume_state(u))
+    was_parked = parked.is_file()
+    parked.unlink(missing_ok=True)
+    sitting_entry(run, checkout, u, sitting_s=sitting_s)
     if commit_it:
-        commit_files(ROOT, [*(layout.under(run, rel) for rel in kept), run / SITTINGS, run / "run.yaml"],
+        commit_files(ROOT, [*(layout.under(run, rel) for rel in kept), run / SITTINGS, run / "run.yaml",
+                            *([parked] if was_parked else [])],
                      f"{run.name}: raw tables of {u['model']} seed {u['seed']} ({cpu_name()})")
 
 
@@ -192,6 +240,7 @@ def main() -> None:
     ap.add_argument("--keep-from", type=Path, metavar="CHECKOUT",
                     help="only keep the units a run in another checkout of this config has finished")
     ap.add_argument("--until", choices=RULES[:1], help="a unit is its trainings' scores alone; no aggregate")
+    ap.add_argument("--park", action="store_true", help="keep the unfinished units' finished trainings in RUN")
     ap.add_argument("--hours", type=float, help="the sitting's length: start a unit only while its expected "
                     "time fits in what is left of it")
     args = ap.parse_args()
@@ -217,11 +266,11 @@ def main() -> None:
         return
     options = ["--configfile", str(args.config.resolve()), "--rerun-triggers", "mtime"]
     work = work_folder(run)
-    for u in units:  # restore: scores before snapshots, so the snapshots are the newer
-        if done(run, u, until):
-            for rel in paths(unit_tables(until), **u).values():
-                if not (work / rel).is_file():
-                    copy(layout.under(run, rel), work / rel)
+    if args.park:
+        parked = [f"{u['model']}/seed{u['seed']}" for u in park(work, run, units, until, args.commit)]
+        print(f"parked: {', '.join(parked) or 'none'}", flush=True)
+        return
+    restore(run, work, units, until)
     t0 = time.time()
 
     def on_end(u: dict) -> None:

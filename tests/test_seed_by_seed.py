@@ -171,3 +171,39 @@ def test_the_time_left_is_read_from_the_kept_units_benchmarks(tmp_path):
     assert sbs.expected_seconds(cfg, tmp_path, units) == 250.0  # a unit expected at the kept ones' mean
     law = resources.budget_cpu_seconds(cfg, "diag")  # none kept: the cost law's worst unit
     assert sbs.expected_seconds(cfg, tmp_path / "empty", units) == law and law > 3600
+
+
+def test_a_parked_units_trainings_go_to_the_run_and_back_and_leave_it_when_kept(tmp_path):
+    """--park copies an unfinished unit's resume state (not a kept unit's) into RUN, with a sittings
+    entry of its trainings; the next sitting's restore puts it into a fresh work folder (not over a
+    state the work folder has); keeping the unit removes it from RUN."""
+    sbs = experiment_script("seed_by_seed")
+    run, work = tmp_path / "run", tmp_path / "work"
+    units = [dict(optimizer="adamw", model="diag", seed=s) for s in (1, 2)]
+    for u in units:
+        state = work / sbs.resume_state(u)
+        state.parent.mkdir(parents=True)
+        state.write_text('{"fingerprint": "f", "units": {"control": [1], "lag=4": [2], "lag=8": [3]}}')
+    for rel in sbs.paths(sbs.unit_tables(), **units[1]).values():  # seed 2 is kept
+        layout.under(run, rel).parent.mkdir(parents=True, exist_ok=True)
+        layout.under(run, rel).write_text("table")
+    assert sbs.park(work, run, units, None, False) == [units[0]]
+    parked = layout.under(run, sbs.resume_state(units[0]))
+    assert parked.read_text() == (work / sbs.resume_state(units[0])).read_text()
+    assert not layout.under(run, sbs.resume_state(units[1])).exists()
+    entry, = yaml.safe_load((run / "sittings.yaml").read_text())
+    assert (entry["seed"], entry["parked_trainings"]) == (1, 3) and entry["cpu"]
+
+    fresh = tmp_path / "fresh"
+    sbs.restore(run, fresh, units, None)
+    assert (fresh / sbs.resume_state(units[0])).read_text() == parked.read_text()
+    assert all((fresh / rel).read_text() == "table" for rel in sbs.paths(sbs.unit_tables(), **units[1]).values())
+    (fresh / sbs.resume_state(units[0])).write_text("newer")
+    sbs.restore(run, fresh, units, None)
+    assert (fresh / sbs.resume_state(units[0])).read_text() == "newer"  # the work folder's own state stays
+
+    for rel in sbs.paths(sbs.unit_tables(), **units[0]).values():  # seed 1 finishes
+        (fresh / rel).write_text("table")
+    sbs.keep(fresh, run, units[0], 10.0, False, None)
+    assert not parked.exists() and sbs.done(run, units[0])
+    assert [e.get("parked_trainings") for e in yaml.safe_load((run / "sittings.yaml").read_text())] == [3, None]
