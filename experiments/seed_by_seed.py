@@ -42,6 +42,7 @@ no aggregate.
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import shutil
 import subprocess
@@ -131,7 +132,7 @@ def park(work: Path, run: Path, units: list[dict], until: str | None, commit_it:
         rel = resume_state(u)
         if not done(run, u, until) and (work / rel).is_file():
             copy(work / rel, layout.under(run, rel))
-            n = len(yaml.safe_load(layout.under(run, rel).read_text())["units"])  # JSON is YAML
+            n = len(json.loads(layout.under(run, rel).read_text())["units"])
             sitting_entry(run, work, u, parked_trainings=n)
             parked.append(u)
     if commit_it and parked:
