@@ -117,9 +117,9 @@ def resume_state(u: dict) -> str:
     return str(layout.resume_dir(layout.BUDGET_RUN.format(**u)) / resume.STATE)
 
 
-def sitting_entry(run: Path, checkout: Path, u: dict, **fields) -> None:
-    """Append unit ``u``'s entry (its commit, CPU, python and ``fields``) to RUN's sittings record."""
-    line = dict(**u, commit=git_commit(checkout), cpu=cpu_name(), python=platform.python_version(), **fields)
+def sitting_entry(run: Path, commit: str, u: dict, **fields) -> None:
+    """Append unit ``u``'s entry (``commit``, its CPU, python and ``fields``) to RUN's sittings record."""
+    line = dict(**u, commit=commit, cpu=cpu_name(), python=platform.python_version(), **fields)
     with open(run / SITTINGS, "a") as fh:
         fh.write(yaml.safe_dump([line], sort_keys=False))
 
@@ -127,13 +127,13 @@ def sitting_entry(run: Path, checkout: Path, u: dict, **fields) -> None:
 def park(work: Path, run: Path, units: list[dict], until: str | None, commit_it: bool) -> list[dict]:
     """Copy each unfinished unit's resume state from ``work`` into ``run`` (see the module docstring),
     with a sittings entry giving its trainings parked; with ``commit_it``, one git commit."""
-    parked = []
+    parked, commit = [], git_commit(work)  # before the record changes: its first entry would make it "dirty"
     for u in units:
         rel = resume_state(u)
         if not done(run, u, until) and (work / rel).is_file():
             copy(work / rel, layout.under(run, rel))
             n = len(json.loads(layout.under(run, rel).read_text())["units"])
-            sitting_entry(run, work, u, parked_trainings=n)
+            sitting_entry(run, commit, u, parked_trainings=n)
             parked.append(u)
     if commit_it and parked:
         commit_files(ROOT, [*(layout.under(run, resume_state(u)) for u in parked), run / SITTINGS],
@@ -171,6 +171,7 @@ def work_folder(run: Path) -> Path:
 def keep(checkout: Path, run: Path, u: dict, sitting_s: float | None, commit_it: bool, until: str | None) -> None:
     """Copy unit ``u``'s tables and benchmark TSVs from ``checkout`` (a checkout whose run finished
     it) into ``run``, with its entry in the sittings record; with ``commit_it``, one git commit."""
+    commit = git_commit(checkout)  # before the parked state's removal, a tracked change
     kept = [rel for rel in [*paths(unit_tables(until), **u).values(), *paths(unit_bench(until), **u).values()]
             if (checkout / rel).is_file()]
     for rel in kept:
@@ -178,7 +179,7 @@ def keep(checkout: Path, run: Path, u: dict, sitting_s: float | None, commit_it:
     parked = layout.under(run, resume_state(u))
     was_parked = parked.is_file()
     parked.unlink(missing_ok=True)
-    sitting_entry(run, checkout, u, sitting_s=sitting_s)
+    sitting_entry(run, commit, u, sitting_s=sitting_s)
     if commit_it:
         commit_files(ROOT, [*(layout.under(run, rel) for rel in kept), run / SITTINGS, run / "run.yaml",
                             *([parked] if was_parked else [])],
