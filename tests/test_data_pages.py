@@ -25,7 +25,8 @@ PAGE = ROOT / "docs" / "results-growth.md"
 #: The pages newer than the T 128 one, oldest first, each by the data folder a paragraph cites it by
 #: (§10d's at T 256): a clause of a paragraph citing one is held to its verdicts for the cells it
 #: ran, to the T 128 page's (or another cited page's) for the others.
-NEWER = {ROOT / "docs" / "results-growth-T256.md": "growth-T256"}
+T256 = ROOT / "docs" / "results-growth-T256.md"
+NEWER = {T256: "growth-T256"}
 NEWER_KEYS = tuple(NEWER.values())
 NEWER_PAGE = next(iter(NEWER)).read_text()  # the T 256 page
 GROWTH_PAGES = [p for p in (PAGE, *NEWER) if p.is_file()]
@@ -279,8 +280,7 @@ def cut_off_count_faults(text: str, page: str, newer: dict[str, str] | None = No
     return out
 
 
-RESULTS_LAW_HEAD = {PAGE: "### The growth law, measured where", ROOT / "docs" / "results-growth-T256.md":
-                    "### The growth law at T 256"}
+RESULTS_LAW_HEAD = {PAGE: "### The growth law, measured where", T256: "### The growth law at T 256"}
 
 
 def results_table_faults(results: str, page: str, heading: str = RESULTS_LAW_HEAD[PAGE]) -> list[str]:
