@@ -9,7 +9,7 @@ CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of 
 (e.g. data/runs/growth-T256), laid out as a run's results folder is (learnwin.infra.layout.under).
 1. Prints the run's cost estimate (the training cost law, learnwin.infra.resources, at worst: every
    lag to N_max; the expected cost of the §10d power table for §10d's design; once units are kept,
-   the time left at their measured mean) and what is done.
+   the time left at their measured mean, and at the shortest and the longest) and what is done.
 2. Restores the finished units from RUN into the run's own work folder, seed_by_seed/<RUN's name>/
    in the repository's results folder (the repository's Snakefile, config, workflow and profiles
    linked in, its own results folder and .snakemake/), so that no other run's outputs at the same
@@ -227,9 +227,10 @@ def estimate(cfg: dict, units: list[dict], run: Path, until: str | None, cores: 
           + (", ".join(f"{u['model']}/seed{u['seed']}" for u in left) or "none"), flush=True)
     kept = unit_seconds(run, units, until)
     if kept and left:
-        mean = sum(kept) / len(kept)
-        print(f"measured: {mean / 60:.0f} min per kept unit (mean of {len(kept)}); the {len(left)} left: "
-              f"about {len(left) * mean / 3600 / cores:.1f} h on {cores} cores", flush=True)
+        mean, hours = sum(kept) / len(kept), len(left) / 3600 / cores
+        print(f"measured: {mean / 60:.0f} min per kept unit (mean of {len(kept)}; {min(kept) / 60:.0f} to "
+              f"{max(kept) / 60:.0f}); the {len(left)} left: about {mean * hours:.1f} h on {cores} cores "
+              f"({min(kept) * hours:.1f} to {max(kept) * hours:.1f} h at the shortest and the longest)", flush=True)
 
 
 def main() -> None:

@@ -173,6 +173,26 @@ def test_the_time_left_is_read_from_the_kept_units_benchmarks(tmp_path):
     assert sbs.expected_seconds(cfg, tmp_path / "empty", units) == law and law > 3600
 
 
+def test_the_estimate_gives_the_time_left_at_the_kept_units_mean_shortest_and_longest(tmp_path, capsys):
+    """--estimate: two kept units of 1 h and 3 h (benchmark TSVs), four left on 2 cores: 4 x 2 h / 2 =
+    4.0 h at the mean, 2.0 to 6.0 h at the shortest and the longest."""
+    sbs = experiment_script("seed_by_seed")
+    units = [dict(optimizer="adamw", model="diag", seed=s) for s in range(1, 7)]
+    for u, secs in zip(units, [(3000, 600), (10000, 800)]):
+        for rel in sbs.paths(sbs.unit_tables(), **u).values():
+            layout.under(tmp_path, rel).parent.mkdir(parents=True, exist_ok=True)
+            layout.under(tmp_path, rel).write_text("x")
+        for rel, s in zip(sbs.paths(sbs.unit_bench(), **u).values(), secs):
+            layout.under(tmp_path, rel).parent.mkdir(parents=True, exist_ok=True)
+            layout.under(tmp_path, rel).write_text(f"s\th:m:s\n{s}\t0:00:00\n")
+    cfg = lwconfig.load(ROOT, ROOT / "config" / "recovery-growth-T512-diag.yaml")
+    sbs.estimate(cfg, units, tmp_path, None, 2)
+    out = capsys.readouterr().out
+    assert "done: 2 of 6; left: diag/seed3, diag/seed4, diag/seed5, diag/seed6" in out
+    assert ("measured: 120 min per kept unit (mean of 2; 60 to 180); the 4 left: about 4.0 h on 2 cores "
+            "(2.0 to 6.0 h at the shortest and the longest)") in out
+
+
 def test_a_parked_units_trainings_go_to_the_run_and_back_and_leave_it_when_kept(tmp_path):
     """--park copies an unfinished unit's resume state (not a kept unit's) into RUN, with a sittings
     entry of its trainings; the next sitting's restore puts it into a fresh work folder (not over a
