@@ -152,19 +152,22 @@ def test_a_unit_starts_only_while_the_sitting_may_start_one(tmp_path, monkeypatc
     assert sbs.run_units(units[:2], tmp_path, [], 2, None, lambda u: kept.append(u["seed"])) == []  # no rule: all
 
 
+def _plant(sbs, run, unit, seconds, tables=True):
+    """A unit in RUN: its tables (when ``tables``) and its rules' benchmark TSVs of ``seconds``."""
+    planted = zip(sbs.paths(sbs.unit_bench(), **unit).values(), seconds)
+    for rel, text in [*((rel, "x") for rel in sbs.paths(sbs.unit_tables(), **unit).values() if tables),
+                      *((rel, f"s\th:m:s\n{s}\t0:00:00\n") for rel, s in planted)]:
+        layout.under(run, rel).parent.mkdir(parents=True, exist_ok=True)
+        layout.under(run, rel).write_text(text)
+
+
 def test_the_time_left_is_read_from_the_kept_units_benchmarks(tmp_path):
     """unit_seconds: a kept unit's rules' benchmark seconds summed (120 + 30, 300 + 50); a unit with
     tables but no benchmark, or a benchmark but no tables, is left out."""
     sbs = experiment_script("seed_by_seed")
     units = [dict(optimizer="adamw", model="diag", seed=s) for s in (1, 2, 3, 4)]
-    for u, secs, tables in zip(units, [(120, 30), (300, 50), None, (999, 999)], [True, True, True, False]):
-        if tables:
-            for rel in sbs.paths(sbs.unit_tables(), **u).values():
-                layout.under(tmp_path, rel).parent.mkdir(parents=True, exist_ok=True)
-                layout.under(tmp_path, rel).write_text("x")
-        for rel, s in zip(sbs.paths(sbs.unit_bench(), **u).values(), secs or ()):
-            layout.under(tmp_path, rel).parent.mkdir(parents=True, exist_ok=True)
-            layout.under(tmp_path, rel).write_text(f"s\th:m:s\n{s}\t0:00:00\n")
+    for u, secs, tables in zip(units, [(120, 30), (300, 50), (), (999, 999)], [True, True, True, False]):
+        _plant(sbs, tmp_path, u, secs, tables)
     assert sbs.unit_seconds(tmp_path, units) == [150.0, 350.0]
     assert sbs.unit_seconds(tmp_path, units, "train_budget") == [120.0, 300.0]
     cfg = lwconfig.load(ROOT, ROOT / "config" / "recovery-growth-T512-diag.yaml")
@@ -179,12 +182,7 @@ def test_the_estimate_gives_the_time_left_at_the_kept_units_mean_shortest_and_lo
     sbs = experiment_script("seed_by_seed")
     units = [dict(optimizer="adamw", model="diag", seed=s) for s in range(1, 7)]
     for u, secs in zip(units, [(3000, 600), (10000, 800)]):
-        for rel in sbs.paths(sbs.unit_tables(), **u).values():
-            layout.under(tmp_path, rel).parent.mkdir(parents=True, exist_ok=True)
-            layout.under(tmp_path, rel).write_text("x")
-        for rel, s in zip(sbs.paths(sbs.unit_bench(), **u).values(), secs):
-            layout.under(tmp_path, rel).parent.mkdir(parents=True, exist_ok=True)
-            layout.under(tmp_path, rel).write_text(f"s\th:m:s\n{s}\t0:00:00\n")
+        _plant(sbs, tmp_path, u, secs)
     cfg = lwconfig.load(ROOT, ROOT / "config" / "recovery-growth-T512-diag.yaml")
     sbs.estimate(cfg, units, tmp_path, None, 2)
     out = capsys.readouterr().out
