@@ -119,18 +119,43 @@ def cost(results: Path, cores: int = 2, rules=RULES, stems=None) -> pd.DataFrame
     """Per rule of the ground truth, from its benchmark TSVs (those named in ``stems``, default
     all): jobs, total and largest wall seconds, the total over ``cores`` cores in minutes (every
     job is one thread; perfect packing), and the same of the CPU seconds (Snakemake's cpu_time),
-    which a run beside other work does not inflate."""
-    rows = []
+    which a run beside other work does not inflate. train_budget's sums add the parked segments'
+    seconds (:func:`parked_segments`): a parked unit's TSV holds its last segment alone."""
+    rows, parked = [], parked_segments(results, stems)
     for rule in rules:
         files = sorted(f for f in (layout.under(results, layout.BENCH) / rule).rglob("*.tsv")
                        if stems is None or f.stem in stems)
         if files:
             tsv = pd.concat([pd.read_csv(f, sep="\t") for f in files])
             s, cpu = tsv["s"], pd.to_numeric(tsv["cpu_time"], errors="coerce")
-            rows.append({"rule": rule, "jobs": len(s), "wall s (sum)": number(s.sum(), 0),
-                         "wall s (largest job)": number(s.max(), 0), f"sum / {cores} cores (min)": number(s.sum() / cores / 60, 1),
-                         "CPU s (sum)": number(cpu.sum(), 0), f"CPU / {cores} cores (min)": number(cpu.sum() / cores / 60, 1)})
+            more = parked[["wall", "cpu"]].sum() if rule == "train_budget" else pd.Series({"wall": 0.0, "cpu": 0.0})
+            wall, cpu_s = s.sum() + more["wall"], cpu.sum() + more["cpu"]
+            rows.append({"rule": rule, "jobs": len(s), "wall s (sum)": number(wall, 0),
+                         "wall s (largest job)": number(s.max(), 0), f"sum / {cores} cores (min)": number(wall / cores / 60, 1),
+                         "CPU s (sum)": number(cpu_s, 0), f"CPU / {cores} cores (min)": number(cpu_s / cores / 60, 1)})
     return pd.DataFrame(rows)
+
+
+def parked_segments(results: Path, stems=None) -> pd.DataFrame:
+    """The segments of units parked at a sitting's end (the run's sittings record, layout.SITTINGS,
+    experiments/seed_by_seed.py; units named in ``stems`` as seed<seed>, default all): model, seed,
+    wall and CPU seconds, NaN for a unit parked from outside the driver, whose seconds nobody measured."""
+    record = Path(results) / layout.SITTINGS
+    entries = [e for e in (yaml.safe_load(record.read_text()) if record.is_file() else None) or []
+               if "parked_trainings" in e and (stems is None or f"seed{e['seed']}" in stems)]
+    return pd.DataFrame({"model": [e["model"] for e in entries], "seed": [e["seed"] for e in entries],
+                         "wall": [e.get("parked_wall_s", np.nan) for e in entries],
+                         "cpu": [e.get("parked_cpu_s", np.nan) for e in entries]})
+
+
+def cost_lines(results: Path, rules, stems=None) -> list[str]:
+    """The Cost section: :func:`cost`'s table, and what it holds of the parked segments."""
+    parked = parked_segments(results, stems)
+    n, missing = len(parked), int(parked["wall"].isna().sum())
+    note = (f"train_budget's sums hold the seconds of the {n} parked segments ({layout.SITTINGS})"
+            + (f", but for {missing} parked from outside the driver, which nobody measured." if missing else "."))
+    return ["### Cost (benchmark TSVs)", "", markdown(cost(results, rules=rules, stems=stems)), "",
+            *([note, ""] if n else [])]
 
 
 #: The growth table's printed columns: the seeds' Box-Cox exponent c (mean, Student t-interval over
@@ -205,7 +230,7 @@ def budget_tables(results: str | Path, seed_set: str, threshold: float) -> str:
         f"### Claim (d): slope of log N̂_emp(l) against -log f(l), threshold {threshold}, beside kappa "
         "(slope_t_lo, slope_t_hi: the 95 % Student t-interval over seeds)", "",
         markdown(_rounded(slope)), "",
-        "### Cost (benchmark TSVs)", "", markdown(cost(results, rules=BUDGET_RULES, stems=stems)), ""])
+        *cost_lines(results, BUDGET_RULES, stems)])
 
 
 def with_holm(confirm: pd.DataFrame) -> pd.DataFrame:
@@ -512,8 +537,7 @@ def growth_tables(results: str | Path, seed_set: str = "exploration", threshold:
         markdown(_models(pd.DataFrame(d_rows))), "",
         f"Claim (d) on the truth: **{seedlevel.kappa_overall(d['verdict'])}**.", "",
         *prediction, "",
-        "### Cost (benchmark TSVs)", "",
-        markdown(cost(results, rules=BUDGET_RULES, stems={seed_set, *(f"seed{x}" for x in seeds)})), ""])
+        *cost_lines(results, BUDGET_RULES, {seed_set, *(f"seed{x}" for x in seeds)})])
 
 
 def _model_by_N_holes(h_max: pd.DataFrame) -> pd.DataFrame:

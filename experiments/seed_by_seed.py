@@ -9,7 +9,7 @@ CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of 
 (e.g. data/runs/growth-T256), laid out as a run's results folder is (learnwin.infra.layout.under).
 1. Prints the run's cost estimate (the training cost law, learnwin.infra.resources, at worst: every
    lag to N_max; the expected cost of the §10d power table for §10d's design; once units are kept,
-   the time left at their measured mean) and what is done.
+   the time left at their measured mean, and at the shortest and the longest) and what is done.
 2. Restores the finished units from RUN into the run's own work folder, seed_by_seed/<RUN's name>/
    in the repository's results folder (the repository's Snakefile, config, workflow and profiles
    linked in, its own results folder and .snakemake/), so that no other run's outputs at the same
@@ -24,10 +24,14 @@ CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of 
    that fails stops the sitting once the running ones have ended and been kept. With ``--hours H``
    (a sitting of H hours: a session, a SLURM allocation), a unit starts only while its expected time
    (the kept units' measured mean, else the cost law's worst unit) fits in what is left of H, so
-   that no unit is cut short; the next sitting goes on from the kept ones.
+   that no unit is cut short; a unit the mean did not foresee, still running at the end of H, is
+   stopped and parked (below), its segment's wall and CPU seconds in its sittings entry (the Cost
+   table of experiments/groundtruth_tables.py adds them to train_budget's); the next sitting goes
+   on from the kept and the parked ones.
 4. When every unit is in: `snakemake recovery` (the aggregate and its figures) and the aggregate's
    tables and benchmark TSVs copied into RUN (with ``--commit``, one commit).
-``--park`` (a sitting that must end while units run): each unfinished unit's resume state (its
+``--park`` (a sitting that must end while units run, the driver stopped from outside: no segment
+seconds): each unfinished unit's resume state (its
 finished trainings, learnwin.infra.resume) is copied from the work folder into RUN, beside where its
 tables go, with a sittings entry (commit, CPU, trainings parked); step 2 restores it into the next
 sitting's work folder, whose training goes on from it (the trainings' own seeds make each one
@@ -43,8 +47,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -59,7 +65,6 @@ from learnwin.infra.provenance import commit_files, cpu_name, git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-SITTINGS = "sittings.yaml"  # in RUN: one entry per kept unit: its commit, CPU and wall seconds
 LINKED = ("Snakefile", "config", "workflow", "profiles")  # a work folder's view of the repository
 RULES = ("train_budget", "snapshot_budget")  # a unit's rules, in order; --until cuts after one
 AGGREGATE_RULES = ("aggregate_budget", "plot_budget")  # the aggregate's, kept with its tables (the Cost table)
@@ -87,29 +92,53 @@ def done(run: Path, fields: dict, until: str | None = None) -> bool:
 
 
 def run_units(todo: list[dict], work: Path, options: list[str], workers: int, until: str | None,
-              on_end: Callable[[dict], None], may_start: Callable[[], bool] = lambda: True) -> list[dict]:
+              on_end: Callable[[dict], None], may_start: Callable[[], bool] = lambda: True,
+              deadline: float | None = None, on_stop: Callable[[list], None] = lambda stopped: None) -> list[dict]:
     """Run each unit of ``todo`` as its own `snakemake --cores 1` call in ``work``, in order, at most
     ``workers`` at once, each started only while ``may_start()``; ``on_end(unit)`` as each one ends.
     A failed call starts no further unit and raises once the running ones have ended (and ``on_end``
-    has kept them). Returns the units not started."""
+    has kept them). At ``deadline`` (epoch seconds) the running calls are stopped and ``on_stop`` gets
+    [(unit, wall s, CPU s)] (:func:`stop`). Returns the units not started."""
     queue, running, failed = list(todo), [], None
-    while True:
-        while queue and len(running) < workers and failed is None and may_start():
-            u = queue.pop(0)
-            targets = list(paths(unit_tables(until), **u).values())
-            running.append((u, subprocess.Popen([*SNAKEMAKE, *targets, *options, "--cores", "1"], cwd=work)))
-        if not running:
-            break
-        time.sleep(POLL_S)
-        for u, call in [(u, call) for u, call in running if call.poll() is not None]:
-            running.remove((u, call))
-            if call.returncode:
-                failed = failed or subprocess.CalledProcessError(call.returncode, call.args)
-            else:
-                on_end(u)
+    try:
+        while True:
+            while queue and len(running) < workers and failed is None and may_start():
+                u = queue.pop(0)
+                targets = list(paths(unit_tables(until), **u).values())
+                running.append((u, subprocess.Popen([*SNAKEMAKE, *targets, *options, "--cores", "1"], cwd=work,
+                                                    process_group=0), time.time()))
+            if not running:
+                break
+            time.sleep(POLL_S)
+            for u, call, start in [r for r in running if r[1].poll() is not None]:
+                running.remove((u, call, start))
+                if call.returncode:
+                    failed = failed or subprocess.CalledProcessError(call.returncode, call.args)
+                else:
+                    on_end(u)
+            if deadline is not None and time.time() >= deadline:
+                if running:
+                    on_stop(stop(running))
+                break
+    except KeyboardInterrupt:  # each call has its own process group: a terminal's Ctrl-C reaches the driver alone
+        stop(running)
+        raise
     if failed is not None:
         raise failed
     return queue
+
+
+def stop(running: list[tuple]) -> list[tuple[dict, float, float]]:
+    """Stop the running calls [(unit, Popen, start)]: SIGTERM to each call's process group (its own,
+    :func:`run_units`), so that the job dies and Snakemake, which waits for its jobs, reaps it and
+    exits; each call's wall seconds, and its CPU seconds (user + system, the job's included) from wait4."""
+    for _, call, _ in running:
+        os.killpg(call.pid, signal.SIGTERM)
+    out = []
+    for u, call, start in running:
+        _, _, use = os.wait4(call.pid, 0)
+        out.append((u, round(time.time() - start, 1), round(use.ru_utime + use.ru_stime, 1)))
+    return out
 
 
 def resume_state(u: dict) -> str:
@@ -120,23 +149,27 @@ def resume_state(u: dict) -> str:
 def sitting_entry(run: Path, commit: str, u: dict, **fields) -> None:
     """Append unit ``u``'s entry (``commit``, its CPU, python and ``fields``) to RUN's sittings record."""
     line = dict(**u, commit=commit, cpu=cpu_name(), python=platform.python_version(), **fields)
-    with open(run / SITTINGS, "a") as fh:
+    with open(run / layout.SITTINGS, "a") as fh:
         fh.write(yaml.safe_dump([line], sort_keys=False))
 
 
-def park(work: Path, run: Path, units: list[dict], until: str | None, commit_it: bool) -> list[dict]:
+def park(work: Path, run: Path, units: list[dict], until: str | None, commit_it: bool,
+         segments: dict | None = None) -> list[dict]:
     """Copy each unfinished unit's resume state from ``work`` into ``run`` (see the module docstring),
-    with a sittings entry giving its trainings parked; with ``commit_it``, one git commit."""
+    with a sittings entry giving its trainings parked and, from ``segments`` ((model, seed) -> (wall s,
+    CPU s), :func:`stop`), its sitting's segment's seconds; with ``commit_it``, one git commit."""
     parked, commit = [], git_commit(work)  # before the record changes: its first entry would make it "dirty"
     for u in units:
         rel = resume_state(u)
         if not done(run, u, until) and (work / rel).is_file():
             copy(work / rel, layout.under(run, rel))
             n = len(json.loads(layout.under(run, rel).read_text())["units"])
-            sitting_entry(run, commit, u, parked_trainings=n)
+            seconds = (segments or {}).get((u["model"], u["seed"]))
+            sitting_entry(run, commit, u, parked_trainings=n,
+                          **(dict(parked_wall_s=seconds[0], parked_cpu_s=seconds[1]) if seconds else {}))
             parked.append(u)
     if commit_it and parked:
-        commit_files(ROOT, [*(layout.under(run, resume_state(u)) for u in parked), run / SITTINGS],
+        commit_files(ROOT, [*(layout.under(run, resume_state(u)) for u in parked), run / layout.SITTINGS],
                      f"{run.name}: the finished trainings of {len(parked)} unfinished units, parked ({cpu_name()})")
     return parked
 
@@ -181,7 +214,7 @@ def keep(checkout: Path, run: Path, u: dict, sitting_s: float | None, commit_it:
     parked.unlink(missing_ok=True)
     sitting_entry(run, commit, u, sitting_s=sitting_s)
     if commit_it:
-        commit_files(ROOT, [*(layout.under(run, rel) for rel in kept), run / SITTINGS, run / "run.yaml",
+        commit_files(ROOT, [*(layout.under(run, rel) for rel in kept), run / layout.SITTINGS, run / "run.yaml",
                             *([parked] if was_parked else [])],
                      f"{run.name}: raw tables of {u['model']} seed {u['seed']} ({cpu_name()})")
 
@@ -227,9 +260,10 @@ def estimate(cfg: dict, units: list[dict], run: Path, until: str | None, cores: 
           + (", ".join(f"{u['model']}/seed{u['seed']}" for u in left) or "none"), flush=True)
     kept = unit_seconds(run, units, until)
     if kept and left:
-        mean = sum(kept) / len(kept)
-        print(f"measured: {mean / 60:.0f} min per kept unit (mean of {len(kept)}); the {len(left)} left: "
-              f"about {len(left) * mean / 3600 / cores:.1f} h on {cores} cores", flush=True)
+        mean, hours = sum(kept) / len(kept), len(left) / 3600 / cores
+        print(f"measured: {mean / 60:.0f} min per kept unit (mean of {len(kept)}; {min(kept) / 60:.0f} to "
+              f"{max(kept) / 60:.0f}); the {len(left)} left: about {mean * hours:.1f} h on {cores} cores "
+              f"({min(kept) * hours:.1f} to {max(kept) * hours:.1f} h at the shortest and the longest)", flush=True)
 
 
 def main() -> None:
@@ -282,7 +316,14 @@ def main() -> None:
     def may_start() -> bool:
         return not args.hours or time.time() + expected_seconds(cfg, run, units, until) <= t0 + 3600 * args.hours
 
-    left = run_units([u for u in units if not done(run, u, until)], work, options, args.cores, until, on_end, may_start)
+    def on_stop(stopped: list) -> None:
+        segments = {(u["model"], u["seed"]): (wall, cpu) for u, wall, cpu in stopped}
+        parked = park(work, run, [u for u, _, _ in stopped], until, args.commit, segments)
+        print(f"the sitting's {args.hours:g} h are over: parked "
+              + ", ".join(f"{u['model']}/seed{u['seed']}" for u in parked), flush=True)
+
+    left = run_units([u for u in units if not done(run, u, until)], work, options, args.cores, until, on_end, may_start,
+                     t0 + 3600 * args.hours if args.hours else None, on_stop)
     if left:
         print(f"the sitting's {args.hours:g} h leave no room for a unit of "
               f"{expected_seconds(cfg, run, units, until) / 60:.0f} min: {len(left)} left; the same command "

@@ -634,3 +634,28 @@ def test_an_undecided_cell_states_the_power_of_its_design_from_the_runs_table(tm
     assert words == {"lstm": f"log N: {p[growth.LOG_N]:.2f}, c 0.18: {p[growth.POWER]:.2f}"}
     with pytest.raises(SystemExit, match="--design-power"):  # the GRU turned undecided: the table is stale
         groundtruth_tables.design_power_words(run, shape.assign(verdict=growth.UNDECIDED))
+
+
+def test_the_cost_table_adds_the_parked_segments_it_measured_and_says_how_many_it_lacks(tmp_path):
+    """groundtruth_tables.cost_lines: train_budget's sums are the TSVs' (100 + 200 s wall, 90 + 180 s
+    CPU) plus the parked segments the driver measured (50 s, 40 s), of the seeds asked for; a segment
+    parked from outside has no seconds, and the note counts it; snapshot_budget's sums are its TSVs'."""
+    for rule, seed, wall, cpu in [("train_budget", 1, 100, 90), ("train_budget", 2, 200, 180),
+                                  ("snapshot_budget", 1, 10, 9)]:
+        tsv = layout.under(tmp_path, layout.BENCH) / rule / "adamw" / "diag" / f"seed{seed}.tsv"
+        tsv.parent.mkdir(parents=True, exist_ok=True)
+        tsv.write_text(f"s\th:m:s\tcpu_time\n{wall}\t0:00:00\t{cpu}\n")
+    entries = [dict(optimizer="adamw", model="diag", seed=1, parked_trainings=3, parked_wall_s=50.0, parked_cpu_s=40.0),
+               dict(optimizer="adamw", model="diag", seed=2, parked_trainings=2),
+               dict(optimizer="adamw", model="diag", seed=1, sitting_s=400.0),
+               dict(optimizer="adamw", model="diag", seed=9, parked_trainings=1, parked_wall_s=7.0, parked_cpu_s=7.0)]
+    (tmp_path / layout.SITTINGS).write_text(yaml.safe_dump(entries))
+    text = "\n".join(groundtruth_tables.cost_lines(tmp_path, groundtruth_tables.BUDGET_RULES, {"seed1", "seed2"}))
+    row = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in text.splitlines()
+           if line.startswith("| train_budget") or line.startswith("| snapshot_budget")}
+    assert row["train_budget"][:4] == ["2", "350", "200", "2.9"] and row["train_budget"][4] == "310"
+    assert row["snapshot_budget"][1] == "10" and row["snapshot_budget"][4] == "9"
+    assert ("train_budget's sums hold the seconds of the 2 parked segments (sittings.yaml), but for 1 parked "
+            "from outside the driver, which nobody measured.") in text
+    plain = "\n".join(groundtruth_tables.cost_lines(tmp_path, groundtruth_tables.BUDGET_RULES, {"seed3"}))
+    assert "parked" not in plain  # no parked segment of these seeds: the table alone

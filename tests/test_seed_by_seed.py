@@ -3,9 +3,12 @@ finished (model, seed)'s raw tables kept in the run's folder as it finishes, and
 a fresh checkout (no results folder) restores them, trains only what is missing and gives the
 aggregate of the uninterrupted run."""
 
+import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 import yaml
@@ -152,25 +155,43 @@ def test_a_unit_starts_only_while_the_sitting_may_start_one(tmp_path, monkeypatc
     assert sbs.run_units(units[:2], tmp_path, [], 2, None, lambda u: kept.append(u["seed"])) == []  # no rule: all
 
 
+def _plant(sbs, run, unit, seconds, tables=True):
+    """A unit in RUN: its tables (when ``tables``) and its rules' benchmark TSVs of ``seconds``."""
+    planted = zip(sbs.paths(sbs.unit_bench(), **unit).values(), seconds)
+    for rel, text in [*((rel, "x") for rel in sbs.paths(sbs.unit_tables(), **unit).values() if tables),
+                      *((rel, f"s\th:m:s\n{s}\t0:00:00\n") for rel, s in planted)]:
+        layout.under(run, rel).parent.mkdir(parents=True, exist_ok=True)
+        layout.under(run, rel).write_text(text)
+
+
 def test_the_time_left_is_read_from_the_kept_units_benchmarks(tmp_path):
     """unit_seconds: a kept unit's rules' benchmark seconds summed (120 + 30, 300 + 50); a unit with
     tables but no benchmark, or a benchmark but no tables, is left out."""
     sbs = experiment_script("seed_by_seed")
     units = [dict(optimizer="adamw", model="diag", seed=s) for s in (1, 2, 3, 4)]
-    for u, secs, tables in zip(units, [(120, 30), (300, 50), None, (999, 999)], [True, True, True, False]):
-        if tables:
-            for rel in sbs.paths(sbs.unit_tables(), **u).values():
-                layout.under(tmp_path, rel).parent.mkdir(parents=True, exist_ok=True)
-                layout.under(tmp_path, rel).write_text("x")
-        for rel, s in zip(sbs.paths(sbs.unit_bench(), **u).values(), secs or ()):
-            layout.under(tmp_path, rel).parent.mkdir(parents=True, exist_ok=True)
-            layout.under(tmp_path, rel).write_text(f"s\th:m:s\n{s}\t0:00:00\n")
+    for u, secs, tables in zip(units, [(120, 30), (300, 50), (), (999, 999)], [True, True, True, False]):
+        _plant(sbs, tmp_path, u, secs, tables)
     assert sbs.unit_seconds(tmp_path, units) == [150.0, 350.0]
     assert sbs.unit_seconds(tmp_path, units, "train_budget") == [120.0, 300.0]
     cfg = lwconfig.load(ROOT, ROOT / "config" / "recovery-growth-T512-diag.yaml")
     assert sbs.expected_seconds(cfg, tmp_path, units) == 250.0  # a unit expected at the kept ones' mean
     law = resources.budget_cpu_seconds(cfg, "diag")  # none kept: the cost law's worst unit
     assert sbs.expected_seconds(cfg, tmp_path / "empty", units) == law and law > 3600
+
+
+def test_the_estimate_gives_the_time_left_at_the_kept_units_mean_shortest_and_longest(tmp_path, capsys):
+    """--estimate: two kept units of 1 h and 3 h (benchmark TSVs), four left on 2 cores: 4 x 2 h / 2 =
+    4.0 h at the mean, 2.0 to 6.0 h at the shortest and the longest."""
+    sbs = experiment_script("seed_by_seed")
+    units = [dict(optimizer="adamw", model="diag", seed=s) for s in range(1, 7)]
+    for u, secs in zip(units, [(3000, 600), (10000, 800)]):
+        _plant(sbs, tmp_path, u, secs)
+    cfg = lwconfig.load(ROOT, ROOT / "config" / "recovery-growth-T512-diag.yaml")
+    sbs.estimate(cfg, units, tmp_path, None, 2)
+    out = capsys.readouterr().out
+    assert "done: 2 of 6; left: diag/seed3, diag/seed4, diag/seed5, diag/seed6" in out
+    assert ("measured: 120 min per kept unit (mean of 2; 60 to 180); the 4 left: about 4.0 h on 2 cores "
+            "(2.0 to 6.0 h at the shortest and the longest)") in out
 
 
 def test_a_parked_units_trainings_go_to_the_run_and_back_and_leave_it_when_kept(tmp_path):
@@ -207,3 +228,45 @@ def test_a_parked_units_trainings_go_to_the_run_and_back_and_leave_it_when_kept(
     sbs.keep(fresh, run, units[0], 10.0, False, None)
     assert not parked.exists() and sbs.done(run, units[0])
     assert [e.get("parked_trainings") for e in yaml.safe_load((run / "sittings.yaml").read_text())] == [3, None]
+
+
+def test_a_unit_still_running_at_the_deadline_is_stopped_with_its_seconds_and_its_jobs_cpu(tmp_path, monkeypatch):
+    """run_units with ``deadline``: the running calls are stopped when it passes and ``on_stop`` gets
+    each one's wall and CPU seconds. The stand-in call is Snakemake's shape: a parent that outlives
+    SIGTERM and waits for its job, a child that burns 0.3 CPU s, writes its pid and sleeps; the job's
+    CPU counts (the parent's own is about 0.05 s) and it leaves no process behind. Units not started
+    are returned; a stopped unit is not kept."""
+    sbs = experiment_script("seed_by_seed")
+    job = ("import os, sys, time\nwhile time.process_time() < 0.3: pass\n"
+           "open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)")
+    parent = ("import signal, subprocess, sys; signal.signal(signal.SIGTERM, lambda *a: None); "
+              f"subprocess.run([sys.executable, '-c', {job!r}, 'job' + sys.argv[1].split('seed')[-1].split('/')[0]])")
+    monkeypatch.setattr(sbs, "SNAKEMAKE", [sys.executable, "-c", parent])
+    monkeypatch.setattr(sbs, "POLL_S", 0.05)
+    units = [dict(optimizer="adamw", model="const", seed=s) for s in (1, 2, 3)]
+    kept, stopped = [], []
+    t0 = time.time()
+    left = sbs.run_units(units, tmp_path, [], 2, None, lambda u: kept.append(u), deadline=t0 + 3.0,
+                         on_stop=stopped.extend)
+    assert [u["seed"] for u in left] == [3] and kept == []
+    assert [u["seed"] for u, _, _ in stopped] == [1, 2]
+    for u, wall, cpu in stopped:
+        assert 2.9 <= wall <= time.time() - t0 + 0.1 and 0.3 <= cpu <= 1.0  # seconds to 0.1
+        with pytest.raises(ProcessLookupError):  # the job is gone
+            os.kill(int((tmp_path / f"job{u['seed']}").read_text()), 0)
+
+
+def test_a_unit_parked_by_the_driver_has_its_segments_seconds(tmp_path):
+    """park with ``segments``: the parked unit's sittings entry gives its trainings and its segment's
+    wall and CPU seconds; one parked from outside (no segment) gives its trainings alone."""
+    sbs = experiment_script("seed_by_seed")
+    work, run = tmp_path / "work", tmp_path / "run"
+    units = [dict(optimizer="adamw", model="diag", seed=s) for s in (1, 2)]
+    for u in units:
+        (work / sbs.resume_state(u)).parent.mkdir(parents=True)
+        (work / sbs.resume_state(u)).write_text(json.dumps({"fingerprint": "f", "units": {"a": 1, "b": 2}}))
+    run.mkdir()
+    assert sbs.park(work, run, units, None, False, {("diag", 1): (3600.5, 3500.25)}) == units
+    first, second = yaml.safe_load((run / "sittings.yaml").read_text())
+    assert (first["parked_trainings"], first["parked_wall_s"], first["parked_cpu_s"]) == (2, 3600.5, 3500.25)
+    assert second["parked_trainings"] == 2 and "parked_wall_s" not in second

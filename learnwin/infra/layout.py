@@ -16,6 +16,9 @@ ROOT = "results"
 #: The raw tables of the published runs, kept in the repository (docs/method.md §10d): one folder
 #: per run, laid out under it as a run's results folder is (:func:`under`).
 KEPT_RUNS = "data/runs"
+#: A kept run's record of its sittings, in its folder: one entry per kept or parked unit (its commit,
+#: CPU, seconds; a parked one's trainings and segment seconds), experiments/seed_by_seed.py.
+SITTINGS = "sittings.yaml"
 #: The power table of the growth-law rule (docs/method.md §10d, experiments/growth_power.py).
 GROWTH_POWER = "data/power/growth_power.parquet"
 
