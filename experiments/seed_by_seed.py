@@ -22,12 +22,11 @@ CONFIG: the run's config, read on top of config/config.yaml; RUN: its folder of 
    As a unit ends, its tables, its benchmark TSVs and an entry of RUN/sittings.yaml (commit, CPU,
    seconds since the sitting began) are kept; with ``--commit``, one git commit per unit. A unit
    that fails stops the sitting once the running ones have ended and been kept. With ``--hours H``
-   (a sitting of H hours: a session, a SLURM allocation), a unit starts only while its expected time
-   (the kept units' measured mean, else the cost law's worst unit) fits in what is left of H, so
-   that no unit is cut short; a unit the mean did not foresee, still running at the end of H, is
-   stopped and parked (below), its segment's wall and CPU seconds in its sittings entry (the Cost
-   table of experiments/groundtruth_tables.py adds them to train_budget's); the next sitting goes
-   on from the kept and the parked ones.
+   (a sitting of H hours: a session, a SLURM allocation), units start until the end of H, and the
+   ones still running then are stopped and parked (below), each segment's wall and CPU seconds in
+   its sittings entry (the Cost table of experiments/groundtruth_tables.py adds them to
+   train_budget's): no core waits for the sitting's end, and a stopped unit loses only the training
+   in flight. The next sitting goes on from the kept and the parked units.
 4. When every unit is in: `snakemake recovery` (the aggregate and its figures) and the aggregate's
    tables and benchmark TSVs copied into RUN (with ``--commit``, one commit).
 ``--park`` (a sitting that must end while units run, the driver stopped from outside: no segment
@@ -92,17 +91,17 @@ def done(run: Path, fields: dict, until: str | None = None) -> bool:
 
 
 def run_units(todo: list[dict], work: Path, options: list[str], workers: int, until: str | None,
-              on_end: Callable[[dict], None], may_start: Callable[[], bool] = lambda: True,
-              deadline: float | None = None, on_stop: Callable[[list], None] = lambda stopped: None) -> list[dict]:
+              on_end: Callable[[dict], None], deadline: float | None = None,
+              on_stop: Callable[[list], None] = lambda stopped: None) -> list[dict]:
     """Run each unit of ``todo`` as its own `snakemake --cores 1` call in ``work``, in order, at most
-    ``workers`` at once, each started only while ``may_start()``; ``on_end(unit)`` as each one ends.
+    ``workers`` at once, each started only before ``deadline``; ``on_end(unit)`` as each one ends.
     A failed call starts no further unit and raises once the running ones have ended (and ``on_end``
     has kept them). At ``deadline`` (epoch seconds) the running calls are stopped and ``on_stop`` gets
     [(unit, wall s, CPU s)] (:func:`stop`). Returns the units not started."""
     queue, running, failed = list(todo), [], None
     try:
         while True:
-            while queue and len(running) < workers and failed is None and may_start():
+            while queue and len(running) < workers and failed is None and (deadline is None or time.time() < deadline):
                 u = queue.pop(0)
                 targets = list(paths(unit_tables(until), **u).values())
                 running.append((u, subprocess.Popen([*SNAKEMAKE, *targets, *options, "--cores", "1"], cwd=work,
@@ -231,13 +230,6 @@ def unit_seconds(run: Path, units: list[dict], until: str | None = None) -> list
     return out
 
 
-def expected_seconds(cfg: dict, run: Path, units: list[dict], until: str | None = None) -> float:
-    """A unit's expected seconds: the kept units' measured mean (:func:`unit_seconds`), or else the
-    cost law's worst unit (every lag to N_max, learnwin.infra.resources)."""
-    kept = unit_seconds(run, units, until)
-    return sum(kept) / len(kept) if kept else max(resources.budget_cpu_seconds(cfg, u["model"]) for u in units)
-
-
 def estimate(cfg: dict, units: list[dict], run: Path, until: str | None, cores: int) -> None:
     models = sorted({u["model"] for u in units})
     worst = sum(resources.budget_cpu_seconds(cfg, u["model"]) for u in units) / 3600
@@ -277,8 +269,8 @@ def main() -> None:
                     help="only keep the units a run in another checkout of this config has finished")
     ap.add_argument("--until", choices=RULES[:1], help="a unit is its trainings' scores alone; no aggregate")
     ap.add_argument("--park", action="store_true", help="keep the unfinished units' finished trainings in RUN")
-    ap.add_argument("--hours", type=float, help="the sitting's length: start a unit only while its expected "
-                    "time fits in what is left of it")
+    ap.add_argument("--hours", type=float, help="the sitting's length: units start until its end, and the "
+                    "units still running then are parked")
     args = ap.parse_args()
     cfg = lwconfig.load(ROOT, args.config)
     rec = cfg["recovery"]
@@ -313,21 +305,18 @@ def main() -> None:
         keep(work, run, u, round(time.time() - t0, 1), args.commit, until)
         print(f"{u['model']} seed {u['seed']}: kept after {time.time() - t0:.0f} s", flush=True)
 
-    def may_start() -> bool:
-        return not args.hours or time.time() + expected_seconds(cfg, run, units, until) <= t0 + 3600 * args.hours
-
     def on_stop(stopped: list) -> None:
         segments = {(u["model"], u["seed"]): (wall, cpu) for u, wall, cpu in stopped}
         parked = park(work, run, [u for u, _, _ in stopped], until, args.commit, segments)
-        print(f"the sitting's {args.hours:g} h are over: parked "
-              + ", ".join(f"{u['model']}/seed{u['seed']}" for u in parked), flush=True)
+        print(f"the sitting's {args.hours:g} h are over: stopped {len(stopped)}, parked "
+              + (", ".join(f"{u['model']}/seed{u['seed']}" for u in parked) or "none (no training had finished)"),
+              flush=True)
 
-    left = run_units([u for u in units if not done(run, u, until)], work, options, args.cores, until, on_end, may_start,
-                     t0 + 3600 * args.hours if args.hours else None, on_stop)
+    left = run_units([u for u in units if not done(run, u, until)], work, options, args.cores, until, on_end,
+                     None if args.hours is None else t0 + 3600 * args.hours, on_stop)
     if left:
-        print(f"the sitting's {args.hours:g} h leave no room for a unit of "
-              f"{expected_seconds(cfg, run, units, until) / 60:.0f} min: {len(left)} left; the same command "
-              "goes on from the kept units", flush=True)
+        print(f"the sitting's {args.hours:g} h are over: {len(left)} not started; the same command goes on from "
+              "the kept and the parked units", flush=True)
         return
     if not until and all(done(run, u) for u in units):
         subprocess.run([*SNAKEMAKE, "recovery", *options, "--cores", str(args.cores)], cwd=work, check=True)
