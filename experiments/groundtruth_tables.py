@@ -115,20 +115,21 @@ RULES = ("train_recovery", "snapshot_recovery", "aggregate_recovery", "plot_reco
 BUDGET_RULES = ("train_budget", "snapshot_budget", "aggregate_budget", "plot_budget")
 
 
-def cost(results: Path, cores: int = 2, rules=RULES, stems=None) -> pd.DataFrame:
+def cost(results: Path, cores: int = 2, rules=RULES, stems=None, parked: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per rule of the ground truth, from its benchmark TSVs (those named in ``stems``, default
     all): jobs, total and largest wall seconds, the total over ``cores`` cores in minutes (every
     job is one thread; perfect packing), and the same of the CPU seconds (Snakemake's cpu_time),
-    which a run beside other work does not inflate. train_budget's sums add the parked segments'
-    seconds (:func:`parked_segments`): a parked unit's TSV holds its last segment alone."""
-    rows, parked = [], parked_segments(results, stems)
+    which a run beside other work does not inflate. train_budget's sums add ``parked``'s seconds
+    (:func:`parked_segments`): a parked unit's TSV holds its last segment alone."""
+    rows = []
     for rule in rules:
         files = sorted(f for f in (layout.under(results, layout.BENCH) / rule).rglob("*.tsv")
                        if stems is None or f.stem in stems)
         if files:
             tsv = pd.concat([pd.read_csv(f, sep="\t") for f in files])
             s, cpu = tsv["s"], pd.to_numeric(tsv["cpu_time"], errors="coerce")
-            more = parked[["wall", "cpu"]].sum() if rule == "train_budget" else pd.Series({"wall": 0.0, "cpu": 0.0})
+            more = (parked[["wall", "cpu"]].sum() if parked is not None and rule == "train_budget"
+                    else {"wall": 0.0, "cpu": 0.0})
             wall, cpu_s = s.sum() + more["wall"], cpu.sum() + more["cpu"]
             rows.append({"rule": rule, "jobs": len(s), "wall s (sum)": number(wall, 0),
                          "wall s (largest job)": number(s.max(), 0), f"sum / {cores} cores (min)": number(wall / cores / 60, 1),
@@ -154,7 +155,7 @@ def cost_lines(results: Path, rules, stems=None) -> list[str]:
     n, missing = len(parked), int(parked["wall"].isna().sum())
     note = (f"train_budget's sums hold the seconds of the {n} parked segments ({layout.SITTINGS})"
             + (f", but for {missing} parked from outside the driver, which nobody measured." if missing else "."))
-    return ["### Cost (benchmark TSVs)", "", markdown(cost(results, rules=rules, stems=stems)), "",
+    return ["### Cost (benchmark TSVs)", "", markdown(cost(results, rules=rules, stems=stems, parked=parked)), "",
             *([note, ""] if n else [])]
 
 
